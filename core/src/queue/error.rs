@@ -1,0 +1,137 @@
+//! Errors of the queue layer. Whether an error is retryable, and whether an entry may have been
+//! stored, is decided here, where the backend's error is born.
+
+use std::fmt;
+
+use super::Backend;
+
+/// What a failed enqueue means for the entry: the heart of the Trilean answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The entry is definitely not on the queue (FALSE): refused before sending, or rejected by
+    /// the broker. Retrying cannot duplicate anything.
+    NotStored,
+    /// The entry may or may not be on the queue (UNKNOWN): a timeout or a broken connection after
+    /// sending.
+    Unknown,
+}
+
+/// Why an enqueue did not end with the broker's acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnqueueError {
+    #[error(
+        "entry of {size} bytes is larger than the {backend} queue '{queue}' accepts ({limit} bytes at most)"
+    )]
+    TooLarge {
+        backend: Backend,
+        queue: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("entry not stored on {backend} queue '{queue}': {reason}")]
+    NotStored {
+        backend: Backend,
+        queue: String,
+        reason: String,
+    },
+    #[error("outcome unknown for {backend} queue '{queue}': {reason}")]
+    Unknown {
+        backend: Backend,
+        queue: String,
+        reason: String,
+    },
+}
+
+impl EnqueueError {
+    /// Whether the entry may be on the queue despite the error.
+    pub fn durability(&self) -> Durability {
+        match self {
+            Self::TooLarge { .. } | Self::NotStored { .. } => Durability::NotStored,
+            Self::Unknown { .. } => Durability::Unknown,
+        }
+    }
+}
+
+/// Which queue operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Provision,
+    Receive,
+    Acknowledge,
+    Extend,
+    Release,
+    DeadLetter,
+    Close,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Provision => "provision",
+            Self::Receive => "receive",
+            Self::Acknowledge => "acknowledge",
+            Self::Extend => "extend visibility",
+            Self::Release => "release",
+            Self::DeadLetter => "dead-letter",
+            Self::Close => "close",
+        })
+    }
+}
+
+/// A queue operation other than enqueue failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} on {backend} queue '{queue}' failed: {reason}")]
+pub struct QueueError {
+    pub backend: Backend,
+    pub queue: String,
+    pub operation: Operation,
+    pub reason: String,
+    /// Whether trying the same operation later may succeed (the broker is unreachable or busy),
+    /// as opposed to a mistake that will fail the same way (a missing queue, a bad receipt).
+    pub retryable: bool,
+}
+
+impl QueueError {
+    pub(crate) fn retryable(
+        backend: Backend,
+        queue: &str,
+        operation: Operation,
+        reason: impl fmt::Display,
+    ) -> Self {
+        Self {
+            backend,
+            queue: queue.to_owned(),
+            operation,
+            reason: reason.to_string(),
+            retryable: true,
+        }
+    }
+
+    pub(crate) fn permanent(
+        backend: Backend,
+        queue: &str,
+        operation: Operation,
+        reason: impl fmt::Display,
+    ) -> Self {
+        Self {
+            retryable: false,
+            ..Self::retryable(backend, queue, operation, reason)
+        }
+    }
+
+    pub(crate) fn from_enqueue(operation: Operation, error: EnqueueError) -> Self {
+        let (backend, queue) = match &error {
+            EnqueueError::TooLarge { backend, queue, .. }
+            | EnqueueError::NotStored { backend, queue, .. }
+            | EnqueueError::Unknown { backend, queue, .. } => (*backend, queue.clone()),
+        };
+        let retryable = !matches!(error, EnqueueError::TooLarge { .. });
+        Self {
+            backend,
+            queue,
+            operation,
+            reason: error.to_string(),
+            retryable,
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The queue layer: one trait for a namespace's queue, implemented on Kafka and on SQS.
+//!
+//! A queue carries entries from the producer to the consumer. Every queue has a DLQ on the same
+//! backend. The contract below is what the producer's Trilean answer and the consumer's
+//! at-least-once delivery stand on; `tests/queue_conformance.rs` checks it against every backend.
+
+mod error;
+pub mod kafka;
+pub mod sqs;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::entry::{self, CodecError, Entry, ErrorClass};
+pub use error::{Durability, EnqueueError, Operation, QueueError};
+
+/// The broker a queue lives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Kafka,
+    Sqs,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Kafka => "kafka",
+            Self::Sqs => "sqs",
+        })
+    }
+}
+
+/// Names one queue of a namespace: the Kafka topic or SQS queue, and its DLQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// The namespace the queue belongs to; dead-lettered undecodable messages are filed under it.
+    pub namespace: String,
+    /// The topic or queue name.
+    pub name: String,
+    /// The DLQ's topic or queue name. `None` only for a handle that reads a DLQ itself.
+    pub dlq: Option<String>,
+}
+
+impl QueueSpec {
+    /// A namespace queue with its DLQ.
+    pub fn new(namespace: &str, name: &str, dlq: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            dlq: Some(dlq.to_owned()),
+        }
+    }
+
+    /// A handle on this queue's DLQ, for reading what was dead-lettered.
+    pub fn dead_letters(&self) -> Option<Self> {
+        self.dlq.as_ref().map(|dlq| Self {
+            namespace: self.namespace.clone(),
+            name: dlq.clone(),
+            dlq: None,
+        })
+    }
+}
+
+/// What [`Queue::provision`] did: the topics or queues it made, and those that already existed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProvisionReport {
+    pub created: Vec<String>,
+    pub existing: Vec<String>,
+}
+
+/// Identifies a received message to its backend, for acknowledging or extending it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    Kafka { partition: i32, offset: i64 },
+    Sqs { message_id: String, handle: String },
+}
+
+impl fmt::Display for Receipt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kafka { partition, offset } => write!(f, "partition {partition} offset {offset}"),
+            Self::Sqs { message_id, .. } => write!(f, "message {message_id}"),
+        }
+    }
+}
+
+/// One received message: the entry (or why it could not be decoded) and its receipt.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The decoded entry. An error here is permanent: the consumer dead-letters the raw bytes.
+    pub entry: Result<Entry, CodecError>,
+    /// The message exactly as the queue held it, so even an undecodable one reaches the DLQ.
+    pub raw: Bytes,
+    pub receipt: Receipt,
+}
+
+/// Why a delivery failed, for [`Queue::release`] and [`Queue::dead_letter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub reason: String,
+}
+
+impl Failure {
+    pub fn retryable(reason: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Retryable,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn permanent(reason: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Permanent,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Error texts on entries are capped so that the copy written by a retry or to the DLQ still fits
+/// the backend; [`Queue::max_entry_bytes`] keeps this much head room for it.
+pub const MAX_ERROR_BYTES: usize = 1024;
+/// Head room between an entry's size limit and the backend's, for the fields a retry or a DLQ
+/// write adds (error text, times, attempt count).
+pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
+
+/// One queue of a namespace and its DLQ.
+///
+/// # Contract
+/// - **Enqueue is durable or says why not.** [`enqueue`](Queue::enqueue) returns `Ok` only after
+///   the broker acknowledged the entry (Kafka: idempotent producer, acks=all; SQS: SendMessage
+///   succeeded). An error says whether the entry is definitely not stored or may be
+///   ([`EnqueueError::durability`]). An entry larger than [`max_entry_bytes`](Queue::max_entry_bytes)
+///   is refused before anything is sent.
+/// - **Delay.** An entry is not handed out by [`receive`](Queue::receive) long before its
+///   `deliver_at_micros` where the backend can hold it back (SQS DelaySeconds, up to 900 s); Kafka
+///   hands everything out at once. Either way the consumer must still wait until deliver-at: the
+///   queue never promises exact timing.
+/// - **At-least-once.** A received entry stays owned by the queue until it is acknowledged. One
+///   that is never acknowledged (the consumer crashed, the handle was dropped) is received again
+///   by a later handle: on Kafka the committed offset never passes an entry still in progress,
+///   however many are in flight; on SQS the message becomes visible again when its visibility
+///   timeout ends (see [`extend`](Queue::extend)).
+/// - **Acknowledge after effect.** Callers acknowledge only after the entry's effect happened or
+///   it was written to the DLQ. An acknowledged entry is not received again, except after a
+///   broker-side failure that at-least-once allows (a Kafka group rebalance before the commit).
+/// - **Release and dead-letter write first, acknowledge second.** Both put a new copy on a queue
+///   and only then acknowledge the original, so a crash between the two duplicates, never loses.
+///
+/// Handles are cheap to clone behind an `Arc` and safe to use from many tasks at once.
+#[async_trait]
+pub trait Queue: Send + Sync + fmt::Debug {
+    /// The queue's spec: its name and its DLQ's.
+    fn spec(&self) -> &QueueSpec;
+
+    /// The broker this queue lives on.
+    fn backend(&self) -> Backend;
+
+    /// The largest encoded entry [`enqueue`](Queue::enqueue) accepts. The producer compares
+    /// payload sizes against it to decide on a claim check.
+    fn max_entry_bytes(&self) -> usize;
+
+    /// Creates the queue and its DLQ if they do not exist. Idempotent: a second call creates
+    /// nothing and reports both as existing.
+    async fn provision(&self) -> Result<ProvisionReport, QueueError>;
+
+    /// Puts the entry on the queue. `Ok` means the broker acknowledged it; see the contract.
+    async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// Puts the entry on the DLQ as it is (the caller has set its reason). Allows entries up to
+    /// the backend's own limit, so an entry that fit the queue always fits its DLQ.
+    async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// Waits up to `wait` for entries, and returns at most `max` of them (possibly none).
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
+
+    /// Marks the delivery done, so it is not received again.
+    async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError>;
+
+    /// Keeps an entry in progress from being handed to another consumer for `by` from now
+    /// (SQS visibility). Kafka keeps in-progress entries by design, so there it does nothing.
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError>;
+
+    /// Makes what was acknowledged final before the handle goes away (Kafka: a synchronous
+    /// commit). Dropping a handle without closing it is a crash as far as the contract goes.
+    async fn close(&self) -> Result<(), QueueError>;
+
+    /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
+    /// with its attempt count incremented and the failure recorded, then acknowledges the
+    /// original. The retry schedule thus lives on the queue and survives a consumer restart.
+    async fn release(
+        &self,
+        delivery: &Delivery,
+        deliver_at_micros: i64,
+        failure: &Failure,
+    ) -> Result<(), QueueError> {
+        let original = delivery.entry.as_ref().map_err(|e| {
+            QueueError::permanent(
+                self.backend(),
+                &self.spec().name,
+                Operation::Release,
+                format!("an undecodable message cannot be retried, dead-letter it: {e}"),
+            )
+        })?;
+        let mut retry = original.clone();
+        retry.attempt = original.attempt.saturating_add(1);
+        retry.deliver_at_micros = deliver_at_micros;
+        retry.enqueued_at_micros = entry::now_micros();
+        record_failure(&mut retry, failure);
+        self.enqueue(&retry)
+            .await
+            .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
+        self.acknowledge(delivery).await
+    }
+
+    /// Puts the entry on the DLQ with the failure's reason and class and the time, then
+    /// acknowledges the original. A message that could not be decoded is dead-lettered as an
+    /// entry whose payload is the raw message and whose id names where it was found.
+    async fn dead_letter(&self, delivery: &Delivery, failure: &Failure) -> Result<(), QueueError> {
+        let mut dead = match &delivery.entry {
+            Ok(entry) => entry.clone(),
+            Err(_) => undecodable_entry(self.spec(), delivery),
+        };
+        let reason = match &delivery.entry {
+            Ok(_) => failure.reason.clone(),
+            Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
+        };
+        record_failure(&mut dead, &Failure { class: failure.class, reason });
+        dead.dead_lettered_at_micros = entry::now_micros();
+        self.enqueue_dead_letter(&dead)
+            .await
+            .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))?;
+        self.acknowledge(delivery).await
+    }
+}
+
+fn record_failure(entry: &mut Entry, failure: &Failure) {
+    entry.last_error = truncate(&failure.reason, MAX_ERROR_BYTES);
+    entry.last_error_class = failure.class as i32;
+}
+
+fn undecodable_entry(spec: &QueueSpec, delivery: &Delivery) -> Entry {
+    let now = entry::now_micros();
+    Entry {
+        version: entry::ENTRY_VERSION,
+        id: format!("undecodable:{}:{}", spec.name, delivery.receipt),
+        namespace: spec.namespace.clone(),
+        body: Some(entry::Body::Payload(delivery.raw.to_vec())),
+        enqueued_at_micros: now,
+        ..Entry::default()
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
