@@ -1,0 +1,220 @@
+//! Durable storage: CQL tables (ScyllaDB in production, Cassandra locally) for what does not fit
+//! on a queue. Today: claim-checked payloads, bodies too large for the backend, stored here while
+//! the queue carries a [`ClaimCheck`] that the consumer resolves before delivery.
+//!
+//! The keyspace is created with SimpleStrategy only when it does not exist yet; in production,
+//! create it beforehand with NetworkTopologyStrategy and the replication you need, and the
+//! platform leaves it alone.
+
+use std::time::Duration;
+
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::statement::prepared::PreparedStatement;
+
+use crate::entry::{ClaimCheck, now_micros};
+
+/// Claim-checked bodies expire after this long: longer than any queue keeps an entry (SQS: 14
+/// days at most; Kafka: the topic's retention), so a body outlives every entry pointing at it.
+pub const CLAIM_CHECK_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How to reach the CQL cluster and where the platform's tables live.
+#[derive(Debug, Clone)]
+pub struct DurableSettings {
+    /// Contact points, `host:port`.
+    pub nodes: Vec<String>,
+    pub keyspace: String,
+    /// Replication factor used if the keyspace has to be created.
+    pub replication_factor: u8,
+    pub connect_timeout: Duration,
+}
+
+impl DurableSettings {
+    pub fn new(nodes: &[&str], keyspace: &str) -> Self {
+        Self {
+            nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+            keyspace: keyspace.to_owned(),
+            replication_factor: 1,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DurableError {
+    #[error("keyspace name '{0}' is not a CQL identifier; expected a letter, then letters, digits or '_' (48 at most)")]
+    BadKeyspace(String),
+    #[error("cannot connect to CQL nodes {nodes:?}: {reason}")]
+    Connect { nodes: Vec<String>, reason: String },
+    #[error("CQL {operation} failed: {reason}")]
+    Cql {
+        operation: &'static str,
+        reason: String,
+    },
+    #[error("claim check {table}/{namespace}/{id} not found (expired or never written)")]
+    NotFound {
+        table: String,
+        namespace: String,
+        id: String,
+    },
+    #[error("claim check {id} holds {found} bytes, the entry says {expected}")]
+    SizeMismatch {
+        id: String,
+        expected: u64,
+        found: usize,
+    },
+}
+
+fn cql(operation: &'static str) -> impl Fn(&dyn std::fmt::Display) -> DurableError {
+    move |reason| DurableError::Cql {
+        operation,
+        reason: reason.to_string(),
+    }
+}
+
+/// A session on the cluster with the platform's statements prepared.
+#[derive(Debug)]
+pub struct DurableStorage {
+    session: Session,
+    keyspace: String,
+    put_claim_check: PreparedStatement,
+    get_claim_check: PreparedStatement,
+}
+
+impl DurableStorage {
+    /// Connects, creates the keyspace and tables if missing, and prepares the statements.
+    pub async fn connect(settings: &DurableSettings) -> Result<Self, DurableError> {
+        let keyspace = valid_identifier(&settings.keyspace)?;
+        let session = SessionBuilder::new()
+            .known_nodes(&settings.nodes)
+            .connection_timeout(settings.connect_timeout)
+            .build()
+            .await
+            .map_err(|e| DurableError::Connect {
+                nodes: settings.nodes.clone(),
+                reason: e.to_string(),
+            })?;
+        for statement in schema(keyspace, settings.replication_factor) {
+            session
+                .query_unpaged(statement, &[])
+                .await
+                .map_err(|e| cql("schema")(&e))?;
+        }
+        let put_claim_check = session
+            .prepare(format!(
+                "INSERT INTO {keyspace}.claim_checks (namespace, id, body, written_at) \
+                 VALUES (?, ?, ?, ?) USING TTL {}",
+                CLAIM_CHECK_TTL.as_secs()
+            ))
+            .await
+            .map_err(|e| cql("prepare")(&e))?;
+        let get_claim_check = session
+            .prepare(format!(
+                "SELECT body FROM {keyspace}.claim_checks WHERE namespace = ? AND id = ?"
+            ))
+            .await
+            .map_err(|e| cql("prepare")(&e))?;
+        Ok(Self {
+            session,
+            keyspace: keyspace.to_owned(),
+            put_claim_check,
+            get_claim_check,
+        })
+    }
+
+    /// The session, for components that keep their own statements in the same cluster.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Stores a payload and returns the claim check an entry carries instead of it.
+    pub async fn put_claim_check(
+        &self,
+        namespace: &str,
+        id: &str,
+        body: &[u8],
+    ) -> Result<ClaimCheck, DurableError> {
+        let written_at = scylla::value::CqlTimestamp(now_micros() / 1000);
+        self.session
+            .execute_unpaged(&self.put_claim_check, (namespace, id, body, written_at))
+            .await
+            .map_err(|e| cql("claim check write")(&e))?;
+        Ok(ClaimCheck {
+            table: format!("{}.claim_checks", self.keyspace),
+            id: id.to_owned(),
+            size: body.len() as u64,
+        })
+    }
+
+    /// Reads the payload a claim check points at, and checks it is whole.
+    pub async fn get_claim_check(
+        &self,
+        namespace: &str,
+        check: &ClaimCheck,
+    ) -> Result<Vec<u8>, DurableError> {
+        let rows = self
+            .session
+            .execute_unpaged(&self.get_claim_check, (namespace, &check.id))
+            .await
+            .map_err(|e| cql("claim check read")(&e))?
+            .into_rows_result()
+            .map_err(|e| cql("claim check read")(&e))?;
+        let row: Option<(Vec<u8>,)> = rows
+            .maybe_first_row()
+            .map_err(|e| cql("claim check read")(&e))?;
+        let Some((body,)) = row else {
+            return Err(DurableError::NotFound {
+                table: check.table.clone(),
+                namespace: namespace.to_owned(),
+                id: check.id.clone(),
+            });
+        };
+        if body.len() as u64 != check.size {
+            return Err(DurableError::SizeMismatch {
+                id: check.id.clone(),
+                expected: check.size,
+                found: body.len(),
+            });
+        }
+        Ok(body)
+    }
+}
+
+fn schema(keyspace: &str, replication_factor: u8) -> [String; 2] {
+    [
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = \
+             {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.claim_checks (\
+             namespace text, id text, body blob, written_at timestamp, \
+             PRIMARY KEY ((namespace, id)))"
+        ),
+    ]
+}
+
+/// Keyspace names go into DDL text, so only plain CQL identifiers are accepted.
+fn valid_identifier(name: &str) -> Result<&str, DurableError> {
+    let mut chars = name.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if starts_with_letter && rest_ok && name.len() <= 48 {
+        Ok(name)
+    } else {
+        Err(DurableError::BadKeyspace(name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_names_are_plain_identifiers() {
+        assert!(valid_identifier("wal_durable").is_ok());
+        for bad in ["", "1abc", "a-b", "a;DROP", &"k".repeat(49)] {
+            assert!(valid_identifier(bad).is_err(), "{bad} accepted");
+        }
+    }
+}

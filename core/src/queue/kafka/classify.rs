@@ -1,0 +1,62 @@
+//! What a Kafka producer error means for the entry: definitely not stored, or unknown.
+//!
+//! librdkafka knows per message whether it was possibly persisted, but rust-rdkafka's safe API
+//! does not expose that status. So only errors that provably happen before the record reaches a
+//! broker's log, or that are the broker's explicit refusal, count as "not stored"; everything
+//! else (above all a delivery timeout while the record may be in flight) is "unknown". Wrongly
+//! saying FALSE could lose a write; wrongly saying UNKNOWN only costs an idempotent retry.
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::queue::Durability;
+
+pub(crate) fn durability_of(error: &KafkaError) -> Durability {
+    match error.rdkafka_error_code() {
+        Some(code) if refused_before_append(code) => Durability::NotStored,
+        _ => Durability::Unknown,
+    }
+}
+
+fn refused_before_append(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        // librdkafka refused the record locally, or purged it before sending.
+        C::QueueFull
+            | C::InvalidArgument
+            | C::BadMessage
+            | C::UnknownTopic
+            | C::UnknownPartition
+            | C::PurgeQueue
+            // The broker rejected the produce request without appending.
+            | C::MessageSizeTooLarge
+            | C::InvalidMessageSize
+            | C::InvalidMessage
+            | C::InvalidRecord
+            | C::InvalidTopic
+            | C::UnknownTopicOrPartition
+            | C::TopicAuthorizationFailed
+            | C::NotEnoughReplicas
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_in_flight_is_unknown() {
+        let error = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
+        assert_eq!(durability_of(&error), Durability::Unknown);
+        let error = KafkaError::MessageProduction(RDKafkaErrorCode::NotEnoughReplicasAfterAppend);
+        assert_eq!(durability_of(&error), Durability::Unknown);
+    }
+
+    #[test]
+    fn a_refusal_before_append_is_not_stored() {
+        let error = KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull);
+        assert_eq!(durability_of(&error), Durability::NotStored);
+        let error = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        assert_eq!(durability_of(&error), Durability::NotStored);
+    }
+}

@@ -1,0 +1,449 @@
+//! The Kafka backend: a queue is a topic, its DLQ another topic.
+//!
+//! Writes go through one idempotent producer per process (acks=all), shared by every queue
+//! handle. Each handle that receives joins the consumer group `<group_prefix><topic>` on its first
+//! `receive` and stores offsets only when entries are acknowledged, at the oldest entry still in
+//! progress (see `offsets.rs`); librdkafka commits the stored offsets every
+//! [`KafkaSettings::commit_interval`] and when the consumer closes.
+//!
+//! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
+//! local stack) that is one broker's page cache: an acknowledged entry survives the broker
+//! process's crash, not a power cut before the OS flushes it.
+
+mod classify;
+mod offsets;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use self::offsets::OffsetTracker;
+use super::{
+    Backend, DLQ_HEADROOM_BYTES, Delivery, Durability, EnqueueError, Operation, ProvisionReport,
+    Queue, QueueError, QueueSpec, Receipt,
+};
+use crate::entry::{self, Entry};
+
+/// The largest encoded entry (the record value) the platform puts on a topic. librdkafka's and
+/// the broker's own limits (`message.max.bytes`, 1 MiB) leave 48 KiB above it for the record key
+/// (which the producer caps at [`KEY_LIMIT_BYTES`]) and record overhead.
+pub const RECORD_LIMIT_BYTES: usize = 1_000_000;
+/// The longest record key (the entry's partition key).
+pub const KEY_LIMIT_BYTES: usize = 16 * 1024;
+
+/// How to reach the Kafka cluster and how queues on it behave.
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    pub bootstrap_servers: String,
+    /// Consumer groups are named `<group_prefix><topic>`.
+    pub group_prefix: String,
+    /// How long librdkafka keeps trying to deliver one record; past it the answer is UNKNOWN.
+    pub delivery_timeout: Duration,
+    /// How long the producer waits to batch records together.
+    pub linger: Duration,
+    /// Partitions of each topic `provision` creates.
+    pub partitions: i32,
+    pub replication_factor: i32,
+    /// How often stored offsets are committed to the broker.
+    pub commit_interval: Duration,
+    /// A consumer that is silent this long is considered dead and its partitions reassigned.
+    pub session_timeout: Duration,
+}
+
+impl KafkaSettings {
+    /// Settings for a cluster at `bootstrap_servers` with the platform's defaults.
+    pub fn new(bootstrap_servers: &str) -> Self {
+        Self {
+            bootstrap_servers: bootstrap_servers.to_owned(),
+            group_prefix: "wal-consumer.".to_owned(),
+            delivery_timeout: Duration::from_secs(5),
+            linger: Duration::from_millis(1),
+            partitions: 4,
+            replication_factor: 1,
+            commit_interval: Duration::from_millis(500),
+            session_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The clients one process shares across all its Kafka queues.
+pub struct KafkaBackend {
+    settings: KafkaSettings,
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+}
+
+impl std::fmt::Debug for KafkaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaBackend")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaBackend {
+    /// Creates the producer and admin clients. They connect lazily; only a malformed setting
+    /// fails here.
+    pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set("client.id", "wal")
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", millis(settings.delivery_timeout))
+            .set("linger.ms", millis(settings.linger))
+            .set("message.max.bytes", "1048576")
+            .create()?;
+        let admin = ClientConfig::new()
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set("client.id", "wal-admin")
+            .create()?;
+        Ok(Arc::new(Self {
+            settings,
+            producer,
+            admin,
+        }))
+    }
+
+    /// A handle on one queue of a namespace.
+    pub fn queue(self: &Arc<Self>, spec: QueueSpec) -> KafkaQueue {
+        KafkaQueue {
+            backend: Arc::clone(self),
+            spec,
+            receiver: OnceCell::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &KafkaSettings {
+        &self.settings
+    }
+}
+
+fn millis(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+/// One topic and its DLQ topic.
+#[derive(Debug)]
+pub struct KafkaQueue {
+    backend: Arc<KafkaBackend>,
+    spec: QueueSpec,
+    receiver: OnceCell<Receiver>,
+}
+
+/// The consumer side of a handle, created on its first `receive`.
+struct Receiver {
+    consumer: StreamConsumer<TrackingContext>,
+    tracker: Arc<Mutex<OffsetTracker>>,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+/// Drops the offsets of revoked partitions, so a late acknowledgement never stores an offset for
+/// a partition another consumer now owns.
+struct TrackingContext {
+    tracker: Arc<Mutex<OffsetTracker>>,
+}
+
+impl ClientContext for TrackingContext {}
+
+impl ConsumerContext for TrackingContext {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let mut tracker = lock(&self.tracker);
+            for partition in partitions.elements() {
+                tracker.revoke(partition.partition());
+            }
+        }
+    }
+}
+
+fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTracker> {
+    // A panic elsewhere while holding the lock leaves the tracker consistent (every method
+    // mutates in one step), so a poisoned lock is still safe to use.
+    tracker
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl KafkaQueue {
+    fn error(&self, operation: Operation, retryable: bool, reason: impl std::fmt::Display) -> QueueError {
+        if retryable {
+            QueueError::retryable(Backend::Kafka, &self.spec.name, operation, reason)
+        } else {
+            QueueError::permanent(Backend::Kafka, &self.spec.name, operation, reason)
+        }
+    }
+
+    async fn receiver(&self) -> Result<&Receiver, QueueError> {
+        self.receiver
+            .get_or_try_init(|| async { self.subscribe() })
+            .await
+    }
+
+    fn subscribe(&self) -> Result<Receiver, QueueError> {
+        let settings = &self.backend.settings;
+        let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
+        let context = TrackingContext {
+            tracker: Arc::clone(&tracker),
+        };
+        let consumer: StreamConsumer<TrackingContext> = ClientConfig::new()
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set("group.id", format!("{}{}", settings.group_prefix, self.spec.name))
+            .set("client.id", "wal-consumer")
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", millis(settings.commit_interval))
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("session.timeout.ms", millis(settings.session_timeout))
+            .set("enable.partition.eof", "false")
+            .create_with_context(context)
+            .map_err(|e| self.error(Operation::Receive, false, e))?;
+        consumer
+            .subscribe(&[&self.spec.name])
+            .map_err(|e| self.error(Operation::Receive, false, e))?;
+        Ok(Receiver { consumer, tracker })
+    }
+
+    async fn produce(&self, topic: &str, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
+        let value = entry::encode(entry);
+        let key = if entry.key.is_empty() { &entry.id } else { &entry.key };
+        let size = value.len();
+        if size > limit {
+            return Err(EnqueueError::TooLarge {
+                backend: Backend::Kafka,
+                queue: topic.to_owned(),
+                size,
+                limit,
+            });
+        }
+        let not_stored = |reason: String| EnqueueError::NotStored {
+            backend: Backend::Kafka,
+            queue: topic.to_owned(),
+            reason,
+        };
+        let unknown = |reason: String| EnqueueError::Unknown {
+            backend: Backend::Kafka,
+            queue: topic.to_owned(),
+            reason,
+        };
+        if key.len() > KEY_LIMIT_BYTES {
+            return Err(not_stored(format!(
+                "partition key of {} bytes is longer than {KEY_LIMIT_BYTES} bytes",
+                key.len()
+            )));
+        }
+        let record = FutureRecord::to(topic).key(key).payload(&value);
+        // send_result fails only when librdkafka refuses the record outright (its queue is
+        // full, for example): then nothing left this process.
+        let delivery = self
+            .backend
+            .producer
+            .send_result(record)
+            .map_err(|(error, _)| not_stored(error.to_string()))?;
+        match delivery.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err((error, _))) => match classify::durability_of(&error) {
+                Durability::NotStored => Err(not_stored(error.to_string())),
+                Durability::Unknown => Err(unknown(error.to_string())),
+            },
+            Err(_canceled) => Err(unknown(
+                "the producer shut down before the broker answered".to_owned(),
+            )),
+        }
+    }
+
+    fn store_commit_point(
+        &self,
+        consumer: &StreamConsumer<TrackingContext>,
+        partition: i32,
+        point: i64,
+    ) -> Result<(), QueueError> {
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset(&self.spec.name, partition, Offset::Offset(point))
+            .map_err(|e| self.error(Operation::Acknowledge, false, e))?;
+        match consumer.store_offsets(&offsets) {
+            Ok(()) => Ok(()),
+            // The partition was revoked after the entry was received: its new owner reads the
+            // entry again from the last commit, as at-least-once allows.
+            Err(KafkaError::StoreOffset(RDKafkaErrorCode::State))
+            | Err(KafkaError::StoreOffset(RDKafkaErrorCode::UnknownPartition)) => {
+                tracing::debug!(topic = %self.spec.name, partition, "offset not stored: partition no longer assigned");
+                Ok(())
+            }
+            Err(e) => Err(self.error(Operation::Acknowledge, true, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Queue for KafkaQueue {
+    fn spec(&self) -> &QueueSpec {
+        &self.spec
+    }
+
+    fn backend(&self) -> Backend {
+        Backend::Kafka
+    }
+
+    fn max_entry_bytes(&self) -> usize {
+        RECORD_LIMIT_BYTES - DLQ_HEADROOM_BYTES
+    }
+
+    async fn provision(&self) -> Result<ProvisionReport, QueueError> {
+        let settings = &self.backend.settings;
+        let names: Vec<&str> = std::iter::once(self.spec.name.as_str())
+            .chain(self.spec.dlq.as_deref())
+            .collect();
+        let topics: Vec<NewTopic<'_>> = names
+            .iter()
+            .map(|name| {
+                NewTopic::new(
+                    name,
+                    settings.partitions,
+                    TopicReplication::Fixed(settings.replication_factor),
+                )
+            })
+            .collect();
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let results = self
+            .backend
+            .admin
+            .create_topics(&topics, &options)
+            .await
+            .map_err(|e| self.error(Operation::Provision, true, e))?;
+        let mut report = ProvisionReport::default();
+        for result in results {
+            match result {
+                Ok(name) => report.created.push(name),
+                Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => report.existing.push(name),
+                Err((name, code)) => {
+                    return Err(self.error(
+                        Operation::Provision,
+                        true,
+                        format!("creating topic '{name}' failed: {code}"),
+                    ));
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        self.produce(&self.spec.name, entry, self.max_entry_bytes()).await
+    }
+
+    async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        let Some(dlq) = &self.spec.dlq else {
+            return Err(EnqueueError::NotStored {
+                backend: Backend::Kafka,
+                queue: self.spec.name.clone(),
+                reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
+            });
+        };
+        self.produce(dlq, entry, RECORD_LIMIT_BYTES).await
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
+        let receiver = self.receiver().await?;
+        let deadline = Instant::now() + wait;
+        let mut deliveries = Vec::new();
+        while deliveries.len() < max {
+            // Wait for the first entry; after it, take only what librdkafka already fetched.
+            let budget = if deliveries.is_empty() {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            let message = match tokio::time::timeout(budget, receiver.consumer.recv()).await {
+                Err(_elapsed) => break,
+                Ok(Ok(message)) => message,
+                Ok(Err(error)) if deliveries.is_empty() => {
+                    let missing = error.rdkafka_error_code()
+                        == Some(RDKafkaErrorCode::UnknownTopicOrPartition);
+                    let reason = if missing {
+                        format!("{error}; provision the queue first")
+                    } else {
+                        error.to_string()
+                    };
+                    return Err(self.error(Operation::Receive, !missing, reason));
+                }
+                Ok(Err(_)) => break,
+            };
+            let (partition, offset) = (message.partition(), message.offset());
+            let raw = Bytes::copy_from_slice(message.payload().unwrap_or_default());
+            lock(&receiver.tracker).received(partition, offset);
+            deliveries.push(Delivery {
+                entry: entry::decode(&raw),
+                raw,
+                receipt: Receipt::Kafka { partition, offset },
+            });
+        }
+        Ok(deliveries)
+    }
+
+    async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError> {
+        let Receipt::Kafka { partition, offset } = delivery.receipt else {
+            return Err(self.error(Operation::Acknowledge, false, "not a Kafka receipt"));
+        };
+        let Some(receiver) = self.receiver.get() else {
+            return Err(self.error(
+                Operation::Acknowledge,
+                false,
+                "nothing was received through this handle",
+            ));
+        };
+        // The store happens under the lock, so concurrent acknowledgements store commit points
+        // in the order they were computed and the stored offset never moves backwards.
+        let mut tracker = lock(&receiver.tracker);
+        match tracker.acknowledged(partition, offset) {
+            Some(point) => self.store_commit_point(&receiver.consumer, partition, point),
+            None => Ok(()),
+        }
+    }
+
+    async fn extend(&self, _delivery: &Delivery, _by: Duration) -> Result<(), QueueError> {
+        // A Kafka entry stays with this consumer until its partition is revoked; there is no
+        // per-entry timeout to push back.
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), QueueError> {
+        let Some(receiver) = self.receiver.get() else {
+            return Ok(());
+        };
+        let points = lock(&receiver.tracker).commit_points();
+        if points.is_empty() {
+            return Ok(());
+        }
+        let mut offsets = TopicPartitionList::new();
+        for (partition, point) in points {
+            offsets
+                .add_partition_offset(&self.spec.name, partition, Offset::Offset(point))
+                .map_err(|e| self.error(Operation::Close, false, e))?;
+        }
+        match receiver.consumer.commit(&offsets, CommitMode::Sync) {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
+            Err(e) => Err(self.error(Operation::Close, true, e)),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Which Kafka offset may be committed while entries are still in progress.
+//!
+//! Kafka keeps one committed offset per partition: everything below it counts as done. With many
+//! entries in flight and acknowledged out of order, the offset may only advance to the oldest
+//! entry still in progress, never past it; otherwise a crash would lose that entry.
+
+use std::collections::{BTreeSet, HashMap};
+
+#[derive(Debug, Default)]
+pub(crate) struct OffsetTracker {
+    partitions: HashMap<i32, PartitionTrack>,
+}
+
+#[derive(Debug, Default)]
+struct PartitionTrack {
+    in_progress: BTreeSet<i64>,
+    /// One past the highest offset received: the commit point once nothing is in progress.
+    next: i64,
+}
+
+impl PartitionTrack {
+    fn commit_point(&self) -> i64 {
+        self.in_progress.first().copied().unwrap_or(self.next)
+    }
+}
+
+impl OffsetTracker {
+    /// Records an entry handed out by `receive`.
+    pub(crate) fn received(&mut self, partition: i32, offset: i64) {
+        let track = self.partitions.entry(partition).or_default();
+        track.in_progress.insert(offset);
+        track.next = track.next.max(offset + 1);
+    }
+
+    /// Records an acknowledgement and returns the partition's new commit point (the next offset
+    /// a restarted consumer reads), or `None` when the offset is not in progress here (already
+    /// acknowledged, or its partition was revoked in a rebalance since).
+    pub(crate) fn acknowledged(&mut self, partition: i32, offset: i64) -> Option<i64> {
+        let track = self.partitions.get_mut(&partition)?;
+        if !track.in_progress.remove(&offset) {
+            return None;
+        }
+        Some(track.commit_point())
+    }
+
+    /// Forgets a partition this consumer no longer owns; its in-progress entries will be read
+    /// again by the partition's new owner from the last commit point.
+    pub(crate) fn revoke(&mut self, partition: i32) {
+        self.partitions.remove(&partition);
+    }
+
+    /// The commit point of every partition seen, for a final commit.
+    pub(crate) fn commit_points(&self) -> Vec<(i32, i64)> {
+        let mut points: Vec<_> = self
+            .partitions
+            .iter()
+            .map(|(partition, track)| (*partition, track.commit_point()))
+            .collect();
+        points.sort_unstable();
+        points
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn commit_waits_for_the_oldest_entry_in_progress() {
+        let mut tracker = OffsetTracker::default();
+        for offset in 10..15 {
+            tracker.received(0, offset);
+        }
+        assert_eq!(tracker.acknowledged(0, 12), Some(10));
+        assert_eq!(tracker.acknowledged(0, 11), Some(10));
+        assert_eq!(tracker.acknowledged(0, 10), Some(13));
+        assert_eq!(tracker.acknowledged(0, 10), None, "a second ack changes nothing");
+        assert_eq!(tracker.acknowledged(0, 14), Some(13));
+        assert_eq!(tracker.acknowledged(0, 13), Some(15));
+        assert_eq!(tracker.commit_points(), vec![(0, 15)]);
+    }
+
+    #[test]
+    fn a_revoked_partition_ignores_late_acks() {
+        let mut tracker = OffsetTracker::default();
+        tracker.received(3, 7);
+        tracker.revoke(3);
+        assert_eq!(tracker.acknowledged(3, 7), None);
+        assert!(tracker.commit_points().is_empty());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Receive(i32),
+        Ack(usize),
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        proptest::collection::vec(
+            prop_oneof![(0..3i32).prop_map(Op::Receive), any::<usize>().prop_map(Op::Ack)],
+            0..200,
+        )
+    }
+
+    proptest! {
+        /// Against a model that keeps every received offset: the commit point is always the
+        /// oldest unacknowledged offset of the partition, or one past the newest received.
+        #[test]
+        fn commit_point_never_passes_an_entry_in_progress(ops in ops()) {
+            let mut tracker = OffsetTracker::default();
+            let mut next_offset: HashMap<i32, i64> = HashMap::new();
+            let mut unacked: Vec<(i32, i64)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Receive(partition) => {
+                        let offset = next_offset.entry(partition).or_insert(0);
+                        tracker.received(partition, *offset);
+                        unacked.push((partition, *offset));
+                        *offset += 1;
+                    }
+                    Op::Ack(pick) if !unacked.is_empty() => {
+                        let (partition, offset) = unacked.swap_remove(pick % unacked.len());
+                        let point = tracker.acknowledged(partition, offset);
+                        let oldest = unacked
+                            .iter()
+                            .filter(|(p, _)| *p == partition)
+                            .map(|(_, o)| *o)
+                            .min();
+                        prop_assert_eq!(point, Some(oldest.unwrap_or(next_offset[&partition])));
+                    }
+                    Op::Ack(_) => {}
+                }
+            }
+            for (partition, point) in tracker.commit_points() {
+                for (p, o) in &unacked {
+                    prop_assert!(*p != partition || *o >= point);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The SQS backend: a queue is an SQS queue, its DLQ another SQS queue.
+//!
+//! Entries travel base64-encoded in the message body (SQS bodies must be text). A delay up to
+//! SQS's 900 s maximum is passed as DelaySeconds, rounded down so that nothing becomes visible
+//! before its deliver-at; the consumer waits out the rest. Receiving uses long polling; a received
+//! message stays invisible to other consumers for [`SqsSettings::visibility_timeout`], which
+//! [`Queue::extend`] pushes back, and becomes visible again if it is not deleted by then.
+//!
+//! The platform writes to the DLQ itself, with the failure's reason on the entry, so no SQS
+//! redrive policy is attached: SQS would move messages without saying why.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::http::HttpResponse;
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::operation::send_message::SendMessageError;
+use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
+use aws_sdk_sqs::types::QueueAttributeName;
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use super::{
+    Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, Operation, ProvisionReport, Queue,
+    QueueError, QueueSpec, Receipt,
+};
+use crate::entry::{self, Entry};
+
+/// SQS's limit on a message (body and attributes), in bytes.
+pub const MESSAGE_LIMIT_BYTES: usize = 262_144;
+/// The largest encoded entry whose base64 text fits [`MESSAGE_LIMIT_BYTES`].
+pub const ENTRY_LIMIT_BYTES: usize = MESSAGE_LIMIT_BYTES / 4 * 3;
+/// SQS's longest DelaySeconds.
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
+/// SQS's longest long-poll wait.
+const MAX_WAIT_SECONDS: u64 = 20;
+
+/// How to reach SQS and how queues on it behave.
+#[derive(Debug, Clone)]
+pub struct SqsSettings {
+    /// An endpoint other than AWS's (ElasticMQ locally); `None` uses AWS with its usual
+    /// credential chain.
+    pub endpoint: Option<String>,
+    pub region: String,
+    /// How long a received message stays hidden from other consumers before it is handed out
+    /// again, unless deleted or extended.
+    pub visibility_timeout: Duration,
+    /// How long an enqueue may take before the answer becomes UNKNOWN.
+    pub send_timeout: Duration,
+    /// How long SQS keeps messages (14 days, its maximum).
+    pub retention: Duration,
+}
+
+impl SqsSettings {
+    /// Settings for a local SQS-compatible endpoint (ElasticMQ), with fixed dummy credentials.
+    pub fn local(endpoint: &str) -> Self {
+        Self {
+            endpoint: Some(endpoint.to_owned()),
+            ..Self::aws("us-east-1")
+        }
+    }
+
+    /// Settings for AWS SQS in `region`.
+    pub fn aws(region: &str) -> Self {
+        Self {
+            endpoint: None,
+            region: region.to_owned(),
+            visibility_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(5),
+            retention: Duration::from_secs(14 * 24 * 3600),
+        }
+    }
+}
+
+/// The SQS client one process shares across all its SQS queues.
+#[derive(Debug)]
+pub struct SqsBackend {
+    settings: SqsSettings,
+    client: Client,
+}
+
+impl SqsBackend {
+    pub async fn new(settings: SqsSettings) -> Arc<Self> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(settings.region.clone()));
+        if let Some(endpoint) = &settings.endpoint {
+            loader = loader
+                .endpoint_url(endpoint)
+                .credentials_provider(Credentials::new("wal", "wal", None, None, "wal-local"));
+        }
+        let client = Client::new(&loader.load().await);
+        Arc::new(Self { settings, client })
+    }
+
+    /// A handle on one queue of a namespace.
+    pub fn queue(self: &Arc<Self>, spec: QueueSpec) -> SqsQueue {
+        SqsQueue {
+            backend: Arc::clone(self),
+            spec,
+            url: OnceCell::new(),
+            dlq_url: OnceCell::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &SqsSettings {
+        &self.settings
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// One SQS queue and its DLQ.
+#[derive(Debug)]
+pub struct SqsQueue {
+    backend: Arc<SqsBackend>,
+    spec: QueueSpec,
+    url: OnceCell<String>,
+    dlq_url: OnceCell<String>,
+}
+
+fn seconds(duration: Duration) -> i32 {
+    i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)
+}
+
+/// Whether a failed SendMessage certainly stored nothing: the request was never built, or SQS
+/// refused it with a client error. A timeout, a dropped connection or a server error may have come
+/// after SQS stored the message.
+fn certainly_not_stored(error: &SdkError<SendMessageError, HttpResponse>) -> bool {
+    match error {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(context) => context.raw().status().is_client_error(),
+        _ => false,
+    }
+}
+
+impl SqsQueue {
+    fn error(&self, operation: Operation, retryable: bool, reason: impl std::fmt::Display) -> QueueError {
+        if retryable {
+            QueueError::retryable(Backend::Sqs, &self.spec.name, operation, reason)
+        } else {
+            QueueError::permanent(Backend::Sqs, &self.spec.name, operation, reason)
+        }
+    }
+
+    fn client(&self) -> &Client {
+        &self.backend.client
+    }
+
+    /// Looks up a queue's URL; `Ok(None)` when it does not exist.
+    async fn lookup(&self, name: &str) -> Result<Option<String>, String> {
+        match self.client().get_queue_url().queue_name(name).send().await {
+            Ok(output) => Ok(output.queue_url().map(str::to_owned)),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_queue_does_not_exist()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(DisplayErrorContext(&error).to_string()),
+        }
+    }
+
+    async fn url_of(&self, cell: &OnceCell<String>, name: &str) -> Result<String, String> {
+        cell.get_or_try_init(|| async {
+            self.lookup(name)
+                .await?
+                .ok_or_else(|| format!("SQS queue '{name}' does not exist; provision it first"))
+        })
+        .await
+        .cloned()
+    }
+
+    async fn create(&self, name: &str) -> Result<(), String> {
+        let settings = &self.backend.settings;
+        self.client()
+            .create_queue()
+            .queue_name(name)
+            .attributes(
+                QueueAttributeName::VisibilityTimeout,
+                seconds(settings.visibility_timeout).to_string(),
+            )
+            .attributes(
+                QueueAttributeName::MessageRetentionPeriod,
+                seconds(settings.retention).to_string(),
+            )
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| DisplayErrorContext(&e).to_string())
+    }
+
+    async fn send(&self, name: &str, url: Result<String, String>, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
+        let not_stored = |reason: String| EnqueueError::NotStored {
+            backend: Backend::Sqs,
+            queue: name.to_owned(),
+            reason,
+        };
+        let unknown = |reason: String| EnqueueError::Unknown {
+            backend: Backend::Sqs,
+            queue: name.to_owned(),
+            reason,
+        };
+        let size = entry::encode(entry).len();
+        if size > limit {
+            return Err(EnqueueError::TooLarge {
+                backend: Backend::Sqs,
+                queue: name.to_owned(),
+                size,
+                limit,
+            });
+        }
+        let url = url.map_err(not_stored)?;
+        let wait_micros = entry.deliver_at_micros.saturating_sub(entry::now_micros()).max(0);
+        // Rounded down: SQS may only hide the message for less than the delay, never longer
+        // than allowed nor past deliver-at.
+        let delay = Duration::from_micros(wait_micros.unsigned_abs()).min(MAX_DELAY);
+        let request = self
+            .client()
+            .send_message()
+            .queue_url(url)
+            .message_body(entry::encode_text(entry))
+            .delay_seconds(seconds(delay))
+            .send();
+        match tokio::time::timeout(self.backend.settings.send_timeout, request).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) if certainly_not_stored(&error) => {
+                Err(not_stored(DisplayErrorContext(&error).to_string()))
+            }
+            Ok(Err(error)) => Err(unknown(DisplayErrorContext(&error).to_string())),
+            Err(_elapsed) => Err(unknown(format!(
+                "no answer within {:?}",
+                self.backend.settings.send_timeout
+            ))),
+        }
+    }
+
+    fn handle<'a>(&self, delivery: &'a Delivery, operation: Operation) -> Result<&'a str, QueueError> {
+        match &delivery.receipt {
+            Receipt::Sqs { handle, .. } => Ok(handle),
+            Receipt::Kafka { .. } => Err(self.error(operation, false, "not an SQS receipt")),
+        }
+    }
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    fn spec(&self) -> &QueueSpec {
+        &self.spec
+    }
+
+    fn backend(&self) -> Backend {
+        Backend::Sqs
+    }
+
+    fn max_entry_bytes(&self) -> usize {
+        ENTRY_LIMIT_BYTES - DLQ_HEADROOM_BYTES
+    }
+
+    async fn provision(&self) -> Result<ProvisionReport, QueueError> {
+        let mut report = ProvisionReport::default();
+        // The DLQ first, so a queue never exists without the place its failures go.
+        let names = self.spec.dlq.iter().chain(std::iter::once(&self.spec.name));
+        for name in names {
+            let existing = self
+                .lookup(name)
+                .await
+                .map_err(|e| self.error(Operation::Provision, true, e))?;
+            if existing.is_some() {
+                report.existing.push(name.clone());
+                continue;
+            }
+            self.create(name)
+                .await
+                .map_err(|e| self.error(Operation::Provision, true, format!("creating '{name}': {e}")))?;
+            report.created.push(name.clone());
+        }
+        Ok(report)
+    }
+
+    async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        let url = self.url_of(&self.url, &self.spec.name).await;
+        self.send(&self.spec.name, url, entry, self.max_entry_bytes())
+            .await
+    }
+
+    async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        let Some(dlq) = &self.spec.dlq else {
+            return Err(EnqueueError::NotStored {
+                backend: Backend::Sqs,
+                queue: self.spec.name.clone(),
+                reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
+            });
+        };
+        let url = self.url_of(&self.dlq_url, dlq).await;
+        self.send(dlq, url, entry, ENTRY_LIMIT_BYTES).await
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let url = self
+            .url_of(&self.url, &self.spec.name)
+            .await
+            .map_err(|e| self.error(Operation::Receive, false, e))?;
+        let batch = i32::try_from(max.min(10)).unwrap_or(10);
+        let wait_seconds = wait.as_secs().min(MAX_WAIT_SECONDS);
+        let output = self
+            .client()
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(batch)
+            .wait_time_seconds(i32::try_from(wait_seconds).unwrap_or(0))
+            .visibility_timeout(seconds(self.backend.settings.visibility_timeout))
+            .send()
+            .await
+            .map_err(|e| self.error(Operation::Receive, true, DisplayErrorContext(&e)))?;
+        let deliveries = output
+            .messages()
+            .iter()
+            .filter_map(|message| {
+                let handle = message.receipt_handle()?.to_owned();
+                let body = message.body().unwrap_or_default();
+                Some(Delivery {
+                    entry: entry::decode_text(body),
+                    raw: Bytes::copy_from_slice(body.as_bytes()),
+                    receipt: Receipt::Sqs {
+                        message_id: message.message_id().unwrap_or_default().to_owned(),
+                        handle,
+                    },
+                })
+            })
+            .collect();
+        Ok(deliveries)
+    }
+
+    async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError> {
+        let handle = self.handle(delivery, Operation::Acknowledge)?;
+        let url = self
+            .url_of(&self.url, &self.spec.name)
+            .await
+            .map_err(|e| self.error(Operation::Acknowledge, false, e))?;
+        self.client()
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(handle)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                let invalid = e
+                    .as_service_error()
+                    .is_some_and(|e| e.is_receipt_handle_is_invalid());
+                self.error(Operation::Acknowledge, !invalid, DisplayErrorContext(&e))
+            })
+    }
+
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError> {
+        let handle = self.handle(delivery, Operation::Extend)?;
+        let url = self
+            .url_of(&self.url, &self.spec.name)
+            .await
+            .map_err(|e| self.error(Operation::Extend, false, e))?;
+        self.client()
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(handle)
+            .visibility_timeout(seconds(by))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error(Operation::Extend, true, DisplayErrorContext(&e)))
+    }
+
+    async fn close(&self) -> Result<(), QueueError> {
+        // Deletes are acknowledgements already; nothing is pending.
+        Ok(())
+    }
+}
