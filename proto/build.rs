@@ -1,7 +1,11 @@
 //! Compiles proto/ in pure Rust (protox), so building the platform needs no protoc.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["wal/v1/write.proto", "wal/v1/entry.proto", "wal/v1/target.proto"];
+    let files = [
+        "wal/v1/write.proto",
+        "wal/v1/entry.proto",
+        "wal/v1/target.proto",
+    ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

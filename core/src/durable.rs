@@ -42,7 +42,9 @@ impl DurableSettings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DurableError {
-    #[error("keyspace name '{0}' is not a CQL identifier; expected a letter, then letters, digits or '_' (48 at most)")]
+    #[error(
+        "keyspace name '{0}' is not a CQL identifier; expected a letter, then letters, digits or '_' (48 at most)"
+    )]
     BadKeyspace(String),
     #[error("cannot connect to CQL nodes {nodes:?}: {reason}")]
     Connect { nodes: Vec<String>, reason: String },

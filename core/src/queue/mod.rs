@@ -228,7 +228,13 @@ pub trait Queue: Send + Sync + fmt::Debug {
             Ok(_) => failure.reason.clone(),
             Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
         };
-        record_failure(&mut dead, &Failure { class: failure.class, reason });
+        record_failure(
+            &mut dead,
+            &Failure {
+                class: failure.class,
+                reason,
+            },
+        );
         dead.dead_lettered_at_micros = entry::now_micros();
         self.enqueue_dead_letter(&dead)
             .await

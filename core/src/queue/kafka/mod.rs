@@ -185,7 +185,12 @@ fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTracker> {
 }
 
 impl KafkaQueue {
-    fn error(&self, operation: Operation, retryable: bool, reason: impl std::fmt::Display) -> QueueError {
+    fn error(
+        &self,
+        operation: Operation,
+        retryable: bool,
+        reason: impl std::fmt::Display,
+    ) -> QueueError {
         if retryable {
             QueueError::retryable(Backend::Kafka, &self.spec.name, operation, reason)
         } else {
@@ -207,7 +212,10 @@ impl KafkaQueue {
         };
         let consumer: StreamConsumer<TrackingContext> = ClientConfig::new()
             .set("bootstrap.servers", &settings.bootstrap_servers)
-            .set("group.id", format!("{}{}", settings.group_prefix, self.spec.name))
+            .set(
+                "group.id",
+                format!("{}{}", settings.group_prefix, self.spec.name),
+            )
             .set("client.id", "wal-consumer")
             .set("enable.auto.commit", "true")
             .set("auto.commit.interval.ms", millis(settings.commit_interval))
@@ -225,7 +233,11 @@ impl KafkaQueue {
 
     async fn produce(&self, topic: &str, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
         let value = entry::encode(entry);
-        let key = if entry.key.is_empty() { &entry.id } else { &entry.key };
+        let key = if entry.key.is_empty() {
+            &entry.id
+        } else {
+            &entry.key
+        };
         let size = value.len();
         if size > limit {
             return Err(EnqueueError::TooLarge {
@@ -349,7 +361,8 @@ impl Queue for KafkaQueue {
     }
 
     async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
-        self.produce(&self.spec.name, entry, self.max_entry_bytes()).await
+        self.produce(&self.spec.name, entry, self.max_entry_bytes())
+            .await
     }
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {

@@ -75,7 +75,11 @@ mod tests {
         assert_eq!(tracker.acknowledged(0, 12), Some(10));
         assert_eq!(tracker.acknowledged(0, 11), Some(10));
         assert_eq!(tracker.acknowledged(0, 10), Some(13));
-        assert_eq!(tracker.acknowledged(0, 10), None, "a second ack changes nothing");
+        assert_eq!(
+            tracker.acknowledged(0, 10),
+            None,
+            "a second ack changes nothing"
+        );
         assert_eq!(tracker.acknowledged(0, 14), Some(13));
         assert_eq!(tracker.acknowledged(0, 13), Some(15));
         assert_eq!(tracker.commit_points(), vec![(0, 15)]);
@@ -98,7 +102,10 @@ mod tests {
 
     fn ops() -> impl Strategy<Value = Vec<Op>> {
         proptest::collection::vec(
-            prop_oneof![(0..3i32).prop_map(Op::Receive), any::<usize>().prop_map(Op::Ack)],
+            prop_oneof![
+                (0..3i32).prop_map(Op::Receive),
+                any::<usize>().prop_map(Op::Ack)
+            ],
             0..200,
         )
     }

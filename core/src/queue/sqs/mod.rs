@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::error::SdkError;
 use aws_sdk_sqs::operation::send_message::SendMessageError;
-use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
 use aws_sdk_sqs::types::QueueAttributeName;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
@@ -27,6 +27,10 @@ use super::{
     QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
+
+mod errors;
+pub use errors::is_missing_queue;
+use errors::{describe, is_invalid_receipt};
 
 /// SQS's limit on a message (body and attributes), in bytes.
 pub const MESSAGE_LIMIT_BYTES: usize = 262_144;
@@ -138,7 +142,12 @@ fn certainly_not_stored(error: &SdkError<SendMessageError, HttpResponse>) -> boo
 }
 
 impl SqsQueue {
-    fn error(&self, operation: Operation, retryable: bool, reason: impl std::fmt::Display) -> QueueError {
+    fn error(
+        &self,
+        operation: Operation,
+        retryable: bool,
+        reason: impl std::fmt::Display,
+    ) -> QueueError {
         if retryable {
             QueueError::retryable(Backend::Sqs, &self.spec.name, operation, reason)
         } else {
@@ -154,14 +163,8 @@ impl SqsQueue {
     async fn lookup(&self, name: &str) -> Result<Option<String>, String> {
         match self.client().get_queue_url().queue_name(name).send().await {
             Ok(output) => Ok(output.queue_url().map(str::to_owned)),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_queue_does_not_exist()) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(DisplayErrorContext(&error).to_string()),
+            Err(error) if is_missing_queue(&error) => Ok(None),
+            Err(error) => Err(describe(&error)),
         }
     }
 
@@ -191,10 +194,16 @@ impl SqsQueue {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| DisplayErrorContext(&e).to_string())
+            .map_err(|e| describe(&e))
     }
 
-    async fn send(&self, name: &str, url: Result<String, String>, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
+    async fn send(
+        &self,
+        name: &str,
+        url: Result<String, String>,
+        entry: &Entry,
+        limit: usize,
+    ) -> Result<(), EnqueueError> {
         let not_stored = |reason: String| EnqueueError::NotStored {
             backend: Backend::Sqs,
             queue: name.to_owned(),
@@ -215,7 +224,10 @@ impl SqsQueue {
             });
         }
         let url = url.map_err(not_stored)?;
-        let wait_micros = entry.deliver_at_micros.saturating_sub(entry::now_micros()).max(0);
+        let wait_micros = entry
+            .deliver_at_micros
+            .saturating_sub(entry::now_micros())
+            .max(0);
         // Rounded down: SQS may only hide the message for less than the delay, never longer
         // than allowed nor past deliver-at.
         let delay = Duration::from_micros(wait_micros.unsigned_abs()).min(MAX_DELAY);
@@ -228,10 +240,8 @@ impl SqsQueue {
             .send();
         match tokio::time::timeout(self.backend.settings.send_timeout, request).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) if certainly_not_stored(&error) => {
-                Err(not_stored(DisplayErrorContext(&error).to_string()))
-            }
-            Ok(Err(error)) => Err(unknown(DisplayErrorContext(&error).to_string())),
+            Ok(Err(error)) if certainly_not_stored(&error) => Err(not_stored(describe(&error))),
+            Ok(Err(error)) => Err(unknown(describe(&error))),
             Err(_elapsed) => Err(unknown(format!(
                 "no answer within {:?}",
                 self.backend.settings.send_timeout
@@ -239,7 +249,11 @@ impl SqsQueue {
         }
     }
 
-    fn handle<'a>(&self, delivery: &'a Delivery, operation: Operation) -> Result<&'a str, QueueError> {
+    fn handle<'a>(
+        &self,
+        delivery: &'a Delivery,
+        operation: Operation,
+    ) -> Result<&'a str, QueueError> {
         match &delivery.receipt {
             Receipt::Sqs { handle, .. } => Ok(handle),
             Receipt::Kafka { .. } => Err(self.error(operation, false, "not an SQS receipt")),
@@ -274,9 +288,13 @@ impl Queue for SqsQueue {
                 report.existing.push(name.clone());
                 continue;
             }
-            self.create(name)
-                .await
-                .map_err(|e| self.error(Operation::Provision, true, format!("creating '{name}': {e}")))?;
+            self.create(name).await.map_err(|e| {
+                self.error(
+                    Operation::Provision,
+                    true,
+                    format!("creating '{name}': {e}"),
+                )
+            })?;
             report.created.push(name.clone());
         }
         Ok(report)
@@ -319,7 +337,7 @@ impl Queue for SqsQueue {
             .visibility_timeout(seconds(self.backend.settings.visibility_timeout))
             .send()
             .await
-            .map_err(|e| self.error(Operation::Receive, true, DisplayErrorContext(&e)))?;
+            .map_err(|e| self.error(Operation::Receive, true, describe(&e)))?;
         let deliveries = output
             .messages()
             .iter()
@@ -353,10 +371,11 @@ impl Queue for SqsQueue {
             .await
             .map(|_| ())
             .map_err(|e| {
-                let invalid = e
-                    .as_service_error()
-                    .is_some_and(|e| e.is_receipt_handle_is_invalid());
-                self.error(Operation::Acknowledge, !invalid, DisplayErrorContext(&e))
+                self.error(
+                    Operation::Acknowledge,
+                    !is_invalid_receipt(&e),
+                    describe(&e),
+                )
             })
     }
 
@@ -374,7 +393,7 @@ impl Queue for SqsQueue {
             .send()
             .await
             .map(|_| ())
-            .map_err(|e| self.error(Operation::Extend, true, DisplayErrorContext(&e)))
+            .map_err(|e| self.error(Operation::Extend, true, describe(&e)))
     }
 
     async fn close(&self) -> Result<(), QueueError> {

@@ -1,0 +1,48 @@
+//! Reading SQS errors: short messages and the error codes that matter.
+//!
+//! SQS speaks a JSON protocol with query-compatible error codes: AWS sends the old code (for
+//! example `AWS.SimpleQueueService.NonExistentQueue`) in a header that SQS-compatible servers
+//! such as ElasticMQ leave out, and then the SDK's typed checks (`is_queue_does_not_exist`) miss.
+//! Matching both spellings of the code works with both.
+
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+/// "code: message" for an error SQS answered, the full chain otherwise, never a response dump.
+pub(crate) fn describe<E, R>(error: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match error.as_service_error() {
+        Some(service) => format!(
+            "{}: {}",
+            service.code().unwrap_or("error"),
+            service.message().unwrap_or("no message")
+        ),
+        None => DisplayErrorContext(error).to_string(),
+    }
+}
+
+fn code_is<E, R>(error: &SdkError<E, R>, codes: &[&str]) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    error
+        .as_service_error()
+        .and_then(ProvideErrorMetadata::code)
+        .is_some_and(|code| codes.contains(&code))
+}
+
+pub fn is_missing_queue<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+    code_is(
+        error,
+        &[
+            "QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        ],
+    )
+}
+
+pub(crate) fn is_invalid_receipt<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+    code_is(error, &["ReceiptHandleIsInvalid", "InvalidParameterValue"])
+}

@@ -1,0 +1,63 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! Durable storage against real Cassandra through the `scylla` driver: claim-checked payloads
+//! are written and read back whole.
+
+mod support;
+
+use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
+
+async fn storage() -> DurableStorage {
+    let nodes = support::cql_nodes();
+    DurableStorage::connect(&DurableSettings::new(&[nodes.as_str()], "wal_test"))
+        .await
+        .unwrap_or_else(|e| panic!("{e} (is the stack up? scripts/stack up)"))
+}
+
+#[tokio::test]
+async fn a_claim_checked_payload_is_written_and_read_back_whole() {
+    let storage = storage().await;
+    let id = support::unique("entry");
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+
+    let check = storage
+        .put_claim_check("orders", &id, &body)
+        .await
+        .expect("write");
+    assert_eq!(check.id, id);
+    assert_eq!(check.size, body.len() as u64);
+    assert_eq!(check.table, "wal_test.claim_checks");
+
+    let read = storage
+        .get_claim_check("orders", &check)
+        .await
+        .expect("read");
+    assert_eq!(read, body);
+}
+
+#[tokio::test]
+async fn a_missing_or_truncated_claim_check_is_an_error_not_an_empty_payload() {
+    let storage = storage().await;
+    let id = support::unique("entry");
+    let check = storage
+        .put_claim_check("orders", &id, b"12345")
+        .await
+        .expect("write");
+
+    let elsewhere = storage.get_claim_check("payments", &check).await;
+    assert!(
+        matches!(elsewhere, Err(DurableError::NotFound { .. })),
+        "{elsewhere:?}"
+    );
+
+    let mut wrong_size = check.clone();
+    wrong_size.size = 6;
+    let error = storage
+        .get_claim_check("orders", &wrong_size)
+        .await
+        .expect_err("size checked");
+    assert_eq!(
+        error.to_string(),
+        format!("claim check {id} holds 5 bytes, the entry says 6")
+    );
+}
