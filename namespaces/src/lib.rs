@@ -1,0 +1,22 @@
+//! The namespace model: a namespace's queues, DLQs, retry policy, delay limits, payload limit,
+//! rate limit, default target and durable storage.
+//!
+//! Configs come as JSON, one namespace per file, in the shapes of Netflix's published WAL configs
+//! (camelCase or snake_case) plus the platform's own settings; [`file`] documents every field.
+//! Parsing is strict: an unknown field, a wrong type, an out-of-range number, an empty queue list
+//! or a mismatched DLQ list is refused with an error naming the file, the field path and what was
+//! expected. Each queue gets a DLQ, `<queue>-dlq`, when the config names none.
+
+mod error;
+pub mod file;
+mod load;
+mod model;
+mod validate;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use load::{load_dir, load_file, parse};
+pub use model::*;
+
+mod schema;
+
+pub use schema::json_schema;

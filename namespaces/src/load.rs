@@ -1,0 +1,105 @@
+//! Reading namespace configs from text, files and folders.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{ConfigError, ConfigErrors};
+use crate::file::NamespaceFile;
+use crate::model::Namespace;
+use crate::validate::{Spelling, validate};
+
+/// Parses and validates one namespace config. `origin` names it in errors (a file path).
+pub fn parse(text: &str, origin: &str) -> Result<Namespace, ConfigErrors> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ConfigErrors::one(origin, "", format!("not valid JSON: {e}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(ConfigErrors::one(
+            origin,
+            "",
+            "expected a JSON object describing one namespace",
+        ));
+    };
+    let spelling = if object.contains_key("persistenceConfigurations") {
+        Spelling::Camel
+    } else {
+        Spelling::Snake
+    };
+    let file: NamespaceFile = serde_path_to_error::deserialize(&value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        ConfigErrors::one(origin, &path, e.inner().to_string())
+    })?;
+    validate(file, origin, spelling)
+}
+
+/// Reads and validates one namespace file.
+pub fn load_file(path: &Path) -> Result<Namespace, ConfigErrors> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::one(&origin, "", format!("cannot read the file: {e}")))?;
+    parse(&text, &origin)
+}
+
+/// Reads every `*.json` file in `dir` (one namespace each), and checks that no two define the
+/// same namespace or use the same queue. Reports the problems of every file, not just the first.
+pub fn load_dir(dir: &Path) -> Result<Vec<Namespace>, ConfigErrors> {
+    let origin = dir.display().to_string();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| ConfigErrors::one(&origin, "", format!("cannot read the folder: {e}")))?;
+    let mut paths: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+
+    let mut namespaces = Vec::new();
+    let mut problems = Vec::new();
+    // name -> file; queue or DLQ -> (namespace, file)
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut owners: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for path in paths {
+        let origin = path.display().to_string();
+        let namespace = match load_file(&path) {
+            Ok(namespace) => namespace,
+            Err(errors) => {
+                problems.extend(errors.0);
+                continue;
+            }
+        };
+        let mut clash = |path: &str, message: String| {
+            problems.push(ConfigError {
+                origin: origin.clone(),
+                path: path.to_owned(),
+                message,
+            });
+        };
+        if let Some(other) = names.insert(namespace.name.clone(), origin.clone()) {
+            clash(
+                "namespace",
+                format!("namespace '{}' is also defined in {other}", namespace.name),
+            );
+        }
+        let queue_names = namespace.queues.iter().flat_map(|q| [&q.name, &q.dlq]);
+        for queue in queue_names {
+            let owner = (namespace.name.clone(), origin.clone());
+            match owners.insert(queue.clone(), owner) {
+                Some((other, file)) if other != namespace.name => clash(
+                    "",
+                    format!(
+                        "queue '{queue}' is also used by namespace '{other}' ({file}); entries of two namespaces would mix"
+                    ),
+                ),
+                _ => {}
+            }
+        }
+        namespaces.push(namespace);
+    }
+    if problems.is_empty() {
+        Ok(namespaces)
+    } else {
+        Err(ConfigErrors(problems))
+    }
+}

@@ -1,0 +1,126 @@
+//! A namespace after validation: every default filled in, every number in range. The producer,
+//! the consumer and the control plane work with these types only, never with the file form.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// The target kinds the platform delivers to.
+pub const TARGET_KINDS: &[&str] = &["cql", "cache", "kafka", "http", "region"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Namespace {
+    pub name: String,
+    /// At least one. Writes are spread across them by key.
+    pub queues: Vec<QueueConfig>,
+    pub consumer: ConsumerSettings,
+    pub retry: RetryPolicy,
+    pub delay: DelayLimits,
+    pub payload_limit_bytes: usize,
+    pub rate_limit: RateLimit,
+    pub default_target: Option<TargetConfig>,
+    pub durable_storage: Option<DurableStorageConfig>,
+    /// What the namespace is for, and who to call: free text for operators.
+    pub context: Option<String>,
+    pub contacts: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Kafka,
+    Sqs,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Kafka => "kafka",
+            Self::Sqs => "sqs",
+        })
+    }
+}
+
+/// One queue (Kafka topic or SQS queue) and its DLQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub backend: Backend,
+    pub name: String,
+    pub dlq: String,
+    /// The Kafka cluster's name, mapped to bootstrap servers by the deployment.
+    pub cluster: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerSettings {
+    pub stack: Option<String>,
+    pub poll_wait: Duration,
+    pub max_messages_per_poll: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub multiplier: f64,
+    pub max_backoff: Duration,
+    /// Fraction (0 to 1) of each wait that is randomised.
+    pub jitter: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayLimits {
+    pub max_delay: Duration,
+    pub default_jitter: Duration,
+    pub max_jitter: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    pub writes_per_second: u32,
+    pub burst: u32,
+    pub max_in_flight: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetConfig {
+    /// One of [`TARGET_KINDS`].
+    pub kind: String,
+    pub settings: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableStorageConfig {
+    /// The CQL keyspace.
+    pub keyspace: String,
+    /// The CQL cluster's name, mapped to contact points by the deployment.
+    pub shard: Option<String>,
+}
+
+impl Namespace {
+    /// The queue a key's entries go to. The hash (FNV-1a, 64 bit) is fixed so every producer,
+    /// of every version, sends a key to the same queue. Adding queues moves some keys to new
+    /// queues; entries of a key keep their order within each queue.
+    pub fn queue_for_key(&self, key: &str) -> &QueueConfig {
+        let index = fnv1a(key.as_bytes()) % self.queues.len() as u64;
+        &self.queues[usize::try_from(index).unwrap_or(0)]
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a;
+
+    #[test]
+    fn the_key_hash_is_the_published_fnv1a() {
+        // Reference values of FNV-1a 64: changing the hash would move keys between queues.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}

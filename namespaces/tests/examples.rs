@@ -1,0 +1,102 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! The shipped persona configs load, with the values and defaults their users expect.
+
+use std::path::Path;
+use std::time::Duration;
+
+use wal_namespaces::{Backend, load_dir, load_file};
+
+fn example(name: &str) -> wal_namespaces::Namespace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    load_file(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn delay_queue_on_sqs_in_camel_case() {
+    let ns = example("delay-queue-pds.json");
+    assert_eq!(ns.name, "pds");
+    assert_eq!(ns.queues.len(), 1);
+    assert_eq!(ns.queues[0].backend, Backend::Sqs);
+    assert_eq!(ns.queues[0].name, "dgwwal-dq-pds");
+    assert_eq!(ns.queues[0].dlq, "dgwwal-dlq-pds");
+    assert_eq!(ns.consumer.poll_wait, Duration::from_secs(10));
+    assert_eq!(ns.consumer.max_messages_per_poll, 100);
+    assert_eq!(ns.delay.default_jitter, Duration::from_secs(60));
+    assert_eq!(ns.retry.max_attempts, 8);
+    assert_eq!(
+        ns.default_target.as_ref().map(|t| t.kind.as_str()),
+        Some("cql")
+    );
+}
+
+#[test]
+fn cross_region_replication_on_kafka_gets_a_default_dlq() {
+    let ns = example("cross-region-evcache-foobar.json");
+    assert_eq!(ns.queues[0].backend, Backend::Kafka);
+    assert_eq!(ns.queues[0].name, "evcache_foobar");
+    assert_eq!(
+        ns.queues[0].dlq, "evcache_foobar-dlq",
+        "an empty DLQ list means the default"
+    );
+    assert_eq!(ns.queues[0].cluster.as_deref(), Some("kafka-foobar"));
+    let target = ns.default_target.expect("target");
+    assert_eq!(
+        target.kind, "region",
+        "evc-replication is the region target"
+    );
+    assert_eq!(target.settings.len(), 4, "one writer endpoint per region");
+    assert_eq!(ns.rate_limit.writes_per_second, 50_000);
+    assert_eq!(ns.rate_limit.burst, 50_000);
+}
+
+#[test]
+fn multi_partition_mutations_have_durable_storage_and_no_default_target() {
+    let ns = example("multi-partition-kv-foobar.json");
+    assert_eq!(ns.queues[0].dlq, "foobar_kv_multi_id-dlq");
+    let durable = ns.durable_storage.expect("durable storage");
+    assert_eq!(durable.keyspace, "foobar_wal_type");
+    assert_eq!(durable.shard.as_deref(), Some("walfoobar"));
+    assert!(ns.default_target.is_none(), "target {{}} means none");
+    assert_eq!(ns.payload_limit_bytes, 8 * 1024 * 1024);
+    assert_eq!(ns.contacts.as_deref(), Some("unknown"));
+}
+
+#[test]
+fn the_examples_folder_loads_as_a_whole() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let namespaces = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(namespaces.len(), 3);
+}
+
+#[test]
+fn a_folder_where_two_files_share_a_name_or_a_queue_is_refused() {
+    let dir = std::env::temp_dir().join(format!("wal-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = |name: &str, topic: &str| {
+        format!(
+            r#"{{"namespace": "{name}", "persistence_configurations": {{"persistence_configuration": [
+                {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"]}}}}]}}}}"#
+        )
+    };
+    std::fs::write(dir.join("a.json"), config("orders", "orders-wal")).unwrap();
+    std::fs::write(dir.join("b.json"), config("orders", "orders-b")).unwrap();
+    std::fs::write(dir.join("c.json"), config("payments", "orders-wal")).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a config").unwrap();
+
+    let errors = load_dir(&dir).expect_err("clashes refused").to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let a = dir.join("a.json").display().to_string();
+    let b = dir.join("b.json").display().to_string();
+    let c = dir.join("c.json").display().to_string();
+    assert_eq!(
+        errors,
+        format!(
+            "{b}: namespace: namespace 'orders' is also defined in {a}\n\
+             {c}: queue 'orders-wal' is also used by namespace 'orders' ({a}); entries of two namespaces would mix\n\
+             {c}: queue 'orders-wal-dlq' is also used by namespace 'orders' ({a}); entries of two namespaces would mix"
+        )
+    );
+}
