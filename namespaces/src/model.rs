@@ -97,12 +97,13 @@ pub struct DurableStorageConfig {
 }
 
 impl Namespace {
-    /// The queue a key's entries go to. The hash (FNV-1a, 64 bit) is fixed so every producer,
-    /// of every version, sends a key to the same queue. Adding queues moves some keys to new
-    /// queues; entries of a key keep their order within each queue.
-    pub fn queue_for_key(&self, key: &str) -> &QueueConfig {
-        let index = fnv1a(key.as_bytes()) % self.queues.len() as u64;
-        &self.queues[usize::try_from(index).unwrap_or(0)]
+    /// The index in [`Namespace::queues`] of the queue a key's entries go to. The hash
+    /// (FNV-1a, 64 bit) is fixed so every producer, of every version, sends a key to the same
+    /// queue. Adding queues moves some keys to new queues; entries of a key keep their order
+    /// within each queue.
+    pub fn queue_index(&self, key: &str) -> usize {
+        let count = self.queues.len().max(1) as u64;
+        usize::try_from(fnv1a(key.as_bytes()) % count).unwrap_or(0)
     }
 }
 

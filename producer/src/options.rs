@@ -1,0 +1,81 @@
+//! The producer's command line. Every flag can also be set through the environment variable
+//! named in its help, which is how the Helm chart and `scripts/stack env` configure it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
+pub struct ProducerOptions {
+    /// Where the gRPC server listens.
+    #[arg(long, env = "WAL_PRODUCER_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Where Prometheus metrics are served (GET /metrics).
+    #[arg(
+        long,
+        env = "WAL_PRODUCER_METRICS_LISTEN",
+        default_value = "127.0.0.1:9464"
+    )]
+    pub metrics_listen: SocketAddr,
+
+    /// The folder of namespace configs, one JSON file per namespace.
+    #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
+    pub namespaces: PathBuf,
+
+    /// Kafka bootstrap servers for namespaces on Kafka.
+    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
+    pub kafka_bootstrap: String,
+
+    /// SQS endpoint for namespaces on SQS (ElasticMQ locally); unset means AWS.
+    #[arg(long, env = "WAL_SQS_ENDPOINT")]
+    pub sqs_endpoint: Option<String>,
+
+    /// AWS region for SQS.
+    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
+    pub sqs_region: String,
+
+    /// CQL contact points (comma-separated host:port) for namespaces with durable storage.
+    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
+    pub cql_nodes: Vec<String>,
+
+    /// This producer's region, written on every entry as its origin.
+    #[arg(long, env = "WAL_REGION", default_value = "local")]
+    pub region: String,
+
+    /// How long one write may wait for the broker before the answer is UNKNOWN.
+    #[arg(long, env = "WAL_WRITE_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
+    pub write_timeout_ms: u64,
+
+    /// Create every namespace's queues and DLQs at start-up if they are missing (local use;
+    /// in production the control plane provisions).
+    #[arg(long, env = "WAL_PROVISION", default_value_t = false)]
+    pub provision: bool,
+}
+
+impl ProducerOptions {
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+
+    /// Options for a producer in tests and benchmarks: the stack's addresses, no metrics server.
+    pub fn for_local_stack(namespaces: PathBuf) -> Self {
+        let env =
+            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            namespaces,
+            kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+            sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
+            sqs_region: "us-east-1".to_owned(),
+            cql_nodes: vec![env("WAL_CQL_NODES", "127.0.0.1:19042")],
+            region: "local".to_owned(),
+            write_timeout_ms: 5000,
+            provision: true,
+        }
+    }
+}

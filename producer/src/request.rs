@@ -1,0 +1,211 @@
+//! Checking a WriteToLog request against its namespace, and turning it into an entry. Pure: no
+//! I/O, and nothing is stored until every check has passed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rand::Rng;
+use wal_core::entry::{Body, ENTRY_VERSION, Entry, Target, new_entry_id};
+use wal_namespaces::{Namespace, TARGET_KINDS};
+use wal_proto::v1::WriteToLogRequest;
+
+/// The longest caller-given idempotency id or partition key.
+pub const MAX_ID_BYTES: usize = 256;
+pub const MAX_KEY_BYTES: usize = 1024;
+/// How far in the future an original write time may lie (clock skew between services).
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+
+/// Why a request was refused before anything was stored (INVALID_ARGUMENT).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("payload is empty; a write must carry the mutation")]
+    EmptyPayload,
+    #[error("payload of {size} bytes exceeds namespace '{namespace}''s limit of {limit} bytes")]
+    PayloadOverLimit {
+        namespace: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("lifecycle.{field} is {value}; expected {expected}")]
+    Lifecycle {
+        field: &'static str,
+        value: i64,
+        expected: String,
+    },
+    #[error("target.kind {kind:?} is not a target kind; expected one of {}", TARGET_KINDS.join(", "))]
+    UnknownTargetKind { kind: String },
+    #[error("target.settings_json is not a JSON object: {reason}")]
+    TargetSettings { reason: String },
+    #[error("no target: the request names none and namespace '{namespace}' has no default target")]
+    NoTarget { namespace: String },
+    #[error("{field} is {reason}; expected at most {max} bytes of printable text")]
+    BadText {
+        field: &'static str,
+        reason: String,
+        max: usize,
+    },
+}
+
+/// A request that passed every check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    pub entry: Entry,
+    pub payload_len: usize,
+}
+
+/// Checks the request and builds its entry. `now_micros` is the producer's clock; the jitter's
+/// random share comes from `rng`.
+pub fn check(
+    namespace: &Namespace,
+    request: WriteToLogRequest,
+    now_micros: i64,
+    origin_region: &str,
+    trace_context: HashMap<String, String>,
+    rng: &mut impl Rng,
+) -> Result<Write, Invalid> {
+    if request.payload.is_empty() {
+        return Err(Invalid::EmptyPayload);
+    }
+    if request.payload.len() > namespace.payload_limit_bytes {
+        return Err(Invalid::PayloadOverLimit {
+            namespace: namespace.name.clone(),
+            size: request.payload.len(),
+            limit: namespace.payload_limit_bytes,
+        });
+    }
+    let id = text("idempotency_id", &request.idempotency_id, MAX_ID_BYTES)?;
+    let key = text("key", &request.key, MAX_KEY_BYTES)?;
+    let target = target(namespace, request.target)?;
+    let lifecycle = request.lifecycle.unwrap_or_default();
+    let original = original_write_time(lifecycle.original_write_time_micros, now_micros)?;
+    let delay = millis(
+        "delay_millis",
+        lifecycle.delay_millis,
+        namespace.delay.max_delay,
+    )?;
+    let jitter_window = match lifecycle.jitter_millis {
+        0 => namespace.delay.default_jitter,
+        _ => millis(
+            "jitter_millis",
+            lifecycle.jitter_millis,
+            namespace.delay.max_jitter,
+        )?,
+    };
+    let jitter = random_share(jitter_window, rng);
+    let id = if id.is_empty() { new_entry_id() } else { id };
+    let key = if key.is_empty() { id.clone() } else { key };
+    let payload_len = request.payload.len();
+    let entry = Entry {
+        version: ENTRY_VERSION,
+        id,
+        namespace: namespace.name.clone(),
+        key,
+        body: Some(Body::Payload(request.payload)),
+        target: Some(target),
+        original_write_time_micros: original,
+        deliver_at_micros: original
+            .saturating_add(micros(delay))
+            .saturating_add(micros(jitter)),
+        enqueued_at_micros: now_micros,
+        origin_region: origin_region.to_owned(),
+        trace_context,
+        ..Entry::default()
+    };
+    Ok(Write { entry, payload_len })
+}
+
+fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid> {
+    let reason = if value.len() > max {
+        Some(format!("{} bytes long", value.len()))
+    } else if value.chars().any(char::is_control) {
+        Some("holding control characters".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Invalid::BadText { field, reason, max }),
+        None => Ok(value.to_owned()),
+    }
+}
+
+fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
+    let Some(requested) = requested else {
+        let default = namespace
+            .default_target
+            .as_ref()
+            .ok_or_else(|| Invalid::NoTarget {
+                namespace: namespace.name.clone(),
+            })?;
+        return Ok(Target {
+            kind: default.kind.clone(),
+            settings_json: serde_json::Value::Object(default.settings.clone()).to_string(),
+        });
+    };
+    if !TARGET_KINDS.contains(&requested.kind.as_str()) {
+        return Err(Invalid::UnknownTargetKind {
+            kind: requested.kind,
+        });
+    }
+    let settings = if requested.settings_json.trim().is_empty() {
+        "{}".to_owned()
+    } else {
+        requested.settings_json
+    };
+    match serde_json::from_str::<serde_json::Value>(&settings) {
+        Ok(serde_json::Value::Object(_)) => Ok(Target {
+            kind: requested.kind,
+            settings_json: settings,
+        }),
+        Ok(other) => Err(Invalid::TargetSettings {
+            reason: format!("found {other}"),
+        }),
+        Err(e) => Err(Invalid::TargetSettings {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn original_write_time(given: i64, now_micros: i64) -> Result<i64, Invalid> {
+    let latest = now_micros.saturating_add(micros(MAX_CLOCK_SKEW));
+    match given {
+        0 => Ok(now_micros),
+        t if t < 0 || t > latest => Err(Invalid::Lifecycle {
+            field: "original_write_time_micros",
+            value: t,
+            expected: format!(
+                "microseconds since the Unix epoch, no later than {}s from now (0: now)",
+                MAX_CLOCK_SKEW.as_secs()
+            ),
+        }),
+        t => Ok(t),
+    }
+}
+
+fn millis(field: &'static str, value: i64, max: Duration) -> Result<Duration, Invalid> {
+    let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+    if (0..=max_ms).contains(&value) {
+        Ok(Duration::from_millis(value.unsigned_abs()))
+    } else {
+        Err(Invalid::Lifecycle {
+            field,
+            value,
+            expected: format!("0 to {max_ms} (the namespace's limit)"),
+        })
+    }
+}
+
+/// A uniformly random duration in `[0, window)`.
+fn random_share(window: Duration, rng: &mut impl Rng) -> Duration {
+    let window_micros = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
+    if window_micros == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(rng.random_range(0..window_micros))
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests;

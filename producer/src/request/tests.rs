@@ -1,0 +1,232 @@
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use wal_proto::v1::Lifecycle;
+
+use super::*;
+
+const NOW: i64 = 1_800_000_000_000_000;
+
+fn namespace() -> Namespace {
+    wal_namespaces::parse(
+        r#"{"namespace": "orders",
+            "persistence_configurations": {"persistence_configuration": [
+              {"physical_storage": {"type": "KAFKA"}, "config": {"wal-kafka-topics": ["orders-wal"]}}]},
+            "payload_limit_bytes": 100,
+            "delay_limits": {"max_delay_ms": 60000, "default_jitter_ms": 1000, "max_jitter_ms": 5000},
+            "default_target": {"kind": "cql", "settings": {"table": "orders"}}}"#,
+        "test",
+    )
+    .expect("valid namespace")
+}
+
+fn request(payload: &[u8]) -> WriteToLogRequest {
+    WriteToLogRequest {
+        namespace: "orders".into(),
+        payload: payload.to_vec(),
+        ..WriteToLogRequest::default()
+    }
+}
+
+fn run(request: WriteToLogRequest) -> Result<Write, Invalid> {
+    check(
+        &namespace(),
+        request,
+        NOW,
+        "us-east-1",
+        HashMap::new(),
+        &mut StdRng::seed_from_u64(7),
+    )
+}
+
+#[test]
+fn a_minimal_request_gets_an_id_the_default_target_and_now() {
+    let write = run(request(b"put 1")).expect("valid");
+    let entry = write.entry;
+    assert_eq!(entry.version, ENTRY_VERSION);
+    assert!(uuid_like(&entry.id), "{}", entry.id);
+    assert_eq!(entry.key, entry.id, "no key: the id is the key");
+    assert_eq!(entry.original_write_time_micros, NOW);
+    assert_eq!(entry.target.expect("target").kind, "cql");
+    assert_eq!(entry.origin_region, "us-east-1");
+    let jitter = entry.deliver_at_micros - NOW;
+    assert!(
+        (0..1_000_000).contains(&jitter),
+        "default jitter window 1 s, got {jitter} µs"
+    );
+}
+
+fn uuid_like(id: &str) -> bool {
+    id.len() == 36 && id.chars().filter(|c| *c == '-').count() == 4
+}
+
+#[test]
+fn deliver_at_is_original_time_plus_delay_plus_jitter_within_the_window() {
+    let mut req = request(b"delete 1");
+    req.idempotency_id = "caller-key-1".into();
+    req.key = "user-1".into();
+    req.lifecycle = Some(Lifecycle {
+        delay_millis: 30_000,
+        jitter_millis: 2_000,
+        original_write_time_micros: NOW - 10_000_000,
+    });
+    let entry = run(req).expect("valid").entry;
+    assert_eq!(entry.id, "caller-key-1");
+    assert_eq!(entry.key, "user-1");
+    assert_eq!(entry.original_write_time_micros, NOW - 10_000_000);
+    let after = entry.deliver_at_micros - (NOW - 10_000_000 + 30_000_000);
+    assert!(
+        (0..2_000_000).contains(&after),
+        "jitter {after} µs outside [0, 2 s)"
+    );
+}
+
+#[test]
+fn every_bad_input_is_refused_with_what_was_expected() {
+    let cases: Vec<(&str, WriteToLogRequest, &str)> = vec![
+        (
+            "empty payload",
+            request(b""),
+            "payload is empty; a write must carry the mutation",
+        ),
+        (
+            "oversize payload",
+            request(&[b'x'; 101]),
+            "payload of 101 bytes exceeds namespace 'orders''s limit of 100 bytes",
+        ),
+        (
+            "negative delay",
+            WriteToLogRequest {
+                lifecycle: Some(Lifecycle {
+                    delay_millis: -1,
+                    ..Lifecycle::default()
+                }),
+                ..request(b"x")
+            },
+            "lifecycle.delay_millis is -1; expected 0 to 60000 (the namespace's limit)",
+        ),
+        (
+            "delay over the limit",
+            WriteToLogRequest {
+                lifecycle: Some(Lifecycle {
+                    delay_millis: 60_001,
+                    ..Lifecycle::default()
+                }),
+                ..request(b"x")
+            },
+            "lifecycle.delay_millis is 60001; expected 0 to 60000 (the namespace's limit)",
+        ),
+        (
+            "jitter over the limit",
+            WriteToLogRequest {
+                lifecycle: Some(Lifecycle {
+                    jitter_millis: 5_001,
+                    ..Lifecycle::default()
+                }),
+                ..request(b"x")
+            },
+            "lifecycle.jitter_millis is 5001; expected 0 to 5000 (the namespace's limit)",
+        ),
+        (
+            "original time far in the future",
+            WriteToLogRequest {
+                lifecycle: Some(Lifecycle {
+                    original_write_time_micros: NOW + 3_600_000_000,
+                    ..Lifecycle::default()
+                }),
+                ..request(b"x")
+            },
+            "lifecycle.original_write_time_micros is 1800003600000000; expected microseconds since the Unix epoch, no later than 300s from now (0: now)",
+        ),
+        (
+            "unknown target kind",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "mongo".into(),
+                    settings_json: "{}".into(),
+                }),
+                ..request(b"x")
+            },
+            "target.kind \"mongo\" is not a target kind; expected one of cql, cache, kafka, http, region",
+        ),
+        (
+            "target settings not JSON",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "http".into(),
+                    settings_json: "{url:".into(),
+                }),
+                ..request(b"x")
+            },
+            "target.settings_json is not a JSON object: key must be a string at line 1 column 2",
+        ),
+        (
+            "target settings not an object",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "http".into(),
+                    settings_json: "[1]".into(),
+                }),
+                ..request(b"x")
+            },
+            "target.settings_json is not a JSON object: found [1]",
+        ),
+        (
+            "control characters in the id",
+            WriteToLogRequest {
+                idempotency_id: "a\nb".into(),
+                ..request(b"x")
+            },
+            "idempotency_id is holding control characters; expected at most 256 bytes of printable text",
+        ),
+        (
+            "an overlong key",
+            WriteToLogRequest {
+                key: "k".repeat(1025),
+                ..request(b"x")
+            },
+            "key is 1025 bytes long; expected at most 1024 bytes of printable text",
+        ),
+    ];
+    for (case, req, expected) in cases {
+        let error = run(req).expect_err(case);
+        assert_eq!(error.to_string(), expected, "{case}");
+    }
+}
+
+#[test]
+fn a_namespace_without_default_target_needs_one_in_the_request() {
+    let mut ns = namespace();
+    ns.default_target = None;
+    let error = check(
+        &ns,
+        request(b"x"),
+        NOW,
+        "r",
+        HashMap::new(),
+        &mut StdRng::seed_from_u64(1),
+    )
+    .expect_err("no target");
+    assert_eq!(
+        error,
+        Invalid::NoTarget {
+            namespace: "orders".into()
+        }
+    );
+
+    let mut req = request(b"x");
+    req.target = Some(Target {
+        kind: "http".into(),
+        settings_json: String::new(),
+    });
+    let entry = check(
+        &ns,
+        req,
+        NOW,
+        "r",
+        HashMap::new(),
+        &mut StdRng::seed_from_u64(1),
+    )
+    .expect("the request's target")
+    .entry;
+    assert_eq!(entry.target.expect("target").settings_json, "{}");
+}

@@ -1,0 +1,92 @@
+//! The producer as a whole: namespaces connected, gRPC served with health and reflection, and a
+//! graceful shutdown that stops taking new writes and answers every write already taken.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use wal_namespaces::Namespace;
+use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
+
+use crate::options::ProducerOptions;
+use crate::registry::Registry;
+use crate::service::WriteService;
+
+/// The largest WriteToLog request accepted on the wire: the largest namespace payload limit
+/// (64 MiB) plus room for the rest of the request.
+const MAX_REQUEST_BYTES: usize = 65 * 1024 * 1024;
+
+#[derive(Debug)]
+pub struct Producer {
+    registry: Arc<Registry>,
+    service: WriteService,
+}
+
+impl Producer {
+    /// Connects the namespaces' backends and, with `options.provision`, creates missing queues.
+    pub async fn start(
+        options: &ProducerOptions,
+        namespaces: Vec<Namespace>,
+    ) -> anyhow::Result<Self> {
+        let registry = Arc::new(Registry::build(options, namespaces).await?);
+        if options.provision {
+            for report in registry.provision().await? {
+                if !report.created.is_empty() {
+                    tracing::info!(created = ?report.created, "provisioned");
+                }
+            }
+        }
+        let service = WriteService::new(
+            Arc::clone(&registry),
+            &options.region,
+            options.write_timeout(),
+        );
+        Ok(Self { registry, service })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Serves until `shutdown` completes, then reports NOT_SERVING on the health service, stops
+    /// accepting requests and returns once every request in flight has been answered.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<WriteAheadLogServer<WriteService>>()
+            .await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .context("building gRPC reflection")?;
+        let reflection_alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .context("building gRPC reflection")?;
+        let writes =
+            WriteAheadLogServer::new(self.service).max_decoding_message_size(MAX_REQUEST_BYTES);
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new writes, answering those in flight");
+            health
+                .set_not_serving::<WriteAheadLogServer<WriteService>>()
+                .await;
+        };
+        Server::builder()
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(reflection_alpha)
+            .add_service(writes)
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), signal)
+            .await
+            .context("gRPC server")
+    }
+}

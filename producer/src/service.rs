@@ -1,0 +1,216 @@
+//! `WriteToLog`: validate -> admit -> build the entry -> claim-check if too large -> enqueue ->
+//! answer. The answer is TRUE only after the queue acknowledged the entry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tonic::{Request, Response, Status};
+use tracing::{Instrument, field};
+use wal_core::entry::{self, Body, Entry, now_micros};
+use wal_core::queue::{Durability, Queue};
+use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
+use wal_proto::v1::{Trilean, WriteToLogRequest, WriteToLogResponse};
+
+use crate::metrics::{self, Outcome};
+use crate::registry::{NamespaceRuntime, Registry};
+use crate::{request, status};
+
+/// Extra time the producer gives a queue beyond its own write timeout before it stops waiting
+/// and answers UNKNOWN itself.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct WriteService {
+    registry: Arc<Registry>,
+    region: String,
+    write_timeout: Duration,
+}
+
+impl WriteService {
+    pub fn new(registry: Arc<Registry>, region: &str, write_timeout: Duration) -> Self {
+        Self {
+            registry,
+            region: region.to_owned(),
+            write_timeout,
+        }
+    }
+
+    async fn write(
+        &self,
+        runtime: &NamespaceRuntime,
+        write: request::Write,
+    ) -> Result<WriteToLogResponse, Status> {
+        let _permit = runtime.admission.admit().map_err(|shed| {
+            tracing::debug!(%shed, "shed");
+            status::shed(&shed)
+        })?;
+        metrics::in_flight(&runtime.config.name, runtime.admission.in_flight());
+        let queue = runtime.queue_for(&write.entry.key);
+        let entry = fit(runtime, queue.as_ref(), write).await?;
+        let answer = match entry {
+            Fitted::Entry(entry) => self.enqueue(queue.as_ref(), *entry).await,
+            Fitted::NotStored(reason) => answer(Trilean::False, reason, String::new()),
+        };
+        metrics::in_flight(
+            &runtime.config.name,
+            runtime.admission.in_flight().saturating_sub(1),
+        );
+        Ok(answer)
+    }
+
+    async fn enqueue(&self, queue: &dyn Queue, entry: Entry) -> WriteToLogResponse {
+        let id = entry.id.clone();
+        match tokio::time::timeout(self.write_timeout + TIMEOUT_GRACE, queue.enqueue(&entry)).await
+        {
+            Ok(Ok(())) => answer(Trilean::True, String::new(), id),
+            Ok(Err(error)) => match error.durability() {
+                Durability::NotStored => answer(Trilean::False, error.to_string(), id),
+                Durability::Unknown => answer(Trilean::Unknown, error.to_string(), id),
+            },
+            Err(_) => answer(
+                Trilean::Unknown,
+                format!(
+                    "the queue did not answer within {:?}",
+                    self.write_timeout + TIMEOUT_GRACE
+                ),
+                id,
+            ),
+        }
+    }
+}
+
+fn answer(durable: Trilean, message: String, entry_id: String) -> WriteToLogResponse {
+    WriteToLogResponse {
+        durable: durable as i32,
+        message,
+        entry_id,
+    }
+}
+
+enum Fitted {
+    Entry(Box<Entry>),
+    /// The claim check could not be written, so nothing went on the queue.
+    NotStored(String),
+}
+
+/// Makes the entry fit its queue: as it is, or with its payload moved to durable storage and a
+/// claim check in its place.
+async fn fit(
+    runtime: &NamespaceRuntime,
+    queue: &dyn Queue,
+    write: request::Write,
+) -> Result<Fitted, Status> {
+    let mut entry = write.entry;
+    let size = entry::encode(&entry).len();
+    let limit = queue.max_entry_bytes();
+    if size <= limit {
+        return Ok(Fitted::Entry(Box::new(entry)));
+    }
+    let Some(durable) = &runtime.durable else {
+        let envelope = size - write.payload_len;
+        return Err(status::too_large_for_queue(
+            &runtime.config.name,
+            &queue.spec().name,
+            write.payload_len,
+            limit.saturating_sub(envelope),
+        ));
+    };
+    let Some(Body::Payload(payload)) = entry.body.take() else {
+        return Ok(Fitted::Entry(Box::new(entry)));
+    };
+    match durable
+        .put_claim_check(&entry.namespace, &entry.id, &payload)
+        .await
+    {
+        Ok(check) => {
+            metrics::claim_check(&runtime.config.name);
+            entry.body = Some(Body::ClaimCheck(check));
+            Ok(Fitted::Entry(Box::new(entry)))
+        }
+        Err(error) => Ok(Fitted::NotStored(format!(
+            "storing the payload in durable storage failed: {error}"
+        ))),
+    }
+}
+
+/// W3C trace context from the request's metadata, carried on the entry for the consumer.
+fn trace_context(request: &Request<WriteToLogRequest>) -> HashMap<String, String> {
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = request.metadata().get(key)?.to_str().ok()?;
+            Some((key.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+fn outcome_of(result: &Result<WriteToLogResponse, Status>) -> Outcome {
+    match result {
+        Ok(response) => match Trilean::try_from(response.durable) {
+            Ok(Trilean::True) => Outcome::True,
+            Ok(Trilean::False) => Outcome::False,
+            _ => Outcome::Unknown,
+        },
+        Err(status) if status.code() == tonic::Code::ResourceExhausted => Outcome::Shed,
+        Err(status) if status.code() == tonic::Code::NotFound => Outcome::NotFound,
+        Err(_) => Outcome::Invalid,
+    }
+}
+
+#[tonic::async_trait]
+impl WriteAheadLog for WriteService {
+    async fn write_to_log(
+        &self,
+        request: Request<WriteToLogRequest>,
+    ) -> Result<Response<WriteToLogResponse>, Status> {
+        let started = Instant::now();
+        let trace = trace_context(&request);
+        let request = request.into_inner();
+        let span = tracing::info_span!(
+            "write_to_log",
+            namespace = %request.namespace,
+            entry_id = field::Empty,
+            outcome = field::Empty,
+        );
+        let Some(runtime) = self.registry.get(&request.namespace).cloned() else {
+            metrics::request(
+                metrics::UNKNOWN_NAMESPACE,
+                Outcome::NotFound,
+                started.elapsed(),
+            );
+            return Err(status::unknown_namespace(
+                &request.namespace,
+                &self.registry.names(),
+            ));
+        };
+        let result = async {
+            let write = request::check(
+                &runtime.config,
+                request,
+                now_micros(),
+                &self.region,
+                trace,
+                &mut rand::rng(),
+            )
+            .map_err(|invalid| status::invalid(&invalid))?;
+            tracing::Span::current().record("entry_id", field::display(&write.entry.id));
+            self.write(&runtime, write).await
+        }
+        .instrument(span.clone())
+        .await;
+        let outcome = outcome_of(&result);
+        span.record("outcome", outcome.as_str());
+        metrics::request(&runtime.config.name, outcome, started.elapsed());
+        if outcome != Outcome::True {
+            let message = match &result {
+                Ok(response) => response.message.clone(),
+                Err(status) => status.message().to_owned(),
+            };
+            span.in_scope(
+                || tracing::info!(outcome = outcome.as_str(), %message, "write not durable"),
+            );
+        }
+        result.map(Response::new)
+    }
+}
