@@ -44,6 +44,8 @@ use crate::entry::{self, Entry};
 pub const RECORD_LIMIT_BYTES: usize = 1_000_000;
 /// The longest record key (the entry's partition key).
 pub const KEY_LIMIT_BYTES: usize = 16 * 1024;
+/// How long `provision` waits for new topics to be served.
+const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach the Kafka cluster and how queues on it behave.
 #[derive(Debug, Clone)]
@@ -283,6 +285,44 @@ impl KafkaQueue {
         }
     }
 
+    /// Waits until the broker's metadata lists every topic with its partitions. CreateTopics
+    /// returns once the controller has the topic, before every broker serves it; a queue is
+    /// provisioned when it can be used.
+    async fn await_metadata(&self, topics: &[&str]) -> Result<(), QueueError> {
+        let deadline = Instant::now() + PROVISION_TIMEOUT;
+        for topic in topics {
+            loop {
+                let backend = Arc::clone(&self.backend);
+                let name = (*topic).to_owned();
+                // fetch_metadata blocks on the network; keep it off the async workers.
+                let visible = tokio::task::spawn_blocking(move || {
+                    let metadata = backend
+                        .admin
+                        .inner()
+                        .fetch_metadata(Some(&name), Duration::from_secs(5))?;
+                    Ok::<bool, KafkaError>(metadata.topics().iter().any(|t| {
+                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
+                    }))
+                })
+                .await
+                .map_err(|e| self.error(Operation::Provision, true, e))?
+                .map_err(|e| self.error(Operation::Provision, true, e))?;
+                if visible {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(self.error(
+                        Operation::Provision,
+                        true,
+                        format!("topic '{topic}' was created but is not served after {PROVISION_TIMEOUT:?}"),
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
     fn store_commit_point(
         &self,
         consumer: &StreamConsumer<TrackingContext>,
@@ -344,10 +384,12 @@ impl Queue for KafkaQueue {
             .await
             .map_err(|e| self.error(Operation::Provision, true, e))?;
         let mut report = ProvisionReport::default();
-        for result in results {
+        for result in &results {
             match result {
-                Ok(name) => report.created.push(name),
-                Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => report.existing.push(name),
+                Ok(name) => report.created.push(name.clone()),
+                Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                    report.existing.push(name.clone())
+                }
                 Err((name, code)) => {
                     return Err(self.error(
                         Operation::Provision,
@@ -357,6 +399,7 @@ impl Queue for KafkaQueue {
                 }
             }
         }
+        self.await_metadata(&names).await?;
         Ok(report)
     }
 
