@@ -1,0 +1,192 @@
+//! A producer started in-process on the real local stack, a client for it, and a reader for its
+//! queues (through the queue layer, whose conformance suite checks it on the same brokers).
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use wal_core::entry::Entry;
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::sqs::{SqsBackend, SqsSettings};
+use wal_core::queue::{Queue, QueueSpec};
+use wal_namespaces::{Backend, Namespace};
+use wal_producer::{Producer, ProducerOptions};
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+
+pub fn unique(prefix: &str) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}-{}", &id[..12])
+}
+
+/// A namespace config on `backend` with fresh queue names and `extra` top-level fields (JSON
+/// object members, without braces).
+pub fn namespace(backend: Backend, queues: usize, extra: &str) -> Namespace {
+    let name = unique("ns");
+    let names: Vec<String> = (0..queues).map(|i| format!("\"{name}-q{i}\"")).collect();
+    let (kind, key) = match backend {
+        Backend::Kafka => ("KAFKA", "wal-kafka-topics"),
+        Backend::Sqs => ("SQS", "wal-queue"),
+    };
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(", {extra}")
+    };
+    let text = format!(
+        r#"{{"namespace": "{name}",
+            "persistence_configurations": {{"persistence_configuration": [
+              {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{key}": [{}]}}}}]}},
+            "default_target": {{"kind": "cql", "settings": {{"table": "t"}}}}{extra}}}"#,
+        names.join(", ")
+    );
+    wal_namespaces::parse(&text, "test").unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub struct TestProducer {
+    pub client: WriteAheadLogClient<Channel>,
+    pub channel: Channel,
+    pub address: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestProducer {
+    pub async fn start(namespaces: Vec<Namespace>) -> Self {
+        Self::start_with(namespaces, |_| {}).await
+    }
+
+    pub async fn start_with(
+        namespaces: Vec<Namespace>,
+        adjust: impl FnOnce(&mut ProducerOptions),
+    ) -> Self {
+        let mut options = ProducerOptions::for_local_stack(PathBuf::new());
+        adjust(&mut options);
+        let producer = Producer::start(&options, namespaces)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("producer start (is the stack up? scripts/stack up): {e:#}")
+            });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(producer.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        let channel = Channel::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Self {
+            client: WriteAheadLogClient::new(channel.clone()),
+            channel,
+            address,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    /// Starts a graceful shutdown and waits until the server has answered everything in flight.
+    pub async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.unwrap().unwrap();
+        }
+    }
+}
+
+pub fn write(namespace: &str, payload: &[u8]) -> WriteToLogRequest {
+    WriteToLogRequest {
+        namespace: namespace.to_owned(),
+        payload: payload.to_vec(),
+        ..WriteToLogRequest::default()
+    }
+}
+
+pub fn delayed(
+    namespace: &str,
+    payload: &[u8],
+    delay_millis: i64,
+    original_micros: i64,
+) -> WriteToLogRequest {
+    WriteToLogRequest {
+        lifecycle: Some(Lifecycle {
+            delay_millis,
+            jitter_millis: 0,
+            original_write_time_micros: original_micros,
+        }),
+        ..write(namespace, payload)
+    }
+}
+
+/// Handles on a namespace's queues for reading back what the producer wrote.
+pub async fn reader(namespace: &Namespace, queue: usize) -> Arc<dyn Queue> {
+    let config = &namespace.queues[queue];
+    let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq);
+    match config.backend {
+        Backend::Kafka => {
+            let bootstrap =
+                std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+            let mut settings = KafkaSettings::new(&bootstrap);
+            settings.group_prefix = unique("reader") + ".";
+            Arc::new(KafkaBackend::new(settings).unwrap().queue(spec))
+        }
+        Backend::Sqs => {
+            let endpoint = std::env::var("WAL_SQS_ENDPOINT")
+                .unwrap_or_else(|_| "http://127.0.0.1:19324".into());
+            Arc::new(
+                SqsBackend::new(SqsSettings::local(&endpoint))
+                    .await
+                    .queue(spec),
+            )
+        }
+    }
+}
+
+/// Everything that arrives on the queue within `window` (acknowledged as read).
+pub async fn drain(queue: &dyn Queue, window: Duration) -> Vec<Entry> {
+    let deadline = tokio::time::Instant::now() + window;
+    let mut entries = Vec::new();
+    while tokio::time::Instant::now() < deadline {
+        let wait = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(Duration::from_secs(1));
+        for delivery in queue.receive(10, wait).await.expect("receive") {
+            queue.acknowledge(&delivery).await.expect("ack");
+            entries.push(
+                delivery
+                    .entry
+                    .expect("the producer writes decodable entries"),
+            );
+        }
+    }
+    entries
+}
+
+/// Reads until an entry with `id` arrives (30 s at most).
+pub async fn read_entry(queue: &dyn Queue, id: &str) -> Entry {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
+        for delivery in queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .expect("receive")
+        {
+            queue.acknowledge(&delivery).await.expect("ack");
+            let entry = delivery.entry.expect("decodable");
+            if entry.id == id {
+                return entry;
+            }
+        }
+    }
+    panic!("entry {id} never arrived");
+}

@@ -1,0 +1,429 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! WriteToLog end to end on real Kafka, ElasticMQ and Cassandra: what TRUE promises, what bad
+//! input gets, admission control, spreading by key, claim checks, health and reflection, and
+//! graceful shutdown.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use support::{TestProducer, delayed, drain, namespace, read_entry, reader, write};
+use tonic::Code;
+use wal_core::entry::{Body, now_micros};
+use wal_namespaces::Backend;
+use wal_proto::v1::{Target, Trilean, WriteToLogRequest};
+
+async fn true_means_the_entry_is_on_the_queue_intact(backend: Backend) {
+    let ns = namespace(backend, 1, "");
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    let original = now_micros() - 2_000_000;
+    let mut request = delayed(
+        &ns.name,
+        b"put users/7 {\"name\":\"grace\"}",
+        1500,
+        original,
+    );
+    request.idempotency_id = "order-7-v1".into();
+    request.key = "user-7".into();
+
+    let response = producer
+        .client
+        .write_to_log(request)
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(response.durable(), Trilean::True, "{}", response.message);
+    assert_eq!(response.entry_id, "order-7-v1");
+
+    let entry = read_entry(reader(&ns, 0).await.as_ref(), "order-7-v1").await;
+    assert_eq!(entry.namespace, ns.name);
+    assert_eq!(entry.key, "user-7");
+    assert_eq!(
+        entry.body,
+        Some(Body::Payload(b"put users/7 {\"name\":\"grace\"}".to_vec()))
+    );
+    assert_eq!(entry.original_write_time_micros, original);
+    assert_eq!(
+        entry.deliver_at_micros,
+        original + 1_500_000,
+        "delay counts from the original write time"
+    );
+    assert!(entry.enqueued_at_micros >= original + 2_000_000);
+    assert_eq!(entry.target.expect("default target").kind, "cql");
+    assert_eq!(entry.origin_region, "local");
+    assert_eq!(entry.attempt, 0);
+    producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn kafka_true_means_the_entry_is_on_the_queue_intact() {
+    true_means_the_entry_is_on_the_queue_intact(Backend::Kafka).await;
+}
+
+#[tokio::test]
+async fn sqs_true_means_the_entry_is_on_the_queue_intact() {
+    true_means_the_entry_is_on_the_queue_intact(Backend::Sqs).await;
+}
+
+#[tokio::test]
+async fn without_an_idempotency_id_the_producer_makes_one_and_returns_it() {
+    let ns = namespace(Backend::Kafka, 1, "");
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    let mut request = write(&ns.name, b"x");
+    request.target = Some(Target {
+        kind: "http".into(),
+        settings_json: r#"{"url":"http://svc/hook"}"#.into(),
+    });
+    let response = producer
+        .client
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(response.durable(), Trilean::True);
+    assert_eq!(response.entry_id.len(), 36, "a UUID: {}", response.entry_id);
+
+    let entry = read_entry(reader(&ns, 0).await.as_ref(), &response.entry_id).await;
+    assert_eq!(
+        entry.key, response.entry_id,
+        "no key given: the id is the key"
+    );
+    let target = entry.target.unwrap();
+    assert_eq!(
+        (target.kind.as_str(), target.settings_json.as_str()),
+        ("http", r#"{"url":"http://svc/hook"}"#)
+    );
+    producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
+    let ns = namespace(
+        Backend::Kafka,
+        1,
+        r#""payload_limit_bytes": 64, "delay_limits": {"max_delay_ms": 1000}"#,
+    );
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    let name = ns.name.as_str();
+    let cases: Vec<(WriteToLogRequest, Code, String)> = vec![
+        (write("no-such-namespace", b"x"), Code::NotFound, format!("namespace 'no-such-namespace' is not configured on this producer; configured: {name}")),
+        (write("", b"x"), Code::InvalidArgument, "namespace is empty; name the namespace to write to".into()),
+        (write(name, b""), Code::InvalidArgument, "payload is empty; a write must carry the mutation".into()),
+        (write(name, &[7; 65]), Code::InvalidArgument, format!("payload of 65 bytes exceeds namespace '{name}''s limit of 64 bytes")),
+        (delayed(name, b"x", -5, 0), Code::InvalidArgument, "lifecycle.delay_millis is -5; expected 0 to 1000 (the namespace's limit)".into()),
+        (delayed(name, b"x", 1001, 0), Code::InvalidArgument, "lifecycle.delay_millis is 1001; expected 0 to 1000 (the namespace's limit)".into()),
+        (
+            WriteToLogRequest { target: Some(Target { kind: "cql".into(), settings_json: "not json".into() }), ..write(name, b"x") },
+            Code::InvalidArgument,
+            "target.settings_json is not a JSON object: expected ident at line 1 column 2".into(),
+        ),
+        (
+            WriteToLogRequest { target: Some(Target { kind: "ftp".into(), settings_json: String::new() }), ..write(name, b"x") },
+            Code::InvalidArgument,
+            "target.kind \"ftp\" is not a target kind; expected one of cql, cache, kafka, http, region".into(),
+        ),
+    ];
+    for (request, code, message) in cases {
+        let status = producer
+            .client
+            .write_to_log(request)
+            .await
+            .expect_err("refused");
+        assert_eq!((status.code(), status.message()), (code, message.as_str()));
+    }
+
+    let marker = producer
+        .client
+        .write_to_log(write(name, b"marker"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(marker.durable(), Trilean::True);
+    let queue = reader(&ns, 0).await;
+    read_entry(queue.as_ref(), &marker.entry_id).await;
+    let after = drain(queue.as_ref(), Duration::from_secs(2)).await;
+    assert!(
+        after.is_empty(),
+        "refused requests reached the queue: {after:?}"
+    );
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_far_over_one_namespace_is_shed_while_another_keeps_writing() {
+    let busy = namespace(
+        Backend::Kafka,
+        1,
+        r#""rate_limit": {"writes_per_second": 5, "burst": 5}"#,
+    );
+    let calm = namespace(Backend::Kafka, 1, "");
+    let mut producer = TestProducer::start(vec![busy.clone(), calm.clone()]).await;
+
+    let burst: Vec<_> = (0..300)
+        .map(|i| {
+            let mut client = producer.client.clone();
+            let request = write(&busy.name, format!("burst {i}").as_bytes());
+            tokio::spawn(async move { client.write_to_log(request).await })
+        })
+        .collect();
+    let mut calm_answers = Vec::new();
+    for i in 0..20 {
+        let response = producer
+            .client
+            .write_to_log(write(&calm.name, format!("calm {i}").as_bytes()))
+            .await;
+        calm_answers.push(
+            response
+                .map(|r| r.into_inner().durable())
+                .map_err(|s| s.code()),
+        );
+    }
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for task in burst {
+        let key = match task.await.unwrap() {
+            Ok(response) => format!("{:?}", response.into_inner().durable()),
+            Err(status) => format!("{:?}", status.code()),
+        };
+        *tally.entry(key).or_default() += 1;
+    }
+    assert!(
+        calm_answers.iter().all(|a| *a == Ok(Trilean::True)),
+        "the calm namespace suffered: {calm_answers:?}"
+    );
+    assert!(
+        tally.get("ResourceExhausted").copied().unwrap_or(0) >= 280,
+        "too little shed: {tally:?}"
+    );
+    assert!(
+        tally.get("True").copied().unwrap_or(0) <= 10,
+        "more admitted than the limit allows: {tally:?}"
+    );
+    assert_eq!(
+        tally
+            .keys()
+            .filter(|k| !["True", "ResourceExhausted"].contains(&k.as_str()))
+            .count(),
+        0,
+        "{tally:?}"
+    );
+    producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn several_queues_spread_writes_by_key_and_keep_a_key_on_one_queue() {
+    let ns = namespace(Backend::Kafka, 3, "");
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    for i in 0..30 {
+        let request = WriteToLogRequest {
+            key: format!("user-{i}"),
+            ..write(&ns.name, b"spread")
+        };
+        assert_eq!(
+            producer
+                .client
+                .write_to_log(request)
+                .await
+                .unwrap()
+                .into_inner()
+                .durable(),
+            Trilean::True
+        );
+    }
+    for _ in 0..5 {
+        let request = WriteToLogRequest {
+            key: "hot-key".into(),
+            ..write(&ns.name, b"same")
+        };
+        producer.client.write_to_log(request).await.unwrap();
+    }
+    let mut per_queue = Vec::new();
+    for queue in 0..3 {
+        let entries = drain(reader(&ns, queue).await.as_ref(), Duration::from_secs(6)).await;
+        per_queue.push(entries);
+    }
+    let counts: Vec<usize> = per_queue.iter().map(Vec::len).collect();
+    assert_eq!(counts.iter().sum::<usize>(), 35, "{counts:?}");
+    assert!(
+        counts.iter().all(|c| *c > 0),
+        "a queue got nothing: {counts:?}"
+    );
+    let hot: Vec<usize> = per_queue
+        .iter()
+        .map(|q| q.iter().filter(|e| e.key == "hot-key").count())
+        .collect();
+    assert!(hot.contains(&5), "one key was split across queues: {hot:?}");
+    for (queue, entries) in per_queue.iter().enumerate() {
+        for entry in entries {
+            assert_eq!(
+                ns.queue_index(&entry.key),
+                queue,
+                "key {} on the wrong queue",
+                entry.key
+            );
+        }
+    }
+    producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit() {
+    let mut with_storage = namespace(Backend::Sqs, 1, "");
+    with_storage.durable_storage = Some(wal_namespaces::DurableStorageConfig {
+        keyspace: "wal_test".into(),
+        shard: None,
+    });
+    let without = namespace(Backend::Sqs, 1, "");
+    let mut producer = TestProducer::start(vec![with_storage.clone(), without.clone()]).await;
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+
+    let status = producer
+        .client
+        .write_to_log(write(&without.name, &payload))
+        .await
+        .expect_err("too large");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status
+            .message()
+            .starts_with("payload of 300000 bytes does not fit queue")
+            && status.message().contains("bytes at most"),
+        "{}",
+        status.message()
+    );
+
+    let response = producer
+        .client
+        .write_to_log(write(&with_storage.name, &payload))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(response.durable(), Trilean::True, "{}", response.message);
+    let entry = read_entry(reader(&with_storage, 0).await.as_ref(), &response.entry_id).await;
+    let Some(Body::ClaimCheck(check)) = entry.body else {
+        panic!("expected a claim check, got {:?}", entry.body)
+    };
+    assert_eq!(check.size, 300_000);
+    let nodes = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
+    let storage = wal_core::durable::DurableStorage::connect(
+        &wal_core::durable::DurableSettings::new(&[nodes.as_str()], "wal_test"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        storage
+            .get_claim_check(&with_storage.name, &check)
+            .await
+            .unwrap(),
+        payload
+    );
+    producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn health_reports_serving_and_reflection_lists_the_service() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let ns = namespace(Backend::Kafka, 1, "");
+    let mut producer = TestProducer::start(vec![ns]).await;
+    let mut health = HealthClient::new(producer.channel.clone());
+    let check = HealthCheckRequest {
+        service: "wal.v1.WriteAheadLog".into(),
+    };
+    let status = health.check(check).await.unwrap().into_inner().status();
+    assert_eq!(status, ServingStatus::Serving);
+
+    let mut reflection = ServerReflectionClient::new(producer.channel.clone());
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("{answer:?}")
+    };
+    let services: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        services.contains(&"wal.v1.WriteAheadLog".to_owned()),
+        "{services:?}"
+    );
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_answers_every_write_in_flight_truthfully() {
+    let ns = namespace(Backend::Kafka, 1, "");
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    let writes: Vec<_> = (0..100)
+        .map(|i| {
+            let mut client = producer.client.clone();
+            let request = WriteToLogRequest {
+                idempotency_id: format!("w{i}"),
+                ..write(&ns.name, b"in flight")
+            };
+            tokio::spawn(async move { client.write_to_log(request).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let started = Instant::now();
+    producer.shutdown().await;
+    let drained_in = started.elapsed();
+
+    let mut answered_true = Vec::new();
+    for (i, task) in writes.into_iter().enumerate() {
+        match task.await.unwrap() {
+            Ok(response) => {
+                let response = response.into_inner();
+                assert_eq!(
+                    response.durable(),
+                    Trilean::True,
+                    "write {i} answered {:?}: {}",
+                    response.durable(),
+                    response.message
+                );
+                answered_true.push(response.entry_id);
+            }
+            // Sent as the server stopped accepting: refused by HTTP/2 (connection refused, or a
+            // GOAWAY for a stream the server never processed), never answered by the producer.
+            Err(status) => {
+                let from_transport = std::error::Error::source(&status).is_some_and(|source| {
+                    source.downcast_ref::<tonic::transport::Error>().is_some()
+                });
+                assert!(
+                    from_transport || status.code() == Code::Unavailable,
+                    "write {i}: {status:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        !answered_true.is_empty(),
+        "no write was in flight at shutdown"
+    );
+    let on_queue: Vec<String> = drain(reader(&ns, 0).await.as_ref(), Duration::from_secs(8))
+        .await
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    for id in &answered_true {
+        assert!(
+            on_queue.contains(id),
+            "{id} was answered TRUE but is not on the queue"
+        );
+    }
+    println!(
+        "shutdown drained {} writes in {drained_in:?}",
+        answered_true.len()
+    );
+}
