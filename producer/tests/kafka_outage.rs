@@ -1,0 +1,109 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! With the Kafka broker stopped, WriteToLog answers FALSE or UNKNOWN within its deadline and
+//! never TRUE; when the broker returns, writes succeed again without restarting the producer.
+//!
+//! This stops the shared local broker (`scripts/stack down kafka`), so it is the only test in its
+//! binary: cargo runs test binaries one at a time, and no other test sees the outage. (A runner
+//! that runs binaries in parallel, such as nextest, would need this one run alone.)
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{TestProducer, namespace, read_entry, reader, write};
+use wal_namespaces::Backend;
+use wal_proto::v1::Trilean;
+
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn stack(action: &str) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
+    let status = Command::new("bash")
+        .arg(script)
+        .args([action, "kafka"])
+        .status()
+        .expect("run scripts/stack");
+    assert!(status.success(), "scripts/stack {action} kafka failed");
+}
+
+/// Brings Kafka back even when an assertion fails halfway, so later tests find the stack whole.
+struct RestartKafka;
+
+impl Drop for RestartKafka {
+    fn drop(&mut self) {
+        stack("up");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_broker_stopped_writes_are_never_true_and_succeed_again_when_it_returns() {
+    let ns = namespace(Backend::Kafka, 1, "");
+    let mut producer = TestProducer::start_with(vec![ns.clone()], |options| {
+        options.write_timeout_ms = WRITE_TIMEOUT.as_millis() as u64;
+    })
+    .await;
+    let before = producer
+        .client
+        .write_to_log(write(&ns.name, b"before"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(before.durable(), Trilean::True, "{}", before.message);
+
+    let restart = RestartKafka;
+    stack("down");
+    for i in 0..5 {
+        let started = Instant::now();
+        let answer = producer
+            .client
+            .write_to_log(write(&ns.name, format!("during {i}").as_bytes()))
+            .await;
+        let elapsed = started.elapsed();
+        let answer = answer
+            .expect("an answer, not a transport error")
+            .into_inner();
+        assert!(
+            matches!(answer.durable(), Trilean::False | Trilean::Unknown),
+            "write {i} during the outage answered {:?}",
+            answer.durable()
+        );
+        assert!(
+            !answer.message.is_empty(),
+            "a FALSE or UNKNOWN answer says why"
+        );
+        assert!(
+            elapsed < WRITE_TIMEOUT + Duration::from_secs(2),
+            "write {i} took {elapsed:?}"
+        );
+        println!(
+            "during outage: {:?} after {elapsed:?}: {}",
+            answer.durable(),
+            answer.message
+        );
+    }
+    drop(restart);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let recovered = loop {
+        let answer = producer
+            .client
+            .write_to_log(write(&ns.name, b"after"))
+            .await
+            .unwrap()
+            .into_inner();
+        if answer.durable() == Trilean::True {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes did not recover within 60 s: {}",
+            answer.message
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    read_entry(reader(&ns, 0).await.as_ref(), &recovered.entry_id).await;
+    producer.shutdown().await;
+}
