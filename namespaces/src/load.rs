@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::error::{ConfigError, ConfigErrors};
 use crate::file::NamespaceFile;
-use crate::model::Namespace;
+use crate::model::{Backend, Namespace};
 use crate::validate::{Spelling, validate};
 
 /// Parses and validates one namespace config. `origin` names it in errors (a file path).
@@ -57,9 +57,9 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Namespace>, ConfigErrors> {
 
     let mut namespaces = Vec::new();
     let mut problems = Vec::new();
-    // name -> file; queue or DLQ -> (namespace, file)
+    // name -> file; (backend, queue or DLQ) -> (namespace, file)
     let mut names: BTreeMap<String, String> = BTreeMap::new();
-    let mut owners: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut owners: BTreeMap<(Backend, String), (String, String)> = BTreeMap::new();
     for path in paths {
         let origin = path.display().to_string();
         let namespace = match load_file(&path) {
@@ -82,14 +82,17 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Namespace>, ConfigErrors> {
                 format!("namespace '{}' is also defined in {other}", namespace.name),
             );
         }
-        let queue_names = namespace.queues.iter().flat_map(|q| [&q.name, &q.dlq]);
-        for queue in queue_names {
+        let queue_names = namespace
+            .queues
+            .iter()
+            .flat_map(|q| [(q.backend, &q.name), (q.backend, &q.dlq)]);
+        for (backend, queue) in queue_names {
             let owner = (namespace.name.clone(), origin.clone());
-            match owners.insert(queue.clone(), owner) {
+            match owners.insert((backend, queue.clone()), owner) {
                 Some((other, file)) if other != namespace.name => clash(
                     "",
                     format!(
-                        "queue '{queue}' is also used by namespace '{other}' ({file}); entries of two namespaces would mix"
+                        "{backend} queue '{queue}' is also used by namespace '{other}' ({file}); entries of two namespaces would mix"
                     ),
                 ),
                 _ => {}

@@ -25,7 +25,7 @@ pub struct Namespace {
     pub contacts: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {
     Kafka,
     Sqs,

@@ -308,15 +308,19 @@ fn pair_dlqs(
     }
 }
 
+/// Queue names are per backend: a Kafka topic and an SQS queue may share a name.
 fn check_queue_names_distinct(problems: &mut Problems<'_>, path: &str, queues: &[QueueConfig]) {
     let mut seen = BTreeSet::new();
     for queue in queues {
-        if !seen.insert(&queue.name) {
-            problems.add(path, format!("queue '{}' is listed twice", queue.name));
+        if !seen.insert((queue.backend, &queue.name)) {
+            problems.add(
+                path,
+                format!("{} queue '{}' is listed twice", queue.backend, queue.name),
+            );
         }
     }
     for queue in queues {
-        if seen.contains(&queue.dlq) {
+        if seen.contains(&(queue.backend, &queue.dlq)) {
             problems.add(
                 path,
                 format!(

@@ -95,8 +95,29 @@ fn a_folder_where_two_files_share_a_name_or_a_queue_is_refused() {
         errors,
         format!(
             "{b}: namespace: namespace 'orders' is also defined in {a}\n\
-             {c}: queue 'orders-wal' is also used by namespace 'orders' ({a}); entries of two namespaces would mix\n\
-             {c}: queue 'orders-wal-dlq' is also used by namespace 'orders' ({a}); entries of two namespaces would mix"
+             {c}: kafka queue 'orders-wal' is also used by namespace 'orders' ({a}); entries of two namespaces would mix\n\
+             {c}: kafka queue 'orders-wal-dlq' is also used by namespace 'orders' ({a}); entries of two namespaces would mix"
         )
     );
+}
+
+#[test]
+fn a_kafka_topic_and_an_sqs_queue_may_share_a_name() {
+    let dir = std::env::temp_dir().join(format!("wal-ns-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = |name: &str, kind: &str, key: &str| {
+        format!(
+            r#"{{"namespace": "{name}", "persistence_configurations": {{"persistence_configuration": [
+                {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{key}": ["events"]}}}}]}}}}"#
+        )
+    };
+    std::fs::write(
+        dir.join("a.json"),
+        config("on_kafka", "KAFKA", "wal-kafka-topics"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("b.json"), config("on_sqs", "SQS", "wal-queue")).unwrap();
+    let loaded = load_dir(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(loaded.map(|n| n.len()).map_err(|e| e.to_string()), Ok(2));
 }

@@ -1,1 +1,426 @@
-fn main() {}
+//! WriteToLog against its baselines, side by side in one run on the local stack:
+//!
+//! - Kafka: WriteToLog (durable TRUE, 1 KiB payloads) against a raw rdkafka producer with the
+//!   same payload size, acks=all, idempotence, linger and concurrency;
+//! - SQS: WriteToLog on an SQS namespace against raw SendMessage with the same concurrency;
+//! - latency at half of WriteToLog's measured maximum throughput, both sides paced at that rate.
+//!
+//! The producer runs as its own process (the release `wal-producer` binary), as in production.
+//! Each figure is the median of three alternating rounds. Run with:
+//!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
+//! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
+//! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::future::Future;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::sync::Semaphore;
+use tonic::transport::Channel;
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{Trilean, WriteToLogRequest};
+
+const PAYLOAD_BYTES: usize = 1024;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn stack(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// One measured run: how many writes per second, and their latencies in microseconds.
+struct Run {
+    per_second: f64,
+    latency: Histogram<u64>,
+}
+
+impl Run {
+    fn p(&self, quantile: f64) -> f64 {
+        self.latency.value_at_quantile(quantile) as f64 / 1000.0
+    }
+}
+
+/// Runs `count` calls of `call` with `concurrency` in flight (closed loop).
+async fn closed_loop<F, Fut>(count: usize, concurrency: usize, call: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let call = Arc::new(call);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (call, next) = (Arc::clone(&call), Arc::clone(&next));
+            tokio::spawn(async move {
+                let mut latency = Histogram::<u64>::new(3).unwrap();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= count {
+                        return latency;
+                    }
+                    let sent = Instant::now();
+                    call(i).await;
+                    latency.record(sent.elapsed().as_micros() as u64).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut latency = Histogram::<u64>::new(3).unwrap();
+    for worker in workers {
+        latency.add(worker.await.unwrap()).unwrap();
+    }
+    Run {
+        per_second: count as f64 / started.elapsed().as_secs_f64(),
+        latency,
+    }
+}
+
+/// Sends at a fixed `rate` for `count` calls (open loop): latency counts from each call's
+/// scheduled time, so a stall shows up in the tail instead of slowing the sender.
+async fn open_loop<F, Fut>(count: usize, rate: f64, call: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let call = Arc::new(call);
+    let bound = Arc::new(Semaphore::new(4096));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        let scheduled = started + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(scheduled.into()).await;
+        let permit = Arc::clone(&bound).acquire_owned().await.unwrap();
+        let call = Arc::clone(&call);
+        tasks.push(tokio::spawn(async move {
+            call(i).await;
+            drop(permit);
+            scheduled.elapsed().as_micros() as u64
+        }));
+    }
+    let mut latency = Histogram::<u64>::new(3).unwrap();
+    for task in tasks {
+        latency.record(task.await.unwrap()).unwrap();
+    }
+    Run {
+        per_second: count as f64 / started.elapsed().as_secs_f64(),
+        latency,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+/// Medians over rounds: throughput, p50 and p99 in ms.
+fn summarize(runs: &[Run]) -> (f64, f64, f64) {
+    (
+        median(runs.iter().map(|r| r.per_second).collect()),
+        median(runs.iter().map(|r| r.p(0.50)).collect()),
+        median(runs.iter().map(|r| r.p(0.99)).collect()),
+    )
+}
+
+fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
+    let (wal_rate, wal_p50, wal_p99) = summarize(wal);
+    let (raw_rate, raw_p50, raw_p99) = summarize(raw);
+    println!("\n{title}");
+    println!(
+        "  {:<24} {:>12} {:>10} {:>10}",
+        "", "writes/s", "p50 ms", "p99 ms"
+    );
+    println!(
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
+        "WriteToLog", wal_rate, wal_p50, wal_p99
+    );
+    println!(
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
+        raw_name, raw_rate, raw_p50, raw_p99
+    );
+    println!(
+        "  {:<24} {:>12.2} {:>10.2} {:>10.2}",
+        "ratio (WAL / raw)",
+        wal_rate / raw_rate,
+        wal_p50 / raw_p50,
+        wal_p99 / raw_p99
+    );
+    let rounds: Vec<String> = wal
+        .iter()
+        .zip(raw)
+        .map(|(w, r)| format!("{:.0}/{:.0}", w.per_second, r.per_second))
+        .collect();
+    println!("  rounds (WAL/raw writes/s): {}", rounds.join("  "));
+}
+
+struct ProducerProcess(Child);
+
+impl Drop for ProducerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_producer(dir: &std::path::Path) -> (ProducerProcess, WriteAheadLogClient<Channel>) {
+    let (port, metrics_port) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_wal-producer"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--namespaces", dir.to_str().unwrap(), "--provision"])
+        .args([
+            "--kafka-bootstrap",
+            &stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+        ])
+        .args([
+            "--sqs-endpoint",
+            &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wal-producer");
+    let mut process = ProducerProcess(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(status)) = process.0.try_wait() {
+            panic!("wal-producer exited at start-up with {status} (its error is above)");
+        }
+        if let Ok(channel) = Channel::from_shared(format!("http://127.0.0.1:{port}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            return (process, WriteAheadLogClient::new(channel));
+        }
+        assert!(Instant::now() < deadline, "wal-producer did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn namespace_file(dir: &std::path::Path, name: &str, kind: &str, queue_key: &str, queue: &str) {
+    let text = format!(
+        r#"{{"namespace": "{name}",
+            "persistence_configurations": {{"persistence_configuration": [
+              {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{queue_key}": ["{queue}"]}}}}]}},
+            "rate_limit": {{"writes_per_second": 1000000, "max_in_flight": 100000}},
+            "default_target": {{"kind": "cql", "settings": {{}}}}}}"#
+    );
+    std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
+}
+
+fn wal_call(
+    client: &WriteAheadLogClient<Channel>,
+    namespace: &str,
+) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
+    let client = client.clone();
+    let namespace = namespace.to_owned();
+    move |i| {
+        let mut client = client.clone();
+        let request = WriteToLogRequest {
+            namespace: namespace.clone(),
+            payload: vec![b'w'; PAYLOAD_BYTES],
+            key: format!("key-{i}"),
+            ..WriteToLogRequest::default()
+        };
+        Box::pin(async move {
+            let answer = client
+                .write_to_log(request)
+                .await
+                .expect("answered")
+                .into_inner();
+            assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        })
+    }
+}
+
+fn kafka_call(
+    producer: &FutureProducer,
+    topic: &str,
+) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
+    let producer = producer.clone();
+    let topic = topic.to_owned();
+    move |i| {
+        let producer = producer.clone();
+        let topic = topic.clone();
+        Box::pin(async move {
+            let key = format!("key-{i}");
+            let payload = vec![b'r'; PAYLOAD_BYTES];
+            let record = FutureRecord::to(&topic).key(&key).payload(&payload);
+            producer
+                .send(record, Duration::from_secs(10))
+                .await
+                .expect("raw produce");
+        })
+    }
+}
+
+fn sqs_call(
+    client: &aws_sdk_sqs::Client,
+    url: &str,
+) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
+    let client = client.clone();
+    let url = url.to_owned();
+    // The same text size SendMessage carries for a WAL entry: base64 of a 1 KiB payload.
+    let body = "r".repeat(PAYLOAD_BYTES * 4 / 3);
+    move |_| {
+        let request = client.send_message().queue_url(&url).message_body(&body);
+        Box::pin(async move {
+            request.send().await.expect("raw send");
+        })
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let kafka_writes = env_usize("BENCH_KAFKA_WRITES", 30_000);
+    let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
+    let concurrency = env_usize("BENCH_CONCURRENCY", 64);
+    let rounds = env_usize("BENCH_ROUNDS", 3);
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+
+    let dir = std::env::temp_dir().join(format!("wal-bench-{run_id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    namespace_file(
+        &dir,
+        "bench_kafka",
+        "KAFKA",
+        "wal-kafka-topics",
+        &format!("bench-wal-{run_id}"),
+    );
+    namespace_file(
+        &dir,
+        "bench_sqs",
+        "SQS",
+        "wal-queue",
+        &format!("bench-wal-{run_id}"),
+    );
+    let (_process, client) = start_producer(&dir).await;
+
+    let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
+    let raw_topic = format!("bench-raw-{run_id}");
+    let raw = wal_core::queue::kafka::KafkaBackend::new(
+        wal_core::queue::kafka::KafkaSettings::new(&bootstrap),
+    )
+    .unwrap();
+    wal_core::queue::Queue::provision(&raw.queue(wal_core::queue::QueueSpec::new(
+        "raw",
+        &raw_topic,
+        &format!("{raw_topic}-dlq"),
+    )))
+    .await
+    .unwrap();
+    // The same settings the platform's producer uses (core/src/queue/kafka/mod.rs).
+    let raw_producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "1")
+        .set("message.timeout.ms", "5000")
+        .create()
+        .unwrap();
+
+    println!(
+        "WriteToLog benchmark: {PAYLOAD_BYTES} B payloads, {concurrency} in flight, median of {rounds} rounds"
+    );
+    println!(
+        "machine: {} cores; producer, brokers and load generator share it",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+
+    // Warm both paths (connections, metadata, JIT of the brokers).
+    closed_loop(2_000, concurrency, wal_call(&client, "bench_kafka")).await;
+    closed_loop(2_000, concurrency, kafka_call(&raw_producer, &raw_topic)).await;
+
+    let (mut wal_runs, mut raw_runs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        raw_runs.push(
+            closed_loop(
+                kafka_writes,
+                concurrency,
+                kafka_call(&raw_producer, &raw_topic),
+            )
+            .await,
+        );
+        wal_runs
+            .push(closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka")).await);
+    }
+    print_pair(
+        "Kafka, maximum throughput (closed loop)",
+        &wal_runs,
+        &raw_runs,
+        "raw rdkafka",
+    );
+
+    let half = summarize(&wal_runs).0 / 2.0;
+    let paced = (half * 5.0) as usize; // five seconds at that rate
+    let (mut wal_paced, mut raw_paced) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        raw_paced.push(open_loop(paced, half, kafka_call(&raw_producer, &raw_topic)).await);
+        wal_paced.push(open_loop(paced, half, wal_call(&client, "bench_kafka")).await);
+    }
+    print_pair(
+        &format!("Kafka, latency at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"),
+        &wal_paced,
+        &raw_paced,
+        "raw rdkafka",
+    );
+
+    let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
+        &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
+    ))
+    .await;
+    let raw_queue = format!("bench-raw-{run_id}");
+    wal_core::queue::Queue::provision(&sqs.queue(wal_core::queue::QueueSpec::new(
+        "raw",
+        &raw_queue,
+        &format!("{raw_queue}-dlq"),
+    )))
+    .await
+    .unwrap();
+    let url = sqs
+        .client()
+        .get_queue_url()
+        .queue_name(&raw_queue)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    closed_loop(300, concurrency, wal_call(&client, "bench_sqs")).await;
+    closed_loop(300, concurrency, sqs_call(sqs.client(), &url)).await;
+    let (mut wal_sqs, mut raw_sqs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        raw_sqs.push(closed_loop(sqs_writes, concurrency, sqs_call(sqs.client(), &url)).await);
+        wal_sqs.push(closed_loop(sqs_writes, concurrency, wal_call(&client, "bench_sqs")).await);
+    }
+    print_pair(
+        "SQS (ElasticMQ), maximum throughput (closed loop)",
+        &wal_sqs,
+        &raw_sqs,
+        "raw SendMessage",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
