@@ -86,6 +86,8 @@ pub struct TargetConfig {
     /// One of [`TARGET_KINDS`].
     pub kind: String,
     pub settings: Map<String, Value>,
+    /// `settings` as JSON text, as entries carry it; made once here instead of on every write.
+    pub settings_json: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

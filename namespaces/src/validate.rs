@@ -425,6 +425,7 @@ fn check_target(
     }
     Some(TargetConfig {
         kind: kind.to_owned(),
+        settings_json: Value::Object(target.settings.clone()).to_string(),
         settings: target.settings,
     })
 }

@@ -3,13 +3,14 @@
 //! - Kafka: WriteToLog (durable TRUE, 1 KiB payloads) against a raw rdkafka producer with the
 //!   same payload size, acks=all, idempotence, linger and concurrency;
 //! - SQS: WriteToLog on an SQS namespace against raw SendMessage with the same concurrency;
+//! - the batch path (WriteToLogBatch) with the same number of writes in flight;
 //! - latency at half of WriteToLog's measured maximum throughput, both sides paced at that rate.
 //!
 //! The producer runs as its own process (the release `wal-producer` binary), as in production.
 //! Each figure is the median of three alternating rounds. Run with:
 //!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
-//! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3).
+//! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -24,7 +25,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::Semaphore;
 use tonic::transport::Channel;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
-use wal_proto::v1::{Trilean, WriteToLogRequest};
+use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
 
 const PAYLOAD_BYTES: usize = 1024;
 
@@ -181,7 +182,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn start_producer(dir: &std::path::Path) -> (ProducerProcess, WriteAheadLogClient<Channel>) {
+/// Client connections to the producer: production traffic comes from many services, never over
+/// one HTTP/2 connection, whose frames one task on each side must handle in turn.
+const CONNECTIONS: usize = 4;
+
+async fn start_producer(
+    dir: &std::path::Path,
+) -> (ProducerProcess, Vec<WriteAheadLogClient<Channel>>) {
     let (port, metrics_port) = (free_port(), free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_wal-producer"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -205,12 +212,13 @@ async fn start_producer(dir: &std::path::Path) -> (ProducerProcess, WriteAheadLo
         if let Ok(Some(status)) = process.0.try_wait() {
             panic!("wal-producer exited at start-up with {status} (its error is above)");
         }
-        if let Ok(channel) = Channel::from_shared(format!("http://127.0.0.1:{port}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            return (process, WriteAheadLogClient::new(channel));
+        let endpoint = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
+        if endpoint.connect().await.is_ok() {
+            let mut clients = Vec::new();
+            for _ in 0..CONNECTIONS {
+                clients.push(WriteAheadLogClient::new(endpoint.connect().await.unwrap()));
+            }
+            return (process, clients);
         }
         assert!(Instant::now() < deadline, "wal-producer did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -228,20 +236,26 @@ fn namespace_file(dir: &std::path::Path, name: &str, kind: &str, queue_key: &str
     std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
 }
 
+type Call = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn wal_request(namespace: &str, i: usize) -> WriteToLogRequest {
+    WriteToLogRequest {
+        namespace: namespace.to_owned(),
+        payload: vec![b'w'; PAYLOAD_BYTES],
+        key: format!("key-{i}"),
+        ..WriteToLogRequest::default()
+    }
+}
+
 fn wal_call(
-    client: &WriteAheadLogClient<Channel>,
+    clients: &[WriteAheadLogClient<Channel>],
     namespace: &str,
-) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
-    let client = client.clone();
+) -> impl Fn(usize) -> Call + Send + Sync + 'static {
+    let clients = clients.to_vec();
     let namespace = namespace.to_owned();
     move |i| {
-        let mut client = client.clone();
-        let request = WriteToLogRequest {
-            namespace: namespace.clone(),
-            payload: vec![b'w'; PAYLOAD_BYTES],
-            key: format!("key-{i}"),
-            ..WriteToLogRequest::default()
-        };
+        let mut client = clients[i % clients.len()].clone();
+        let request = wal_request(&namespace, i);
         Box::pin(async move {
             let answer = client
                 .write_to_log(request)
@@ -253,10 +267,39 @@ fn wal_call(
     }
 }
 
+/// One WriteToLogBatch call of `batch` writes per invocation.
+fn wal_batch_call(
+    clients: &[WriteAheadLogClient<Channel>],
+    namespace: &str,
+    batch: usize,
+) -> impl Fn(usize) -> Call + Send + Sync + 'static {
+    let clients = clients.to_vec();
+    let namespace = namespace.to_owned();
+    move |i| {
+        let mut client = clients[i % clients.len()].clone();
+        let writes = (0..batch)
+            .map(|j| wal_request(&namespace, i * batch + j))
+            .collect();
+        Box::pin(async move {
+            let request = WriteToLogBatchRequest { writes };
+            let results = client
+                .write_to_log_batch(request)
+                .await
+                .expect("answered")
+                .into_inner()
+                .results;
+            for result in results {
+                let answer = result.response.expect(&result.error);
+                assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+            }
+        })
+    }
+}
+
 fn kafka_call(
     producer: &FutureProducer,
     topic: &str,
-) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
+) -> impl Fn(usize) -> Call + Send + Sync + 'static {
     let producer = producer.clone();
     let topic = topic.to_owned();
     move |i| {
@@ -277,7 +320,7 @@ fn kafka_call(
 fn sqs_call(
     client: &aws_sdk_sqs::Client,
     url: &str,
-) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync + 'static {
+) -> impl Fn(usize) -> Call + Send + Sync + 'static {
     let client = client.clone();
     let url = url.to_owned();
     // The same text size SendMessage carries for a WAL entry: base64 of a 1 KiB payload.
@@ -315,6 +358,7 @@ async fn main() {
         &format!("bench-wal-{run_id}"),
     );
     let (_process, client) = start_producer(&dir).await;
+    let batch = env_usize("BENCH_BATCH", 16);
 
     let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
     let raw_topic = format!("bench-raw-{run_id}");
@@ -370,6 +414,27 @@ async fn main() {
         "Kafka, maximum throughput (closed loop)",
         &wal_runs,
         &raw_runs,
+        "raw rdkafka",
+    );
+
+    // The batch path with the same number of writes in flight: `concurrency / batch` calls.
+    let calls_in_flight = (concurrency / batch).max(1);
+    let batch_call = || wal_batch_call(&client, "bench_kafka", batch);
+    closed_loop(2_000 / batch, calls_in_flight, batch_call()).await;
+    let (mut batch_runs, mut raw_batch_runs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let raw_call = kafka_call(&raw_producer, &raw_topic);
+        raw_batch_runs.push(closed_loop(kafka_writes, calls_in_flight * batch, raw_call).await);
+        let mut run = closed_loop(kafka_writes / batch, calls_in_flight, batch_call()).await;
+        run.per_second *= batch as f64;
+        batch_runs.push(run);
+    }
+    print_pair(
+        &format!(
+            "Kafka, WriteToLogBatch of {batch} with {calls_in_flight} calls in flight (latency per call)"
+        ),
+        &batch_runs,
+        &raw_batch_runs,
         "raw rdkafka",
     );
 

@@ -12,6 +12,7 @@ use wal_core::queue::{ProvisionReport, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::admission::Admission;
+use crate::metrics::NamespaceMetrics;
 use crate::options::ProducerOptions;
 
 /// One namespace, ready to take writes.
@@ -22,6 +23,7 @@ pub struct NamespaceRuntime {
     pub queues: Vec<Arc<dyn Queue>>,
     pub admission: Admission,
     pub durable: Option<Arc<DurableStorage>>,
+    pub metrics: NamespaceMetrics,
 }
 
 impl NamespaceRuntime {
@@ -102,6 +104,7 @@ impl Registry {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let runtime = NamespaceRuntime {
                 admission: Admission::new(&config.name, &config.rate_limit),
+                metrics: NamespaceMetrics::new(&config.name),
                 queues,
                 durable,
                 config,

@@ -138,7 +138,7 @@ fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, In
             })?;
         return Ok(Target {
             kind: default.kind.clone(),
-            settings_json: serde_json::Value::Object(default.settings.clone()).to_string(),
+            settings_json: default.settings_json.clone(),
         });
     };
     if !TARGET_KINDS.contains(&requested.kind.as_str()) {

@@ -10,9 +10,12 @@ use tracing::{Instrument, field};
 use wal_core::entry::{self, Body, Entry, now_micros};
 use wal_core::queue::{Durability, Queue};
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
-use wal_proto::v1::{Trilean, WriteToLogRequest, WriteToLogResponse};
+use wal_proto::v1::{
+    Trilean, WriteResult, WriteToLogBatchRequest, WriteToLogBatchResponse, WriteToLogRequest,
+    WriteToLogResponse,
+};
 
-use crate::metrics::{self, Outcome};
+use crate::metrics::{self, NamespaceMetrics, Outcome};
 use crate::registry::{NamespaceRuntime, Registry};
 use crate::{request, status};
 
@@ -25,6 +28,8 @@ pub struct WriteService {
     registry: Arc<Registry>,
     region: String,
     write_timeout: Duration,
+    /// Requests naming no configured namespace.
+    unknown: NamespaceMetrics,
 }
 
 impl WriteService {
@@ -33,6 +38,7 @@ impl WriteService {
             registry,
             region: region.to_owned(),
             write_timeout,
+            unknown: NamespaceMetrics::new(metrics::UNKNOWN_NAMESPACE),
         }
     }
 
@@ -45,17 +51,16 @@ impl WriteService {
             tracing::debug!(%shed, "shed");
             status::shed(&shed)
         })?;
-        metrics::in_flight(&runtime.config.name, runtime.admission.in_flight());
+        runtime.metrics.in_flight(runtime.admission.in_flight());
         let queue = runtime.queue_for(&write.entry.key);
         let entry = fit(runtime, queue.as_ref(), write).await?;
         let answer = match entry {
             Fitted::Entry(entry) => self.enqueue(queue.as_ref(), *entry).await,
             Fitted::NotStored(reason) => answer(Trilean::False, reason, String::new()),
         };
-        metrics::in_flight(
-            &runtime.config.name,
-            runtime.admission.in_flight().saturating_sub(1),
-        );
+        runtime
+            .metrics
+            .in_flight(runtime.admission.in_flight().saturating_sub(1));
         Ok(answer)
     }
 
@@ -124,7 +129,7 @@ async fn fit(
         .await
     {
         Ok(check) => {
-            metrics::claim_check(&runtime.config.name);
+            runtime.metrics.claim_check();
             entry.body = Some(Body::ClaimCheck(check));
             Ok(Fitted::Entry(Box::new(entry)))
         }
@@ -135,7 +140,7 @@ async fn fit(
 }
 
 /// W3C trace context from the request's metadata, carried on the entry for the consumer.
-fn trace_context(request: &Request<WriteToLogRequest>) -> HashMap<String, String> {
+fn trace_context<T>(request: &Request<T>) -> HashMap<String, String> {
     ["traceparent", "tracestate"]
         .into_iter()
         .filter_map(|key| {
@@ -158,15 +163,14 @@ fn outcome_of(result: &Result<WriteToLogResponse, Status>) -> Outcome {
     }
 }
 
-#[tonic::async_trait]
-impl WriteAheadLog for WriteService {
-    async fn write_to_log(
+impl WriteService {
+    /// One write, start to answer: what WriteToLog returns for it.
+    async fn handle(
         &self,
-        request: Request<WriteToLogRequest>,
-    ) -> Result<Response<WriteToLogResponse>, Status> {
+        request: WriteToLogRequest,
+        trace: HashMap<String, String>,
+    ) -> Result<WriteToLogResponse, Status> {
         let started = Instant::now();
-        let trace = trace_context(&request);
-        let request = request.into_inner();
         let span = tracing::info_span!(
             "write_to_log",
             namespace = %request.namespace,
@@ -174,11 +178,7 @@ impl WriteAheadLog for WriteService {
             outcome = field::Empty,
         );
         let Some(runtime) = self.registry.get(&request.namespace).cloned() else {
-            metrics::request(
-                metrics::UNKNOWN_NAMESPACE,
-                Outcome::NotFound,
-                started.elapsed(),
-            );
+            self.unknown.request(Outcome::NotFound, started.elapsed());
             return Err(status::unknown_namespace(
                 &request.namespace,
                 &self.registry.names(),
@@ -201,16 +201,69 @@ impl WriteAheadLog for WriteService {
         .await;
         let outcome = outcome_of(&result);
         span.record("outcome", outcome.as_str());
-        metrics::request(&runtime.config.name, outcome, started.elapsed());
+        runtime.metrics.request(outcome, started.elapsed());
         if outcome != Outcome::True {
             let message = match &result {
-                Ok(response) => response.message.clone(),
-                Err(status) => status.message().to_owned(),
+                Ok(response) => response.message.as_str(),
+                Err(status) => status.message(),
             };
             span.in_scope(
                 || tracing::info!(outcome = outcome.as_str(), %message, "write not durable"),
             );
         }
-        result.map(Response::new)
+        result
+    }
+}
+
+/// The most writes one WriteToLogBatch call may carry.
+pub const MAX_BATCH: usize = 1000;
+
+#[tonic::async_trait]
+impl WriteAheadLog for WriteService {
+    async fn write_to_log(
+        &self,
+        request: Request<WriteToLogRequest>,
+    ) -> Result<Response<WriteToLogResponse>, Status> {
+        let trace = trace_context(&request);
+        self.handle(request.into_inner(), trace)
+            .await
+            .map(Response::new)
+    }
+
+    async fn write_to_log_batch(
+        &self,
+        request: Request<WriteToLogBatchRequest>,
+    ) -> Result<Response<WriteToLogBatchResponse>, Status> {
+        let trace = trace_context(&request);
+        let writes = request.into_inner().writes;
+        if writes.is_empty() || writes.len() > MAX_BATCH {
+            return Err(Status::invalid_argument(format!(
+                "a batch holds {} writes; expected 1 to {MAX_BATCH}",
+                writes.len()
+            )));
+        }
+        // All writes of the batch go to their queues at once, so the Kafka producer batches them.
+        let answers = futures::future::join_all(
+            writes
+                .into_iter()
+                .map(|write| self.handle(write, trace.clone())),
+        )
+        .await;
+        let results = answers
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(response) => WriteResult {
+                    code: 0,
+                    error: String::new(),
+                    response: Some(response),
+                },
+                Err(status) => WriteResult {
+                    code: status.code() as i32,
+                    error: status.message().to_owned(),
+                    response: None,
+                },
+            })
+            .collect();
+        Ok(Response::new(WriteToLogBatchResponse { results }))
     }
 }

@@ -427,3 +427,92 @@ async fn graceful_shutdown_answers_every_write_in_flight_truthfully() {
         answered_true.len()
     );
 }
+
+#[tokio::test]
+async fn a_batch_answers_each_write_in_order_as_write_to_log_would() {
+    use wal_proto::v1::WriteToLogBatchRequest;
+
+    let ns = namespace(Backend::Kafka, 1, r#""payload_limit_bytes": 16"#);
+    let mut producer = TestProducer::start(vec![ns.clone()]).await;
+    let writes = vec![
+        WriteToLogRequest {
+            idempotency_id: "b1".into(),
+            ..write(&ns.name, b"first")
+        },
+        write(&ns.name, b"far too long for this namespace"),
+        write("elsewhere", b"x"),
+        WriteToLogRequest {
+            idempotency_id: "b2".into(),
+            ..write(&ns.name, b"second")
+        },
+    ];
+    let results = producer
+        .client
+        .write_to_log_batch(WriteToLogBatchRequest { writes })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    type Summary = (i32, String, Option<(Trilean, String)>);
+    let summary: Vec<Summary> = results
+        .into_iter()
+        .map(|r| {
+            (
+                r.code,
+                r.error,
+                r.response.map(|a| (a.durable(), a.entry_id)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (0, String::new(), Some((Trilean::True, "b1".into()))),
+            (
+                Code::InvalidArgument as i32,
+                format!(
+                    "payload of 31 bytes exceeds namespace '{}''s limit of 16 bytes",
+                    ns.name
+                ),
+                None
+            ),
+            (
+                Code::NotFound as i32,
+                format!(
+                    "namespace 'elsewhere' is not configured on this producer; configured: {}",
+                    ns.name
+                ),
+                None
+            ),
+            (0, String::new(), Some((Trilean::True, "b2".into()))),
+        ]
+    );
+    let mut ids: Vec<String> = drain(reader(&ns, 0).await.as_ref(), Duration::from_secs(5))
+        .await
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["b1", "b2"],
+        "only the accepted writes reach the queue"
+    );
+
+    for size in [0, 1001] {
+        let writes = vec![write(&ns.name, b"x"); size];
+        let status = producer
+            .client
+            .write_to_log_batch(WriteToLogBatchRequest { writes })
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                Code::InvalidArgument,
+                format!("a batch holds {size} writes; expected 1 to 1000").as_str()
+            )
+        );
+    }
+    producer.shutdown().await;
+}
