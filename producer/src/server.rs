@@ -73,6 +73,9 @@ impl Producer {
             .context("building gRPC reflection")?;
         let writes =
             WriteAheadLogServer::new(self.service).max_decoding_message_size(MAX_REQUEST_BYTES);
+        // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
+        // the client's delayed ACK (40 ms on Linux) before its tail is sent.
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down: no new writes, answering those in flight");
@@ -85,7 +88,7 @@ impl Producer {
             .add_service(reflection)
             .add_service(reflection_alpha)
             .add_service(writes)
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener), signal)
+            .serve_with_incoming_shutdown(incoming, signal)
             .await
             .context("gRPC server")
     }
