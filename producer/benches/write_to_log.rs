@@ -452,6 +452,28 @@ async fn main() {
         "raw rdkafka",
     );
 
+    // The batch path paced at half of its own maximum, calls at a fixed rate.
+    let half_calls = summarize(&batch_runs).0 / batch as f64 / 2.0;
+    let paced_calls = (half_calls * 5.0) as usize;
+    let (mut batch_paced, mut raw_batch_paced) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let raw_call = kafka_call(&raw_producer, &raw_topic);
+        raw_batch_paced
+            .push(open_loop(paced_calls * batch, half_calls * batch as f64, raw_call).await);
+        let mut run = open_loop(paced_calls, half_calls, batch_call()).await;
+        run.per_second *= batch as f64;
+        batch_paced.push(run);
+    }
+    print_pair(
+        &format!(
+            "Kafka, WriteToLogBatch of {batch} at half of its maximum ({:.0} writes/s, open loop; latency per call)",
+            half_calls * batch as f64
+        ),
+        &batch_paced,
+        &raw_batch_paced,
+        "raw rdkafka",
+    );
+
     let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
         &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
     ))
