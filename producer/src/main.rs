@@ -13,7 +13,8 @@ use wal_producer::{Producer, ProducerOptions, metrics};
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,scylla=warn")),
         )
         .init();
     let options = ProducerOptions::parse();
