@@ -14,9 +14,11 @@ use scylla::statement::prepared::PreparedStatement;
 
 use crate::entry::{ClaimCheck, now_micros};
 
-/// Claim-checked bodies expire after this long: longer than any queue keeps an entry (SQS: 14
-/// days at most; Kafka: the topic's retention), so a body outlives every entry pointing at it.
-pub const CLAIM_CHECK_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Added to a claim check's lifetime beyond the entry's last possible delivery attempt, for DLQ
+/// inspection and redrive (SQS keeps a DLQ message 14 days at most).
+pub const CLAIM_CHECK_MARGIN: Duration = Duration::from_secs(14 * 24 * 3600);
+/// CQL's longest TTL (20 years).
+const MAX_TTL: Duration = Duration::from_secs(630_720_000);
 
 /// How to reach the CQL cluster and where the platform's tables live.
 #[derive(Debug, Clone)]
@@ -105,8 +107,7 @@ impl DurableStorage {
         let put_claim_check = session
             .prepare(format!(
                 "INSERT INTO {keyspace}.claim_checks (namespace, id, body, written_at) \
-                 VALUES (?, ?, ?, ?) USING TTL {}",
-                CLAIM_CHECK_TTL.as_secs()
+                 VALUES (?, ?, ?, ?) USING TTL ?"
             ))
             .await
             .map_err(|e| cql("prepare")(&e))?;
@@ -129,16 +130,23 @@ impl DurableStorage {
         &self.session
     }
 
-    /// Stores a payload and returns the claim check an entry carries instead of it.
+    /// Stores a payload for `keep` (capped at CQL's 20-year maximum) and returns the claim check
+    /// an entry carries instead of it. `keep` must outlast the entry: its delay, every retry and
+    /// [`CLAIM_CHECK_MARGIN`]; the producer computes it from the namespace's limits.
     pub async fn put_claim_check(
         &self,
         namespace: &str,
         id: &str,
         body: &[u8],
+        keep: Duration,
     ) -> Result<ClaimCheck, DurableError> {
         let written_at = scylla::value::CqlTimestamp(now_micros() / 1000);
+        let ttl = i32::try_from(keep.min(MAX_TTL).as_secs().max(1)).unwrap_or(i32::MAX);
         self.session
-            .execute_unpaged(&self.put_claim_check, (namespace, id, body, written_at))
+            .execute_unpaged(
+                &self.put_claim_check,
+                (namespace, id, body, written_at, ttl),
+            )
             .await
             .map_err(|e| cql("claim check write")(&e))?;
         Ok(ClaimCheck {

@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
 
 async fn storage() -> DurableStorage {
@@ -21,7 +23,7 @@ async fn a_claim_checked_payload_is_written_and_read_back_whole() {
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
 
     let check = storage
-        .put_claim_check("orders", &id, &body)
+        .put_claim_check("orders", &id, &body, Duration::from_secs(3600))
         .await
         .expect("write");
     assert_eq!(check.id, id);
@@ -40,7 +42,7 @@ async fn a_missing_or_truncated_claim_check_is_an_error_not_an_empty_payload() {
     let storage = storage().await;
     let id = support::unique("entry");
     let check = storage
-        .put_claim_check("orders", &id, b"12345")
+        .put_claim_check("orders", &id, b"12345", Duration::from_secs(3600))
         .await
         .expect("write");
 
@@ -59,5 +61,30 @@ async fn a_missing_or_truncated_claim_check_is_an_error_not_an_empty_payload() {
     assert_eq!(
         error.to_string(),
         format!("claim check {id} holds 5 bytes, the entry says 6")
+    );
+}
+
+#[tokio::test]
+async fn a_claim_check_lives_as_long_as_it_is_asked_to() {
+    let storage = storage().await;
+    let id = support::unique("entry");
+    let keep = Duration::from_secs(400 * 24 * 3600);
+    storage
+        .put_claim_check("orders", &id, b"later", keep)
+        .await
+        .expect("write");
+    let query = "SELECT TTL(body) FROM wal_test.claim_checks WHERE namespace = ? AND id = ?";
+    let rows = storage
+        .session()
+        .query_unpaged(query, ("orders", &id))
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let (ttl,): (Option<i32>,) = rows.single_row().unwrap();
+    let ttl = u64::try_from(ttl.expect("a TTL is set")).unwrap();
+    assert!(
+        ttl > keep.as_secs() - 60 && ttl <= keep.as_secs(),
+        "TTL {ttl}s for a {keep:?} keep"
     );
 }

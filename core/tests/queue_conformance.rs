@@ -20,7 +20,10 @@ use tokio::time::Instant;
 use wal_core::entry::{self, Body, Entry, ErrorClass, Target};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::sqs::{SqsBackend, SqsSettings, is_missing_queue};
-use wal_core::queue::{Delivery, Durability, EnqueueError, Failure, Queue, QueueSpec};
+use wal_core::queue::{
+    Delivery, Durability, EnqueueError, Failure, MAX_ERROR_BYTES, MAX_UNDECODABLE_BYTES, Queue,
+    QueueSpec,
+};
 
 /// How long any one expected entry may take to arrive (a new Kafka consumer first joins its
 /// group; an unacknowledged SQS message first waits out its visibility timeout).
@@ -466,6 +469,63 @@ async fn oversize_entries_are_refused_with_a_clear_error(harness: &dyn Harness) 
     assert_eq!(delivery.entry, Ok(at_limit));
 }
 
+async fn an_entry_at_the_limit_can_still_be_retried_and_dead_lettered(harness: &dyn Harness) {
+    let (spec, queue) = provisioned(harness, "limit-retry").await;
+    let at_limit = entry_of_encoded_size(queue.max_entry_bytes());
+    queue.enqueue(&at_limit).await.expect("fits");
+    let long_error = "e".repeat(4 * MAX_ERROR_BYTES);
+
+    let delivery = receive_id(queue.as_ref(), &at_limit.id).await;
+    let retry_at = entry::now_micros();
+    queue
+        .release(&delivery, retry_at, &Failure::retryable(long_error.clone()))
+        .await
+        .expect("a retry copy with a maximal error still fits");
+    let retried = receive_id(queue.as_ref(), &at_limit.id).await;
+    assert_eq!(retried.entry.as_ref().map(|e| e.attempt), Ok(1));
+    queue
+        .dead_letter(&retried, &Failure::permanent(long_error))
+        .await
+        .expect("and so does its DLQ copy");
+    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
+    let dead = receive_id(dlq.as_ref(), &at_limit.id)
+        .await
+        .entry
+        .expect("decodes");
+    assert_eq!(dead.body, at_limit.body);
+    assert!(dead.last_error.len() <= MAX_ERROR_BYTES + '…'.len_utf8());
+}
+
+async fn a_huge_undecodable_message_reaches_the_dlq_truncated(harness: &dyn Harness) {
+    let (spec, queue) = provisioned(harness, "garbage-big").await;
+    let garbage = "not an entry ".repeat(200_000 / 13);
+    harness.put_raw(&spec.name, &garbage).await;
+    let received = receive_until(queue.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
+    let delivery = received.first().expect("received");
+    queue
+        .dead_letter(delivery, &Failure::permanent("cannot decode"))
+        .await
+        .expect("dead-lettered despite its size");
+    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
+    let dead = receive_until(dlq.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
+    let dead = dead
+        .first()
+        .expect("dlq entry")
+        .entry
+        .clone()
+        .expect("decodes");
+    let kept = MAX_UNDECODABLE_BYTES;
+    assert_eq!(
+        dead.body,
+        Some(Body::Payload(garbage.as_bytes()[..kept].to_vec()))
+    );
+    let expected = format!(
+        "the payload holds the first {kept} of {} bytes",
+        garbage.len()
+    );
+    assert!(dead.last_error.contains(&expected), "{}", dead.last_error);
+}
+
 macro_rules! conformance {
     ($backend:ident, $harness:expr) => {
         mod $backend {
@@ -488,6 +548,8 @@ macro_rules! conformance {
             check!(released_entry_returns_with_its_attempt_count);
             check!(provisioning_creates_queue_and_dlq_and_is_idempotent);
             check!(oversize_entries_are_refused_with_a_clear_error);
+            check!(an_entry_at_the_limit_can_still_be_retried_and_dead_lettered);
+            check!(a_huge_undecodable_message_reaches_the_dlq_truncated);
         }
     };
 }

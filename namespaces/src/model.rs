@@ -98,6 +98,16 @@ pub struct DurableStorageConfig {
     pub shard: Option<String>,
 }
 
+impl RetryPolicy {
+    /// The longest an entry can spend in retries: every attempt waiting the longest backoff
+    /// (with its jitter). An upper bound, for sizing how long what an entry points at must live.
+    pub fn horizon(&self) -> std::time::Duration {
+        self.max_backoff
+            .mul_f64(1.0 + self.jitter)
+            .saturating_mul(self.max_attempts)
+    }
+}
+
 impl Namespace {
     /// The index in [`Namespace::queues`] of the queue a key's entries go to. The hash
     /// (FNV-1a, 64 bit) is fixed so every producer, of every version, sends a key to the same

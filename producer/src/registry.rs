@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use wal_core::durable::{DurableSettings, DurableStorage};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings, PRODUCER_BUFFER_MESSAGES};
 use wal_core::queue::sqs::{SqsBackend, SqsSettings};
 use wal_core::queue::{ProvisionReport, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
@@ -50,6 +50,8 @@ impl Registry {
                 .iter()
                 .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
         };
+        check_kafka_buffer(&namespaces)?;
+        warn_unmapped_clusters(options, &namespaces);
         let kafka = if uses(Backend::Kafka) {
             let mut settings = KafkaSettings::new(&options.kafka_bootstrap);
             settings.delivery_timeout = options.write_timeout();
@@ -120,8 +122,13 @@ impl Registry {
         self.namespaces.get(name)
     }
 
-    pub fn names(&self) -> Vec<&str> {
-        self.namespaces.keys().map(String::as_str).collect()
+    /// The largest payload any namespace here accepts.
+    pub fn largest_payload_limit(&self) -> usize {
+        self.namespaces
+            .values()
+            .map(|ns| ns.config.payload_limit_bytes)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Creates every queue and DLQ that does not exist yet.
@@ -154,4 +161,39 @@ async fn connect_durable(
     DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
         .await
         .with_context(|| format!("durable storage of namespace '{namespace}'"))
+}
+
+/// Writes in flight on Kafka share one producer buffer; if the namespaces' caps together exceed
+/// it, one namespace's burst could fill it and make another's writes fail.
+fn check_kafka_buffer(namespaces: &[Namespace]) -> anyhow::Result<()> {
+    let total: usize = namespaces
+        .iter()
+        .filter(|ns| ns.queues.iter().any(|q| q.backend == Backend::Kafka))
+        .map(|ns| ns.rate_limit.max_in_flight as usize)
+        .sum();
+    if total > PRODUCER_BUFFER_MESSAGES {
+        bail!(
+            "the Kafka namespaces' rate_limit.max_in_flight add up to {total}, more than the {PRODUCER_BUFFER_MESSAGES} writes one producer buffers; lower them or spread the namespaces over more producers"
+        );
+    }
+    Ok(())
+}
+
+/// Cluster and shard names are not mapped to addresses yet: every Kafka queue uses
+/// --kafka-bootstrap and every keyspace --cql-nodes. Said once per name at start-up, so nobody
+/// mistakes where the writes go.
+fn warn_unmapped_clusters(options: &ProducerOptions, namespaces: &[Namespace]) {
+    for ns in namespaces {
+        let clusters: std::collections::BTreeSet<&str> = ns
+            .queues
+            .iter()
+            .filter_map(|q| q.cluster.as_deref())
+            .collect();
+        for cluster in clusters {
+            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %options.kafka_bootstrap, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
+        }
+        if let Some(shard) = ns.durable_storage.as_ref().and_then(|d| d.shard.as_deref()) {
+            tracing::warn!(namespace = %ns.name, shard, nodes = ?options.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
+        }
+    }
 }

@@ -12,6 +12,8 @@ use wal_proto::v1::WriteToLogRequest;
 /// The longest caller-given idempotency id or partition key.
 pub const MAX_ID_BYTES: usize = 256;
 pub const MAX_KEY_BYTES: usize = 1024;
+/// The longest target settings document a request may carry.
+pub const MAX_TARGET_SETTINGS_BYTES: usize = 16 * 1024;
 /// How far in the future an original write time may lie (clock skew between services).
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
@@ -34,6 +36,10 @@ pub enum Invalid {
     },
     #[error("target.kind {kind:?} is not a target kind; expected one of {}", TARGET_KINDS.join(", "))]
     UnknownTargetKind { kind: String },
+    #[error(
+        "target.settings_json is {size} bytes long; expected at most {MAX_TARGET_SETTINGS_BYTES}"
+    )]
+    TargetSettingsTooLong { size: usize },
     #[error("target.settings_json is not a JSON object: {reason}")]
     TargetSettings { reason: String },
     #[error("no target: the request names none and namespace '{namespace}' has no default target")]
@@ -142,8 +148,21 @@ fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, In
         });
     };
     if !TARGET_KINDS.contains(&requested.kind.as_str()) {
-        return Err(Invalid::UnknownTargetKind {
-            kind: requested.kind,
+        let mut kind = requested.kind;
+        if kind.len() > 32 {
+            // Echo a bounded prefix: the kinds are short words.
+            let end = (0..=32)
+                .rev()
+                .find(|i| kind.is_char_boundary(*i))
+                .unwrap_or(0);
+            kind.truncate(end);
+            kind.push('…');
+        }
+        return Err(Invalid::UnknownTargetKind { kind });
+    }
+    if requested.settings_json.len() > MAX_TARGET_SETTINGS_BYTES {
+        return Err(Invalid::TargetSettingsTooLong {
+            size: requested.settings_json.len(),
         });
     }
     let settings = if requested.settings_json.trim().is_empty() {

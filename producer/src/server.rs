@@ -15,14 +15,18 @@ use crate::options::ProducerOptions;
 use crate::registry::Registry;
 use crate::service::WriteService;
 
-/// The largest WriteToLog request accepted on the wire: the largest namespace payload limit
-/// (64 MiB) plus room for the rest of the request.
-const MAX_REQUEST_BYTES: usize = 65 * 1024 * 1024;
+/// Room in a request beyond its payload: the envelope, or the other writes of a batch.
+const REQUEST_OVERHEAD_BYTES: usize = 1024 * 1024;
+/// Requests one connection may have in progress at once. With the decode limit this bounds what
+/// one connection can make the producer hold before admission control sees a request.
+const STREAMS_PER_CONNECTION: u32 = 256;
 
 #[derive(Debug)]
 pub struct Producer {
     registry: Arc<Registry>,
     service: WriteService,
+    /// The largest request decoded: the largest payload any namespace here accepts, plus room.
+    max_request_bytes: usize,
 }
 
 impl Producer {
@@ -44,7 +48,12 @@ impl Producer {
             &options.region,
             options.write_timeout(),
         );
-        Ok(Self { registry, service })
+        let max_request_bytes = registry.largest_payload_limit() + REQUEST_OVERHEAD_BYTES;
+        Ok(Self {
+            registry,
+            service,
+            max_request_bytes,
+        })
     }
 
     pub fn registry(&self) -> &Registry {
@@ -71,8 +80,8 @@ impl Producer {
             .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
             .build_v1alpha()
             .context("building gRPC reflection")?;
-        let writes =
-            WriteAheadLogServer::new(self.service).max_decoding_message_size(MAX_REQUEST_BYTES);
+        let writes = WriteAheadLogServer::new(self.service)
+            .max_decoding_message_size(self.max_request_bytes);
         // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
         // the client's delayed ACK (40 ms on Linux) before its tail is sent.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -84,6 +93,8 @@ impl Producer {
                 .await;
         };
         Server::builder()
+            .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
+            .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize)
             .add_service(health_service)
             .add_service(reflection)
             .add_service(reflection_alpha)

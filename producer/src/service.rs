@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
+use wal_core::durable::CLAIM_CHECK_MARGIN;
 use wal_core::entry::{self, Body, Entry, now_micros};
 use wal_core::queue::{Durability, Queue};
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
@@ -47,38 +49,52 @@ impl WriteService {
         runtime: &NamespaceRuntime,
         write: request::Write,
     ) -> Result<WriteToLogResponse, Status> {
-        let _permit = runtime.admission.admit().map_err(|shed| {
-            tracing::debug!(%shed, "shed");
-            status::shed(&shed)
-        })?;
+        let permit = runtime
+            .admission
+            .admit()
+            .map_err(|shed| status::shed(&shed))?;
         runtime.metrics.in_flight(runtime.admission.in_flight());
-        let queue = runtime.queue_for(&write.entry.key);
-        let entry = fit(runtime, queue.as_ref(), write).await?;
-        let answer = match entry {
-            Fitted::Entry(entry) => self.enqueue(queue.as_ref(), *entry).await,
-            Fitted::NotStored(reason) => answer(Trilean::False, reason, String::new()),
+        let queue = Arc::clone(runtime.queue_for(&write.entry.key));
+        let fitted = fit(runtime, queue.as_ref(), write).await;
+        let answer = match fitted {
+            Ok(Fitted::Entry(entry)) => Ok(self.enqueue(queue, *entry, permit).await),
+            Ok(Fitted::NotStored(reason)) => Ok(answer(Trilean::False, reason, String::new())),
+            Err(status) => Err(status),
         };
-        runtime
-            .metrics
-            .in_flight(runtime.admission.in_flight().saturating_sub(1));
-        Ok(answer)
+        runtime.metrics.in_flight(runtime.admission.in_flight());
+        answer
     }
 
-    async fn enqueue(&self, queue: &dyn Queue, entry: Entry) -> WriteToLogResponse {
+    /// Enqueues on a task of its own that holds the write's in-flight slot until the broker
+    /// answers: a client that gives up early does not free the slot while its record still
+    /// occupies the Kafka producer's buffer.
+    async fn enqueue(
+        &self,
+        queue: Arc<dyn Queue>,
+        entry: Entry,
+        permit: OwnedSemaphorePermit,
+    ) -> WriteToLogResponse {
         let id = entry.id.clone();
-        match tokio::time::timeout(self.write_timeout + TIMEOUT_GRACE, queue.enqueue(&entry)).await
-        {
-            Ok(Ok(())) => answer(Trilean::True, String::new(), id),
-            Ok(Err(error)) => match error.durability() {
+        let deadline = self.write_timeout + TIMEOUT_GRACE;
+        let sent = tokio::spawn(async move {
+            let _slot = permit;
+            tokio::time::timeout(deadline, queue.enqueue(&entry)).await
+        })
+        .await;
+        match sent {
+            Ok(Ok(Ok(()))) => answer(Trilean::True, String::new(), id),
+            Ok(Ok(Err(error))) => match error.durability() {
                 Durability::NotStored => answer(Trilean::False, error.to_string(), id),
                 Durability::Unknown => answer(Trilean::Unknown, error.to_string(), id),
             },
-            Err(_) => answer(
+            Ok(Err(_elapsed)) => answer(
                 Trilean::Unknown,
-                format!(
-                    "the queue did not answer within {:?}",
-                    self.write_timeout + TIMEOUT_GRACE
-                ),
+                format!("the queue did not answer within {deadline:?}"),
+                id,
+            ),
+            Err(_panicked) => answer(
+                Trilean::Unknown,
+                "the write failed after it may have been sent".to_owned(),
                 id,
             ),
         }
@@ -124,8 +140,13 @@ async fn fit(
     let Some(Body::Payload(payload)) = entry.body.take() else {
         return Ok(Fitted::Entry(Box::new(entry)));
     };
+    // The body must outlive the entry: its delay, every retry, then time to inspect the DLQ.
+    let until_due = entry.deliver_at_micros.saturating_sub(now_micros()).max(0);
+    let keep = Duration::from_micros(until_due.unsigned_abs())
+        + runtime.config.retry.horizon()
+        + CLAIM_CHECK_MARGIN;
     match durable
-        .put_claim_check(&entry.namespace, &entry.id, &payload)
+        .put_claim_check(&entry.namespace, &entry.id, &payload, keep)
         .await
     {
         Ok(check) => {
@@ -145,7 +166,8 @@ fn trace_context<T>(request: &Request<T>) -> HashMap<String, String> {
         .into_iter()
         .filter_map(|key| {
             let value = request.metadata().get(key)?.to_str().ok()?;
-            Some((key.to_owned(), value.to_owned()))
+            // W3C caps tracestate at 512 characters; anything longer is not a trace context.
+            (value.len() <= MAX_TRACE_HEADER_BYTES).then(|| (key.to_owned(), value.to_owned()))
         })
         .collect()
 }
@@ -171,6 +193,14 @@ impl WriteService {
         trace: HashMap<String, String>,
     ) -> Result<WriteToLogResponse, Status> {
         let started = Instant::now();
+        // Checked before the name is looked up, logged or echoed in any answer.
+        if request.namespace.len() > MAX_NAMESPACE_BYTES {
+            self.unknown.request(Outcome::Invalid, started.elapsed());
+            return Err(Status::invalid_argument(format!(
+                "namespace is {} bytes long; expected a name of at most {MAX_NAMESPACE_BYTES}",
+                request.namespace.len()
+            )));
+        }
         let span = tracing::info_span!(
             "write_to_log",
             namespace = %request.namespace,
@@ -179,10 +209,7 @@ impl WriteService {
         );
         let Some(runtime) = self.registry.get(&request.namespace).cloned() else {
             self.unknown.request(Outcome::NotFound, started.elapsed());
-            return Err(status::unknown_namespace(
-                &request.namespace,
-                &self.registry.names(),
-            ));
+            return Err(status::unknown_namespace(&request.namespace));
         };
         let result = async {
             let write = request::check(
@@ -207,13 +234,24 @@ impl WriteService {
                 Ok(response) => response.message.as_str(),
                 Err(status) => status.message(),
             };
-            span.in_scope(
-                || tracing::info!(outcome = outcome.as_str(), %message, "write not durable"),
-            );
+            // FALSE and UNKNOWN are the broker's doing and worth an operator's look; refusals
+            // are the caller's, and under overload there are many: those stay at debug.
+            span.in_scope(|| match outcome {
+                Outcome::False | Outcome::Unknown => {
+                    tracing::info!(outcome = outcome.as_str(), %message, "write not durable")
+                }
+                _ => tracing::debug!(outcome = outcome.as_str(), %message, "write refused"),
+            });
         }
         result
     }
 }
+
+/// Namespace names are at most 64 bytes (see the namespace model).
+const MAX_NAMESPACE_BYTES: usize = 64;
+
+/// The longest traceparent or tracestate value carried onto an entry.
+const MAX_TRACE_HEADER_BYTES: usize = 512;
 
 /// The most writes one WriteToLogBatch call may carry.
 pub const MAX_BATCH: usize = 1000;

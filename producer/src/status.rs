@@ -13,13 +13,12 @@ pub fn shed(error: &Shed) -> Status {
     Status::resource_exhausted(error.to_string())
 }
 
-pub fn unknown_namespace(name: &str, known: &[&str]) -> Status {
+pub fn unknown_namespace(name: &str) -> Status {
     if name.is_empty() {
         return Status::invalid_argument("namespace is empty; name the namespace to write to");
     }
     Status::not_found(format!(
-        "namespace '{name}' is not configured on this producer; configured: {}",
-        known.join(", ")
+        "namespace '{name}' is not configured on this producer"
     ))
 }
 

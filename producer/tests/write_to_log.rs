@@ -108,7 +108,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
     let mut producer = TestProducer::start(vec![ns.clone()]).await;
     let name = ns.name.as_str();
     let cases: Vec<(WriteToLogRequest, Code, String)> = vec![
-        (write("no-such-namespace", b"x"), Code::NotFound, format!("namespace 'no-such-namespace' is not configured on this producer; configured: {name}")),
+        (write("no-such-namespace", b"x"), Code::NotFound, "namespace 'no-such-namespace' is not configured on this producer".into()),
         (write("", b"x"), Code::InvalidArgument, "namespace is empty; name the namespace to write to".into()),
         (write(name, b""), Code::InvalidArgument, "payload is empty; a write must carry the mutation".into()),
         (write(name, &[7; 65]), Code::InvalidArgument, format!("payload of 65 bytes exceeds namespace '{name}''s limit of 64 bytes")),
@@ -125,6 +125,23 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
             "target.kind \"ftp\" is not a target kind; expected one of cql, cache, kafka, http, region".into(),
         ),
     ];
+    let mut cases = cases;
+    cases.push((
+        write(&"n".repeat(70), b"x"),
+        Code::InvalidArgument,
+        "namespace is 70 bytes long; expected a name of at most 64".into(),
+    ));
+    cases.push((
+        WriteToLogRequest {
+            target: Some(Target {
+                kind: "http".into(),
+                settings_json: format!("{{\"pad\":\"{}\"}}", "x".repeat(20_000)),
+            }),
+            ..write(name, b"x")
+        },
+        Code::InvalidArgument,
+        "target.settings_json is 20010 bytes long; expected at most 16384".into(),
+    ));
     for (request, code, message) in cases {
         let status = producer
             .client
@@ -478,10 +495,7 @@ async fn a_batch_answers_each_write_in_order_as_write_to_log_would() {
             ),
             (
                 Code::NotFound as i32,
-                format!(
-                    "namespace 'elsewhere' is not configured on this producer; configured: {}",
-                    ns.name
-                ),
+                "namespace 'elsewhere' is not configured on this producer".to_owned(),
                 None
             ),
             (0, String::new(), Some((Trilean::True, "b2".into()))),

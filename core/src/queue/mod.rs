@@ -123,6 +123,9 @@ impl Failure {
 /// Error texts on entries are capped so that the copy written by a retry or to the DLQ still fits
 /// the backend; [`Queue::max_entry_bytes`] keeps this much head room for it.
 pub const MAX_ERROR_BYTES: usize = 1024;
+/// How much of an undecodable message its DLQ entry keeps (the smallest backend limit, SQS's,
+/// less head room).
+pub const MAX_UNDECODABLE_BYTES: usize = 128 * 1024;
 /// Head room between an entry's size limit and the backend's, for the fields a retry or a DLQ
 /// write adds (error text, times, attempt count).
 pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
@@ -174,6 +177,11 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// the backend's own limit, so an entry that fit the queue always fits its DLQ.
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError>;
 
+    /// Puts a copy of an entry that was already on this queue back on it (a retry). Allows
+    /// entries up to the backend's own limit, like [`enqueue_dead_letter`](Queue::enqueue_dead_letter):
+    /// the head room below it is kept for what a retry adds.
+    async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
     /// Waits up to `wait` for entries, and returns at most `max` of them (possibly none).
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
 
@@ -185,7 +193,8 @@ pub trait Queue: Send + Sync + fmt::Debug {
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError>;
 
     /// Makes what was acknowledged final before the handle goes away (Kafka: a synchronous
-    /// commit). Dropping a handle without closing it is a crash as far as the contract goes.
+    /// commit). A handle dropped without closing may lose acknowledgements made since the last
+    /// periodic commit, so those entries are received again: at-least-once, never a loss.
     async fn close(&self) -> Result<(), QueueError>;
 
     /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
@@ -210,7 +219,7 @@ pub trait Queue: Send + Sync + fmt::Debug {
         retry.deliver_at_micros = deliver_at_micros;
         retry.enqueued_at_micros = entry::now_micros();
         record_failure(&mut retry, failure);
-        self.enqueue(&retry)
+        self.requeue(&retry)
             .await
             .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
         self.acknowledge(delivery).await
@@ -226,6 +235,11 @@ pub trait Queue: Send + Sync + fmt::Debug {
         };
         let reason = match &delivery.entry {
             Ok(_) => failure.reason.clone(),
+            Err(codec) if delivery.raw.len() > MAX_UNDECODABLE_BYTES => format!(
+                "{} (undecodable: {codec}; the payload holds the first {MAX_UNDECODABLE_BYTES} of {} bytes)",
+                failure.reason,
+                delivery.raw.len()
+            ),
             Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
         };
         record_failure(
@@ -254,7 +268,10 @@ fn undecodable_entry(spec: &QueueSpec, delivery: &Delivery) -> Entry {
         version: entry::ENTRY_VERSION,
         id: format!("undecodable:{}:{}", spec.name, delivery.receipt),
         namespace: spec.namespace.clone(),
-        body: Some(entry::Body::Payload(delivery.raw.to_vec())),
+        // Only the first bytes of a huge message, so it always fits the DLQ; the reason says so.
+        body: Some(entry::Body::Payload(
+            delivery.raw[..delivery.raw.len().min(MAX_UNDECODABLE_BYTES)].to_vec(),
+        )),
         enqueued_at_micros: now,
         ..Entry::default()
     }

@@ -44,6 +44,10 @@ use crate::entry::{self, Entry};
 pub const RECORD_LIMIT_BYTES: usize = 1_000_000;
 /// The longest record key (the entry's partition key).
 pub const KEY_LIMIT_BYTES: usize = 16 * 1024;
+/// Records the producer buffers for all queues together (librdkafka's
+/// `queue.buffering.max.messages`). When it is full, enqueues fail at once as not stored, so
+/// callers that share a producer keep the sum of their writes in flight below it.
+pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
 /// How long `provision` waits for new topics to be served.
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -109,6 +113,10 @@ impl KafkaBackend {
             .set("message.timeout.ms", millis(settings.delivery_timeout))
             .set("linger.ms", millis(settings.linger))
             .set("message.max.bytes", "1048576")
+            .set(
+                "queue.buffering.max.messages",
+                PRODUCER_BUFFER_MESSAGES.to_string(),
+            )
             .create()?;
         let admin = ClientConfig::new()
             .set("bootstrap.servers", &settings.bootstrap_servers)
@@ -149,7 +157,7 @@ pub struct KafkaQueue {
 
 /// The consumer side of a handle, created on its first `receive`.
 struct Receiver {
-    consumer: StreamConsumer<TrackingContext>,
+    consumer: Arc<StreamConsumer<TrackingContext>>,
     tracker: Arc<Mutex<OffsetTracker>>,
 }
 
@@ -173,6 +181,15 @@ impl ConsumerContext for TrackingContext {
             let mut tracker = lock(&self.tracker);
             for partition in partitions.elements() {
                 tracker.revoke(partition.partition());
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            let mut tracker = lock(&self.tracker);
+            for partition in partitions.elements() {
+                tracker.assign(partition.partition());
             }
         }
     }
@@ -230,7 +247,10 @@ impl KafkaQueue {
         consumer
             .subscribe(&[&self.spec.name])
             .map_err(|e| self.error(Operation::Receive, false, e))?;
-        Ok(Receiver { consumer, tracker })
+        Ok(Receiver {
+            consumer: Arc::new(consumer),
+            tracker,
+        })
     }
 
     async fn produce(&self, topic: &str, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
@@ -408,6 +428,11 @@ impl Queue for KafkaQueue {
             .await
     }
 
+    async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        self.produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
+            .await
+    }
+
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let Some(dlq) = &self.spec.dlq else {
             return Err(EnqueueError::NotStored {
@@ -421,7 +446,10 @@ impl Queue for KafkaQueue {
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
         let receiver = self.receiver().await?;
-        let deadline = Instant::now() + wait;
+        // A caller's "wait forever" (Duration::MAX) must not overflow the clock.
+        let deadline = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
         let mut deliveries = Vec::new();
         while deliveries.len() < max {
             // Wait for the first entry; after it, take only what librdkafka already fetched.
@@ -447,7 +475,10 @@ impl Queue for KafkaQueue {
             };
             let (partition, offset) = (message.partition(), message.offset());
             let raw = Bytes::copy_from_slice(message.payload().unwrap_or_default());
-            lock(&receiver.tracker).received(partition, offset);
+            if !lock(&receiver.tracker).received(partition, offset) {
+                tracing::debug!(topic = %self.spec.name, partition, offset, "skipped: partition revoked after the fetch");
+                continue;
+            }
             deliveries.push(Delivery {
                 entry: entry::decode(&raw),
                 raw,
@@ -487,17 +518,15 @@ impl Queue for KafkaQueue {
         let Some(receiver) = self.receiver.get() else {
             return Ok(());
         };
-        let points = lock(&receiver.tracker).commit_points();
-        if points.is_empty() {
-            return Ok(());
-        }
-        let mut offsets = TopicPartitionList::new();
-        for (partition, point) in points {
-            offsets
-                .add_partition_offset(&self.spec.name, partition, Offset::Offset(point))
-                .map_err(|e| self.error(Operation::Close, false, e))?;
-        }
-        match receiver.consumer.commit(&offsets, CommitMode::Sync) {
+        // Commits the offsets stored on acknowledgement, for the partitions assigned now only
+        // (librdkafka skips an assignment it has lost). It blocks on the broker, so it runs on a
+        // blocking thread rather than an async worker.
+        let consumer = Arc::clone(&receiver.consumer);
+        let committed =
+            tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync))
+                .await
+                .map_err(|e| self.error(Operation::Close, true, e))?;
+        match committed {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
             Err(e) => Err(self.error(Operation::Close, true, e)),
         }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::http::HttpResponse;
+use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::SdkError;
 use aws_sdk_sqs::operation::send_message::SendMessageError;
@@ -237,6 +238,13 @@ impl SqsQueue {
             .queue_url(url)
             .message_body(entry::encode_text(entry))
             .delay_seconds(seconds(delay))
+            // One attempt only: after an SDK retry, a 4xx on the second attempt says nothing
+            // about whether the first (timed out, or answered 5xx) stored the message, and the
+            // answer must not be FALSE then. The caller retries, with the same entry id.
+            .customize()
+            .config_override(
+                aws_sdk_sqs::config::Config::builder().retry_config(RetryConfig::disabled()),
+            )
             .send();
         match tokio::time::timeout(self.backend.settings.send_timeout, request).await {
             Ok(Ok(_)) => Ok(()),
@@ -303,6 +311,12 @@ impl Queue for SqsQueue {
     async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let url = self.url_of(&self.url, &self.spec.name).await;
         self.send(&self.spec.name, url, entry, self.max_entry_bytes())
+            .await
+    }
+
+    async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
+        let url = self.url_of(&self.url, &self.spec.name).await;
+        self.send(&self.spec.name, url, entry, ENTRY_LIMIT_BYTES)
             .await
     }
 
