@@ -123,7 +123,7 @@ async fn fit(
     write: request::Write,
 ) -> Result<Fitted, Status> {
     let mut entry = write.entry;
-    let size = entry::encode(&entry).len();
+    let size = prost::Message::encoded_len(&entry);
     let limit = queue.max_entry_bytes();
     if size <= limit {
         return Ok(Fitted::Entry(Box::new(entry)));
