@@ -9,7 +9,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
 use wal_core::durable::CLAIM_CHECK_MARGIN;
-use wal_core::entry::{self, Body, Entry, now_micros};
+use wal_core::entry::{Body, Entry, now_micros};
 use wal_core::queue::{Durability, Queue};
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
 use wal_proto::v1::{
