@@ -246,6 +246,28 @@ async fn provisioned(harness: &dyn Harness, test: &str) -> (QueueSpec, Arc<dyn Q
     (spec, queue)
 }
 
+/// Opens a fresh handle (a restarted consumer), and checks that `gone` never arrives: a marker
+/// written after it must arrive, and then the window in which an unacknowledged entry could
+/// still be hidden must pass without it.
+async fn assert_not_received_after_restart(
+    harness: &dyn Harness,
+    spec: &QueueSpec,
+    key: &str,
+    gone: &str,
+) {
+    let restarted = harness.open(spec);
+    let marker = sample_entry(key, b"marker");
+    restarted.enqueue(&marker).await.expect("enqueue marker");
+    let mut seen = receive_until(restarted.as_ref(), ARRIVAL, |got| {
+        ids(got).contains(&marker.id)
+    })
+    .await;
+    seen.extend(receive_until(restarted.as_ref(), harness.hidden_for(), |_| false).await);
+    let seen = ids(&seen);
+    assert!(seen.contains(&marker.id), "the marker arrives");
+    assert!(!seen.contains(gone), "entry {gone} came back: {seen:?}");
+}
+
 async fn durable_enqueue_is_received(harness: &dyn Harness) {
     let (_, queue) = provisioned(harness, "received").await;
     let sent = sample_entry("k1", b"put users/1 {\"name\":\"ada\"}");
@@ -268,21 +290,7 @@ async fn acknowledged_entry_is_not_received_again(harness: &dyn Harness) {
     queue.close().await.expect("close");
     drop(queue);
 
-    let restarted = harness.open(&spec);
-    let marker = sample_entry("k", b"marker");
-    restarted.enqueue(&marker).await.expect("enqueue marker");
-    let mut seen = receive_until(restarted.as_ref(), ARRIVAL, |got| {
-        ids(got).contains(&marker.id)
-    })
-    .await;
-    // Past the marker, wait out any window in which an unacknowledged entry could still be hidden.
-    seen.extend(receive_until(restarted.as_ref(), harness.hidden_for(), |_| false).await);
-    let seen = ids(&seen);
-    assert!(seen.contains(&marker.id), "the marker arrives");
-    assert!(
-        !seen.contains(&first.id),
-        "an acknowledged entry came back: {seen:?}"
-    );
+    assert_not_received_after_restart(harness, &spec, "k", &first.id).await;
 }
 
 async fn unacknowledged_entry_is_received_again_after_restart(harness: &dyn Harness) {
@@ -341,18 +349,7 @@ async fn dead_lettering_puts_entry_and_reason_on_the_dlq(harness: &dyn Harness) 
     // Dead-lettering acknowledged the original.
     queue.close().await.expect("close");
     drop(queue);
-    let restarted = harness.open(&spec);
-    let marker = sample_entry("p", b"marker");
-    restarted.enqueue(&marker).await.expect("enqueue marker");
-    let mut seen = receive_until(restarted.as_ref(), ARRIVAL, |got| {
-        ids(got).contains(&marker.id)
-    })
-    .await;
-    seen.extend(receive_until(restarted.as_ref(), harness.hidden_for(), |_| false).await);
-    assert!(
-        !ids(&seen).contains(&poison.id),
-        "the dead-lettered entry came back"
-    );
+    assert_not_received_after_restart(harness, &spec, "p", &poison.id).await;
 }
 
 async fn undecodable_message_reaches_the_dlq_with_its_bytes(harness: &dyn Harness) {
