@@ -9,11 +9,6 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 use wal_producer::{Producer, ProducerOptions, metrics};
 
-/// The gRPC server allocates per request and per frame from many threads; mimalloc does that
-/// with less contention and CPU than glibc's allocator (measured in benches/write_to_log.rs).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
