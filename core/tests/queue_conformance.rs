@@ -352,9 +352,10 @@ async fn dead_lettering_puts_entry_and_reason_on_the_dlq(harness: &dyn Harness) 
     assert_not_received_after_restart(harness, &spec, "p", &poison.id).await;
 }
 
-async fn undecodable_message_reaches_the_dlq_with_its_bytes(harness: &dyn Harness) {
-    let (spec, queue) = provisioned(harness, "garbage").await;
-    let garbage = "this is not an entry";
+/// Puts `garbage` on a fresh queue as a foreign producer might, dead-letters what arrives, and
+/// returns the DLQ's entry for it.
+async fn dead_letter_garbage(harness: &dyn Harness, test: &str, garbage: &str) -> Entry {
+    let (spec, queue) = provisioned(harness, test).await;
     harness.put_raw(&spec.name, garbage).await;
     let received = receive_until(queue.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
     let delivery = received.first().expect("the raw message is received");
@@ -367,15 +368,18 @@ async fn undecodable_message_reaches_the_dlq_with_its_bytes(harness: &dyn Harnes
         .dead_letter(delivery, &Failure::permanent("cannot decode"))
         .await
         .expect("dead-letter");
-
     let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
     let dead = receive_until(dlq.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
-    let dead = dead
-        .first()
+    dead.first()
         .expect("dlq entry")
         .entry
         .clone()
-        .expect("dlq entry decodes");
+        .expect("dlq entry decodes")
+}
+
+async fn undecodable_message_reaches_the_dlq_with_its_bytes(harness: &dyn Harness) {
+    let garbage = "this is not an entry";
+    let dead = dead_letter_garbage(harness, "garbage", garbage).await;
     assert_eq!(dead.body, Some(Body::Payload(garbage.as_bytes().to_vec())));
     assert!(
         dead.last_error.contains("cannot decode"),
@@ -494,23 +498,8 @@ async fn an_entry_at_the_limit_can_still_be_retried_and_dead_lettered(harness: &
 }
 
 async fn a_huge_undecodable_message_reaches_the_dlq_truncated(harness: &dyn Harness) {
-    let (spec, queue) = provisioned(harness, "garbage-big").await;
     let garbage = "not an entry ".repeat(200_000 / 13);
-    harness.put_raw(&spec.name, &garbage).await;
-    let received = receive_until(queue.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
-    let delivery = received.first().expect("received");
-    queue
-        .dead_letter(delivery, &Failure::permanent("cannot decode"))
-        .await
-        .expect("dead-lettered despite its size");
-    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
-    let dead = receive_until(dlq.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
-    let dead = dead
-        .first()
-        .expect("dlq entry")
-        .entry
-        .clone()
-        .expect("decodes");
+    let dead = dead_letter_garbage(harness, "garbage-big", &garbage).await;
     let kept = MAX_UNDECODABLE_BYTES;
     assert_eq!(
         dead.body,
