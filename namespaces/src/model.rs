@@ -127,7 +127,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::fnv1a;
+    use std::time::Duration;
+
+    use super::{RetryPolicy, fnv1a};
+
+    #[test]
+    fn the_retry_horizon_bounds_every_attempt_at_its_longest_wait() {
+        let policy = RetryPolicy {
+            max_attempts: 8,
+            initial_backoff: Duration::from_secs(1),
+            multiplier: 2.0,
+            max_backoff: Duration::from_secs(600),
+            jitter: 0.25,
+        };
+        assert_eq!(policy.horizon(), Duration::from_secs(8 * 750));
+    }
 
     #[test]
     fn the_key_hash_is_the_published_fnv1a() {
