@@ -43,6 +43,15 @@ pub enum EnqueueError {
 }
 
 impl EnqueueError {
+    /// `enqueue_dead_letter` on a handle that reads a DLQ: there is no DLQ behind a DLQ.
+    pub(crate) fn no_dlq(backend: Backend, queue: &str) -> Self {
+        Self::NotStored {
+            backend,
+            queue: queue.to_owned(),
+            reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
+        }
+    }
+
     /// Whether the entry may be on the queue despite the error.
     pub fn durability(&self) -> Durability {
         match self {
@@ -92,10 +101,11 @@ pub struct QueueError {
 }
 
 impl QueueError {
-    pub(crate) fn retryable(
+    pub(crate) fn new(
         backend: Backend,
         queue: &str,
         operation: Operation,
+        retryable: bool,
         reason: impl fmt::Display,
     ) -> Self {
         Self {
@@ -103,7 +113,7 @@ impl QueueError {
             queue: queue.to_owned(),
             operation,
             reason: reason.to_string(),
-            retryable: true,
+            retryable,
         }
     }
 
@@ -113,10 +123,7 @@ impl QueueError {
         operation: Operation,
         reason: impl fmt::Display,
     ) -> Self {
-        Self {
-            retryable: false,
-            ..Self::retryable(backend, queue, operation, reason)
-        }
+        Self::new(backend, queue, operation, false, reason)
     }
 
     pub(crate) fn from_enqueue(operation: Operation, error: EnqueueError) -> Self {

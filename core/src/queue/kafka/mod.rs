@@ -210,11 +210,13 @@ impl KafkaQueue {
         retryable: bool,
         reason: impl std::fmt::Display,
     ) -> QueueError {
-        if retryable {
-            QueueError::retryable(Backend::Kafka, &self.spec.name, operation, reason)
-        } else {
-            QueueError::permanent(Backend::Kafka, &self.spec.name, operation, reason)
-        }
+        QueueError::new(
+            Backend::Kafka,
+            &self.spec.name,
+            operation,
+            retryable,
+            reason,
+        )
     }
 
     async fn receiver(&self) -> Result<&Receiver, QueueError> {
@@ -435,11 +437,7 @@ impl Queue for KafkaQueue {
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let Some(dlq) = &self.spec.dlq else {
-            return Err(EnqueueError::NotStored {
-                backend: Backend::Kafka,
-                queue: self.spec.name.clone(),
-                reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
-            });
+            return Err(EnqueueError::no_dlq(Backend::Kafka, &self.spec.name));
         };
         self.produce(dlq, entry, RECORD_LIMIT_BYTES).await
     }

@@ -149,11 +149,7 @@ impl SqsQueue {
         retryable: bool,
         reason: impl std::fmt::Display,
     ) -> QueueError {
-        if retryable {
-            QueueError::retryable(Backend::Sqs, &self.spec.name, operation, reason)
-        } else {
-            QueueError::permanent(Backend::Sqs, &self.spec.name, operation, reason)
-        }
+        QueueError::new(Backend::Sqs, &self.spec.name, operation, retryable, reason)
     }
 
     fn client(&self) -> &Client {
@@ -322,11 +318,7 @@ impl Queue for SqsQueue {
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let Some(dlq) = &self.spec.dlq else {
-            return Err(EnqueueError::NotStored {
-                backend: Backend::Sqs,
-                queue: self.spec.name.clone(),
-                reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
-            });
+            return Err(EnqueueError::no_dlq(Backend::Sqs, &self.spec.name));
         };
         let url = self.url_of(&self.dlq_url, dlq).await;
         self.send(dlq, url, entry, ENTRY_LIMIT_BYTES).await
