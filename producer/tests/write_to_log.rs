@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use support::{TestProducer, delayed, drain, namespace, read_entry, reader, write};
+use support::{TestProducer, delayed, drain, namespace, read_back, read_entry, reader, write};
 use tonic::Code;
 use wal_core::entry::{Body, now_micros};
 use wal_namespaces::Backend;
@@ -256,8 +256,16 @@ async fn several_queues_spread_writes_by_key_and_keep_a_key_on_one_queue() {
         producer.client.write_to_log(request).await.unwrap();
     }
     let mut per_queue = Vec::new();
+    let keys: Vec<String> = (0..30)
+        .map(|i| format!("user-{i}"))
+        .chain(std::iter::repeat_n("hot-key".to_owned(), 5))
+        .collect();
     for queue in 0..3 {
-        let entries = drain(reader(&ns, queue).await.as_ref(), Duration::from_secs(6)).await;
+        let expected = keys.iter().filter(|k| ns.queue_index(k) == queue).count();
+        let entries = read_back(reader(&ns, queue).await.as_ref(), |got| {
+            got.len() >= expected
+        })
+        .await;
         per_queue.push(entries);
     }
     let counts: Vec<usize> = per_queue.iter().map(Vec::len).collect();
@@ -428,7 +436,12 @@ async fn graceful_shutdown_answers_every_write_in_flight_truthfully() {
         !answered_true.is_empty(),
         "no write was in flight at shutdown"
     );
-    let on_queue: Vec<String> = drain(reader(&ns, 0).await.as_ref(), Duration::from_secs(8))
+    let all_there = |got: &[wal_core::entry::Entry]| {
+        answered_true
+            .iter()
+            .all(|id| got.iter().any(|e| &e.id == id))
+    };
+    let on_queue: Vec<String> = read_back(reader(&ns, 0).await.as_ref(), all_there)
         .await
         .into_iter()
         .map(|e| e.id)
@@ -436,7 +449,12 @@ async fn graceful_shutdown_answers_every_write_in_flight_truthfully() {
     for id in &answered_true {
         assert!(
             on_queue.contains(id),
-            "{id} was answered TRUE but is not on the queue"
+            "{id} was answered TRUE but is not on the queue ({} of {} answered entries read back)",
+            answered_true
+                .iter()
+                .filter(|id| on_queue.contains(id))
+                .count(),
+            answered_true.len()
         );
     }
     println!(
@@ -501,7 +519,7 @@ async fn a_batch_answers_each_write_in_order_as_write_to_log_would() {
             (0, String::new(), Some((Trilean::True, "b2".into()))),
         ]
     );
-    let mut ids: Vec<String> = drain(reader(&ns, 0).await.as_ref(), Duration::from_secs(5))
+    let mut ids: Vec<String> = read_back(reader(&ns, 0).await.as_ref(), |got| got.len() >= 2)
         .await
         .into_iter()
         .map(|e| e.id)

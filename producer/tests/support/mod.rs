@@ -154,9 +154,26 @@ pub async fn reader(namespace: &Namespace, queue: usize) -> Arc<dyn Queue> {
 
 /// Everything that arrives on the queue within `window` (acknowledged as read).
 pub async fn drain(queue: &dyn Queue, window: Duration) -> Vec<Entry> {
-    let deadline = tokio::time::Instant::now() + window;
+    drain_until(queue, window, |_| false).await
+}
+
+/// Reads until `enough` holds for what arrived (30 s at most; a new consumer group may take
+/// seconds to join, more so right after a broker restart), then 2 s longer, so an entry that
+/// should not be there has its chance to show up.
+pub async fn read_back(queue: &dyn Queue, enough: impl Fn(&[Entry]) -> bool) -> Vec<Entry> {
+    let mut entries = drain_until(queue, Duration::from_secs(30), enough).await;
+    entries.extend(drain(queue, Duration::from_secs(2)).await);
+    entries
+}
+
+async fn drain_until(
+    queue: &dyn Queue,
+    limit: Duration,
+    done: impl Fn(&[Entry]) -> bool,
+) -> Vec<Entry> {
+    let deadline = tokio::time::Instant::now() + limit;
     let mut entries = Vec::new();
-    while tokio::time::Instant::now() < deadline {
+    while !done(&entries) && tokio::time::Instant::now() < deadline {
         let wait = deadline
             .saturating_duration_since(tokio::time::Instant::now())
             .min(Duration::from_secs(1));
