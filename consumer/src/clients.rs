@@ -1,0 +1,175 @@
+//! The connections targets share: one CQL session, one Kafka producer, one HTTP client and one
+//! memcached client per server list, each made on first use. A cluster that is down when the
+//! consumer starts is therefore not fatal: its entries retry until it answers.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memcache::exp::AsyncMetaClient;
+use rdkafka::ClientConfig;
+use rdkafka::producer::FutureProducer;
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use tokio::sync::{Mutex, OnceCell};
+use wal_core::durable::{DurableSettings, DurableStorage};
+
+use crate::target::TargetError;
+
+/// Where the targets' clusters are.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// CQL contact points (`host:port`) for cql targets and claim checks.
+    pub cql_nodes: Vec<String>,
+    /// memcached servers (`host:port`) for cache targets that name none.
+    pub memcached: Vec<String>,
+    /// Kafka bootstrap servers for kafka targets.
+    pub kafka_bootstrap: String,
+    /// The longest one request to a target may take; past it the attempt is retryable.
+    pub request_timeout: Duration,
+}
+
+pub struct Clients {
+    settings: ClientSettings,
+    cql: OnceCell<Arc<Session>>,
+    kafka: OnceCell<FutureProducer>,
+    http: reqwest::Client,
+    memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
+    durable: Mutex<HashMap<String, Arc<DurableStorage>>>,
+}
+
+impl fmt::Debug for Clients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Clients")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clients {
+    pub fn new(settings: ClientSettings) -> Result<Self, TargetError> {
+        let http = reqwest::Client::builder()
+            .timeout(settings.request_timeout)
+            .connect_timeout(settings.request_timeout.min(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| TargetError::permanent(format!("building the HTTP client: {e}")))?;
+        Ok(Self {
+            settings,
+            cql: OnceCell::new(),
+            kafka: OnceCell::new(),
+            http,
+            memcached: Mutex::new(HashMap::new()),
+            durable: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn settings(&self) -> &ClientSettings {
+        &self.settings
+    }
+
+    /// The CQL session for cql targets, connected on first use.
+    pub async fn cql(&self) -> Result<Arc<Session>, TargetError> {
+        let session = self
+            .cql
+            .get_or_try_init(|| async {
+                if self.settings.cql_nodes.is_empty() {
+                    return Err(TargetError::permanent(
+                        "a cql target needs CQL nodes; pass --cql-nodes or WAL_CQL_NODES",
+                    ));
+                }
+                let profile = ExecutionProfile::builder()
+                    .request_timeout(Some(self.settings.request_timeout))
+                    .build();
+                SessionBuilder::new()
+                    .known_nodes(&self.settings.cql_nodes)
+                    .connection_timeout(Duration::from_secs(5))
+                    .default_execution_profile_handle(profile.into_handle())
+                    .build()
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| {
+                        TargetError::retryable(format!(
+                            "connecting to CQL nodes {:?}: {e}",
+                            self.settings.cql_nodes
+                        ))
+                    })
+            })
+            .await?;
+        Ok(Arc::clone(session))
+    }
+
+    /// The producer for kafka targets: idempotent, acks=all, so `Ok` means the record is on
+    /// every in-sync replica.
+    pub async fn kafka(&self) -> Result<&FutureProducer, TargetError> {
+        self.kafka
+            .get_or_try_init(|| async {
+                ClientConfig::new()
+                    .set("bootstrap.servers", &self.settings.kafka_bootstrap)
+                    .set("client.id", "wal-consumer-target")
+                    .set("enable.idempotence", "true")
+                    .set("acks", "all")
+                    .set("linger.ms", "1")
+                    .set(
+                        "message.timeout.ms",
+                        self.settings.request_timeout.as_millis().to_string(),
+                    )
+                    .create()
+                    .map_err(|e| {
+                        TargetError::permanent(format!("configuring the Kafka producer: {e}"))
+                    })
+            })
+            .await
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// A memcached client for `servers` (keys spread over them by jump consistent hash), or for
+    /// the consumer's default servers when `servers` is empty.
+    pub async fn memcached(&self, servers: &[String]) -> Result<AsyncMetaClient, TargetError> {
+        let servers = if servers.is_empty() {
+            self.settings.memcached.clone()
+        } else {
+            servers.to_vec()
+        };
+        if servers.is_empty() {
+            return Err(TargetError::permanent(
+                "a cache target needs memcached servers; set \"servers\" in its settings or pass --memcached",
+            ));
+        }
+        let mut clients = self.memcached.lock().await;
+        if let Some(client) = clients.get(&servers) {
+            return Ok(client.clone());
+        }
+        let client = AsyncMetaClient::connect_multiple(servers.iter().map(String::as_str))
+            .await
+            .map_err(|e| TargetError::retryable(format!("resolving memcached {servers:?}: {e}")))?
+            .with_connect_timeout(Some(self.settings.request_timeout))
+            .with_io_timeout(Some(self.settings.request_timeout));
+        clients.insert(servers, client.clone());
+        Ok(client)
+    }
+
+    /// Durable storage in `keyspace`, for resolving claim checks.
+    pub async fn durable(&self, keyspace: &str) -> Result<Arc<DurableStorage>, TargetError> {
+        let mut storages = self.durable.lock().await;
+        if let Some(storage) = storages.get(keyspace) {
+            return Ok(Arc::clone(storage));
+        }
+        if self.settings.cql_nodes.is_empty() {
+            return Err(TargetError::retryable(format!(
+                "the entry's payload is in durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes"
+            )));
+        }
+        let nodes: Vec<&str> = self.settings.cql_nodes.iter().map(String::as_str).collect();
+        let storage = DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
+            .await
+            .map(Arc::new)
+            .map_err(|e| TargetError::retryable(format!("durable storage: {e}")))?;
+        storages.insert(keyspace.to_owned(), Arc::clone(&storage));
+        Ok(storage)
+    }
+}

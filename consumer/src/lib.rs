@@ -1,0 +1,16 @@
+//! The delivery side of the WAL: receive entries from a namespace's queues, wait until their
+//! deliver-at, resolve claim checks, apply them to their target, then acknowledge, retry with
+//! backoff, or dead-letter. See `consumer/README.md` for the targets' settings and payloads.
+
+pub mod backoff;
+pub mod clients;
+pub mod delivery;
+pub mod metrics;
+pub mod options;
+pub mod service;
+pub mod target;
+pub mod trace;
+pub mod worker;
+
+pub use options::ConsumerOptions;
+pub use service::{Consumer, ConsumerHandle};

@@ -1,0 +1,125 @@
+//! The consumer's command line. Every flag can also be set through the environment variable
+//! named in its help, which is how the Helm chart and `scripts/stack env` configure it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::clients::ClientSettings;
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "wal-consumer",
+    version,
+    about = "Delivers a namespace's entries to their targets"
+)]
+pub struct ConsumerOptions {
+    /// The folder of namespace configs, one JSON file per namespace.
+    #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
+    pub namespaces: PathBuf,
+
+    /// Where Prometheus metrics are served (GET /metrics).
+    #[arg(
+        long,
+        env = "WAL_CONSUMER_METRICS_LISTEN",
+        default_value = "127.0.0.1:9465"
+    )]
+    pub metrics_listen: SocketAddr,
+
+    /// Where the gRPC health service answers (grpc.health.v1, service "wal.consumer").
+    #[arg(
+        long,
+        env = "WAL_CONSUMER_HEALTH_LISTEN",
+        default_value = "127.0.0.1:50052"
+    )]
+    pub health_listen: SocketAddr,
+
+    /// Kafka bootstrap servers for namespaces on Kafka.
+    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
+    pub kafka_bootstrap: String,
+
+    /// Kafka bootstrap servers for kafka targets (the namespaces' cluster when unset).
+    #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
+    pub target_kafka_bootstrap: Option<String>,
+
+    /// SQS endpoint for namespaces on SQS (ElasticMQ locally); unset means AWS.
+    #[arg(long, env = "WAL_SQS_ENDPOINT")]
+    pub sqs_endpoint: Option<String>,
+
+    /// AWS region for SQS.
+    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
+    pub sqs_region: String,
+
+    /// CQL contact points (comma-separated host:port) for cql targets and claim checks.
+    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
+    pub cql_nodes: Vec<String>,
+
+    /// memcached servers (comma-separated host:port) for cache targets that name none.
+    #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
+    pub memcached: Vec<String>,
+
+    /// Entries in progress at once per queue (waiting for deliver-at, applying or settling).
+    #[arg(long, env = "WAL_CONSUMER_MAX_IN_FLIGHT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_in_flight: u32,
+
+    /// The longest one apply to a target may take before it counts as a retryable failure.
+    #[arg(long, env = "WAL_CONSUMER_APPLY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub apply_timeout_ms: u64,
+
+    /// How long shutdown waits for entries in progress before closing the queues regardless.
+    #[arg(long, env = "WAL_CONSUMER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
+    pub shutdown_grace_ms: u64,
+
+    /// Create every namespace's queues and DLQs at start-up if they are missing (local use;
+    /// in production the control plane provisions).
+    #[arg(long, env = "WAL_PROVISION", default_value_t = false)]
+    pub provision: bool,
+}
+
+impl ConsumerOptions {
+    pub fn apply_timeout(&self) -> Duration {
+        Duration::from_millis(self.apply_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn client_settings(&self) -> ClientSettings {
+        ClientSettings {
+            cql_nodes: self.cql_nodes.clone(),
+            memcached: self.memcached.clone(),
+            kafka_bootstrap: self
+                .target_kafka_bootstrap
+                .clone()
+                .unwrap_or_else(|| self.kafka_bootstrap.clone()),
+            request_timeout: self.apply_timeout(),
+        }
+    }
+
+    /// Options for a consumer in tests and benchmarks: the stack's addresses (from the
+    /// environment `scripts/stack env` prints), no metrics or health server.
+    pub fn for_local_stack(namespaces: PathBuf) -> Self {
+        let env =
+            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+        let list =
+            |name: &str, default: &str| env(name, default).split(',').map(str::to_owned).collect();
+        Self {
+            namespaces,
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            health_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+            target_kafka_bootstrap: None,
+            sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
+            sqs_region: "us-east-1".to_owned(),
+            cql_nodes: list("WAL_CQL_NODES", "127.0.0.1:19042"),
+            memcached: list("WAL_MEMCACHED", "127.0.0.1:19211"),
+            max_in_flight: 256,
+            apply_timeout_ms: 10_000,
+            shutdown_grace_ms: 30_000,
+            provision: true,
+        }
+    }
+}

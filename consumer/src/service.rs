@@ -1,0 +1,175 @@
+//! The consumer as a whole: one worker per namespace queue, sharing the target clients, run
+//! until shutdown.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use wal_core::entry::Target as TargetSpec;
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::sqs::{SqsBackend, SqsSettings};
+use wal_core::queue::{Queue, QueueSpec};
+use wal_namespaces::{Backend, Namespace};
+
+use crate::clients::Clients;
+use crate::delivery::{Deliverer, DeliverySettings, QueueContext};
+use crate::options::ConsumerOptions;
+use crate::target::TargetRegistry;
+use crate::worker::Worker;
+
+#[derive(Debug)]
+pub struct Consumer {
+    workers: Vec<Worker>,
+    deliverer: Arc<Deliverer>,
+}
+
+impl Consumer {
+    /// Connects the namespaces' queues. A namespace whose default target kind this build does not
+    /// deliver is left alone (its entries stay on the queue), with a warning.
+    pub async fn start(
+        options: &ConsumerOptions,
+        namespaces: Vec<Namespace>,
+    ) -> anyhow::Result<Self> {
+        let clients = Arc::new(Clients::new(options.client_settings())?);
+        let targets = TargetRegistry::builtin(Arc::clone(&clients));
+        let namespaces: Vec<Namespace> = namespaces
+            .into_iter()
+            .filter(|ns| match &ns.default_target {
+                Some(target) if !targets.knows(&target.kind) => {
+                    tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");
+                    false
+                }
+                _ => true,
+            })
+            .collect();
+        let settings = DeliverySettings {
+            apply_timeout: options.apply_timeout(),
+        };
+        let deliverer = Arc::new(Deliverer::new(targets, clients, settings));
+        let backends = Backends::connect(options, &namespaces).await?;
+        let mut workers = Vec::new();
+        for namespace in namespaces {
+            let namespace = Arc::new(namespace);
+            let default_target = namespace.default_target.as_ref().map(|t| TargetSpec {
+                kind: t.kind.clone(),
+                settings_json: t.settings_json.clone(),
+            });
+            for config in &namespace.queues {
+                let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq);
+                let queue = backends.queue(config.backend, spec)?;
+                if options.provision {
+                    queue
+                        .provision()
+                        .await
+                        .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
+                }
+                workers.push(Worker {
+                    context: QueueContext {
+                        namespace: Arc::clone(&namespace),
+                        queue,
+                        default_target: default_target.clone(),
+                    },
+                    deliverer: Arc::clone(&deliverer),
+                    max_in_flight: options.max_in_flight as usize,
+                    grace: options.shutdown_grace(),
+                });
+            }
+        }
+        Ok(Self { workers, deliverer })
+    }
+
+    /// The queues this consumer reads, as `namespace/queue`.
+    pub fn queues(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}/{}",
+                    w.context.namespace.name,
+                    w.context.queue.spec().name
+                )
+            })
+            .collect()
+    }
+
+    pub fn deliverer(&self) -> &Arc<Deliverer> {
+        &self.deliverer
+    }
+
+    /// Runs every worker until `shutdown` is cancelled, then waits for each to finish its
+    /// entries in progress (or hand them back) and close its queue.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let tasks = TaskTracker::new();
+        for worker in self.workers {
+            tasks.spawn(worker.run(shutdown.clone()));
+        }
+        tasks.close();
+        tasks.wait().await;
+    }
+
+    /// Runs in the background; the handle stops it.
+    pub fn spawn(self) -> ConsumerHandle {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(self.run(shutdown.clone()));
+        ConsumerHandle { shutdown, task }
+    }
+}
+
+/// A consumer running in the background.
+#[derive(Debug)]
+pub struct ConsumerHandle {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ConsumerHandle {
+    /// Stops receiving, finishes or hands back the entries in progress, and waits until done.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// The backend clients, made once and shared by all queues on them.
+struct Backends {
+    kafka: Option<Arc<KafkaBackend>>,
+    sqs: Option<Arc<SqsBackend>>,
+}
+
+impl Backends {
+    async fn connect(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<Self> {
+        let uses = |backend| {
+            namespaces
+                .iter()
+                .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
+        };
+        let kafka = if uses(Backend::Kafka) {
+            Some(
+                KafkaBackend::new(KafkaSettings::new(&options.kafka_bootstrap))
+                    .context("configuring Kafka")?,
+            )
+        } else {
+            None
+        };
+        let sqs = if uses(Backend::Sqs) {
+            let settings = match &options.sqs_endpoint {
+                Some(endpoint) => SqsSettings::local(endpoint),
+                None => SqsSettings::aws(&options.sqs_region),
+            };
+            Some(SqsBackend::new(settings).await)
+        } else {
+            None
+        };
+        Ok(Self { kafka, sqs })
+    }
+
+    fn queue(&self, backend: Backend, spec: QueueSpec) -> anyhow::Result<Arc<dyn Queue>> {
+        Ok(match backend {
+            Backend::Kafka => {
+                Arc::new(self.kafka.as_ref().context("no Kafka backend")?.queue(spec))
+            }
+            Backend::Sqs => Arc::new(self.sqs.as_ref().context("no SQS backend")?.queue(spec)),
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! A worker: one namespace queue's receive loop. It takes entries while it has room (at most
+//! `max_in_flight` in progress), hands each to its own task, and on shutdown stops receiving,
+//! lets the tasks finish or hand their entries back, and closes the queue (a final commit).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::delivery::{Deliverer, QueueContext};
+use crate::metrics;
+
+/// The pause after a failed receive, so a broker outage is not a busy loop.
+const RECEIVE_RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub struct Worker {
+    pub context: QueueContext,
+    pub deliverer: Arc<Deliverer>,
+    /// Entries in progress at once on this queue (held, applying or settling).
+    pub max_in_flight: usize,
+    /// How long shutdown waits for in-flight entries before closing the queue regardless.
+    pub grace: Duration,
+}
+
+impl Worker {
+    pub async fn run(self, shutdown: CancellationToken) {
+        let queue = Arc::clone(&self.context.queue);
+        let namespace = &self.context.namespace;
+        let labels = [
+            ("namespace", namespace.name.clone()),
+            ("queue", queue.spec().name.clone()),
+        ];
+        let in_flight = ::metrics::gauge!(metrics::IN_FLIGHT, &labels);
+        let permits = Arc::new(Semaphore::new(self.max_in_flight.max(1)));
+        let tasks = TaskTracker::new();
+        let per_poll =
+            usize::try_from(namespace.consumer.max_messages_per_poll).unwrap_or(usize::MAX);
+        tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, backend = %queue.backend(), "worker started");
+        loop {
+            // Wait for room before receiving, so nothing is taken that cannot be started.
+            let first = tokio::select! {
+                permit = Arc::clone(&permits).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                () = shutdown.cancelled() => break,
+            };
+            let room = (permits.available_permits() + 1).min(per_poll).max(1);
+            let received = tokio::select! {
+                received = queue.receive(room, namespace.consumer.poll_wait) => received,
+                () = shutdown.cancelled() => break,
+            };
+            let deliveries = match received {
+                Ok(deliveries) => deliveries,
+                Err(error) => {
+                    ::metrics::counter!(metrics::QUEUE_ERRORS, &labels).increment(1);
+                    tracing::warn!(%error, "receive failed; trying again");
+                    drop(first);
+                    tokio::select! {
+                        () = tokio::time::sleep(RECEIVE_RETRY) => continue,
+                        () = shutdown.cancelled() => break,
+                    }
+                }
+            };
+            let mut first = Some(first);
+            for delivery in deliveries {
+                let permit = match first.take() {
+                    Some(permit) => permit,
+                    // Room was counted before receiving and only this loop takes permits.
+                    None => match Arc::clone(&permits).acquire_owned().await {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                };
+                let deliverer = Arc::clone(&self.deliverer);
+                let context = self.context.clone();
+                let shutdown = shutdown.clone();
+                let in_flight = in_flight.clone();
+                in_flight.increment(1.0);
+                tasks.spawn(async move {
+                    deliverer.deliver(&context, delivery, &shutdown).await;
+                    in_flight.decrement(1.0);
+                    drop(permit);
+                });
+            }
+        }
+        tasks.close();
+        if tokio::time::timeout(self.grace, tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(queue = %queue.spec().name, left = tasks.len(), "shutdown grace ran out; unfinished entries will be received again");
+        }
+        if let Err(error) = queue.close().await {
+            tracing::warn!(%error, "closing the queue failed; entries acknowledged since the last commit will be received again");
+        }
+        tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, "worker stopped");
+    }
+}
