@@ -28,6 +28,21 @@ pub fn unique(prefix: &str) -> String {
 /// A namespace config on `backend` with fresh queue names and `extra` top-level fields (JSON
 /// object members, without braces).
 pub fn namespace(backend: Backend, queues: usize, extra: &str) -> Namespace {
+    namespace_with_target(
+        backend,
+        queues,
+        r#"{"kind": "cql", "settings": {"table": "t"}}"#,
+        extra,
+    )
+}
+
+/// Like [`namespace`], with `target` (a JSON object) as the default target.
+pub fn namespace_with_target(
+    backend: Backend,
+    queues: usize,
+    target: &str,
+    extra: &str,
+) -> Namespace {
     let name = unique("ns");
     let names: Vec<String> = (0..queues).map(|i| format!("\"{name}-q{i}\"")).collect();
     let (kind, key) = match backend {
@@ -43,7 +58,7 @@ pub fn namespace(backend: Backend, queues: usize, extra: &str) -> Namespace {
         r#"{{"namespace": "{name}",
             "persistence_configurations": {{"persistence_configuration": [
               {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{key}": [{}]}}}}]}},
-            "default_target": {{"kind": "cql", "settings": {{"table": "t"}}}}{extra}}}"#,
+            "default_target": {target}{extra}}}"#,
         names.join(", ")
     );
     wal_namespaces::parse(&text, "test").unwrap_or_else(|e| panic!("{e}"))

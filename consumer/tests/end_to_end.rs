@@ -1,0 +1,249 @@
+//! WriteToLog -> queue -> consumer -> target, on the real stack, for every target kind.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use memcache::exp::{AsyncMetaClient, GetStatus};
+use rdkafka::consumer::{Consumer as _, StreamConsumer};
+use rdkafka::message::{Headers as _, Message as _};
+use support::producer::{TestProducer, namespace_with_target, unique, write};
+use support::{Cql, Upstream, cql_target, eventually, put, start_consumer};
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::{Queue as _, QueueSpec};
+use wal_namespaces::Backend;
+use wal_proto::v1::{Lifecycle, Trilean, WriteToLogRequest};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn written_at(request: WriteToLogRequest, original_micros: i64) -> WriteToLogRequest {
+    WriteToLogRequest {
+        lifecycle: Some(Lifecycle {
+            original_write_time_micros: original_micros,
+            ..Lifecycle::default()
+        }),
+        ..request
+    }
+}
+
+async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let namespace = namespace_with_target(backend, 1, &cql_target(&table), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    let base = wal_core::entry::now_micros() - 60_000_000;
+    for i in 0..20 {
+        let request = written_at(
+            write(&name, &put(&format!("k{i}"), &format!("v{i}"))),
+            base + i,
+        );
+        let answer = producer
+            .client
+            .write_to_log(request)
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    let rows = eventually(LIMIT, "20 rows in Cassandra", || async {
+        let rows = cql.rows(&table).await;
+        (rows.len() == 20).then_some(rows)
+    })
+    .await;
+    for i in 0..20 {
+        assert_eq!(
+            rows[&format!("k{i}")].as_deref(),
+            Some(format!("v{i}").as_str())
+        );
+        assert_eq!(
+            cql.writetime(&table, &format!("k{i}")).await,
+            Some(base + i),
+            "USING TIMESTAMP is the original write time"
+        );
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_writes_reach_cassandra_with_their_original_time() {
+    writes_reach_cassandra_with_their_original_time(Backend::Kafka).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_writes_reach_cassandra_with_their_original_time() {
+    writes_reach_cassandra_with_their_original_time(Backend::Sqs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_entry_is_set_then_deleted_in_memcached() {
+    let key = unique("cache-key");
+    let namespace = namespace_with_target(
+        Backend::Kafka,
+        1,
+        r#"{"kind": "cache", "settings": {"ttl_seconds": 600}}"#,
+        "",
+    );
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+    let memcached = std::env::var("WAL_MEMCACHED").unwrap_or_else(|_| "127.0.0.1:19211".into());
+    let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
+
+    let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
+    let answer = producer
+        .client
+        .write_to_log(write(&name, set.as_bytes()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True);
+    eventually(LIMIT, "the key set in memcached", || async {
+        let got = cache.get(key.as_str()).send().await.unwrap();
+        (got.status == GetStatus::Hit)
+            .then_some(())
+            .filter(|()| got.value.as_deref() == Some(b"hello".as_slice()))
+    })
+    .await;
+
+    let delete = format!(r#"{{"delete": {{"key": "{key}"}}}}"#);
+    producer
+        .client
+        .write_to_log(write(&name, delete.as_bytes()))
+        .await
+        .unwrap();
+    eventually(LIMIT, "the key deleted from memcached", || async {
+        (cache.get(key.as_str()).send().await.unwrap().status == GetStatus::Miss).then_some(())
+    })
+    .await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
+    let bootstrap =
+        std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+    let topic = unique("target-topic");
+    let backend = KafkaBackend::new(KafkaSettings::new(&bootstrap)).unwrap();
+    backend
+        .queue(QueueSpec::new("test", &topic, &format!("{topic}-dlq")))
+        .provision()
+        .await
+        .unwrap();
+    let target = format!(r#"{{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}"#);
+    let namespace = namespace_with_target(Backend::Kafka, 1, &target, "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    let request = WriteToLogRequest {
+        key: "order-7".into(),
+        ..write(&name, b"retry me later")
+    };
+    let answer = producer
+        .client
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True);
+
+    let reader: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", unique("reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    reader.subscribe(&[&topic]).unwrap();
+    let message = tokio::time::timeout(LIMIT, reader.recv())
+        .await
+        .expect("a record on the target topic")
+        .unwrap();
+    assert_eq!(message.payload(), Some(b"retry me later".as_slice()));
+    assert_eq!(message.key(), Some(b"order-7".as_slice()));
+    let headers = message.headers().expect("headers");
+    let id = headers
+        .iter()
+        .find(|h| h.key == "wal-entry-id")
+        .and_then(|h| h.value)
+        .expect("wal-entry-id header");
+    assert_eq!(id, answer.entry_id.as_bytes());
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
+    let upstream = Upstream::start(|_| 200).await;
+    let namespace = namespace_with_target(Backend::Sqs, 1, &upstream.target(), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    let request = WriteToLogRequest {
+        idempotency_id: "order-42-v1".into(),
+        ..write(&name, b"{\"order\":42}")
+    };
+    let answer = producer
+        .client
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True);
+    let received = eventually(LIMIT, "the POST upstream", || async {
+        upstream.received().first().cloned()
+    })
+    .await;
+    assert_eq!(received.body, b"{\"order\":42}");
+    assert_eq!(received.headers["idempotency-key"], "order-42-v1");
+    assert_eq!(received.headers["x-wal-namespace"], name);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_checked_payload_is_resolved_before_delivery() {
+    let upstream = Upstream::start(|_| 200).await;
+    let keyspace = "wal_consumer_claims";
+    let mut namespace = namespace_with_target(
+        Backend::Sqs,
+        1,
+        &upstream.target(),
+        r#""payload_limit_bytes": 1048576"#,
+    );
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
+        keyspace: keyspace.into(),
+        shard: None,
+    });
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    // Larger than an SQS message: the queue carries a claim check, the upstream gets the bytes.
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let answer = producer
+        .client
+        .write_to_log(write(&name, &payload))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    let received = eventually(LIMIT, "the POST upstream", || async {
+        upstream.received().first().cloned()
+    })
+    .await;
+    assert_eq!(received.body.len(), payload.len());
+    assert!(
+        received.body == payload,
+        "the upstream received the payload intact"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

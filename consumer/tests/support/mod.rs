@@ -1,0 +1,253 @@
+//! What the consumer's tests share: the producer's test support (an in-process producer on the
+//! real stack), an in-process consumer, a CQL table to read rows back from, a real HTTP upstream
+//! that records what it received, and polling helpers.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+#[path = "../../../producer/tests/support/mod.rs"]
+pub mod producer;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use wal_consumer::{Consumer, ConsumerHandle, ConsumerOptions};
+use wal_namespaces::Namespace;
+
+pub use producer::unique;
+
+pub const KEYSPACE: &str = "wal_consumer_test";
+
+pub fn cql_nodes() -> Vec<String> {
+    std::env::var("WAL_CQL_NODES")
+        .unwrap_or_else(|_| "127.0.0.1:19042".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Starts a consumer in-process on the real stack for `namespaces`.
+pub async fn start_consumer(namespaces: Vec<Namespace>) -> ConsumerHandle {
+    start_consumer_with(namespaces, |_| {}).await
+}
+
+pub async fn start_consumer_with(
+    namespaces: Vec<Namespace>,
+    adjust: impl FnOnce(&mut ConsumerOptions),
+) -> ConsumerHandle {
+    let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
+    adjust(&mut options);
+    Consumer::start(&options, namespaces)
+        .await
+        .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
+        .spawn()
+}
+
+/// Polls `check` until it returns `Some`, for at most `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A cql payload putting one row of a [`Cql::table`].
+pub fn put(id: &str, value: &str) -> Vec<u8> {
+    format!(r#"{{"mutations":[{{"put":{{"row":{{"id":"{id}","value":"{value}"}}}}}}]}}"#)
+        .into_bytes()
+}
+
+/// A cql payload deleting one row of a [`Cql::table`].
+pub fn delete(id: &str) -> Vec<u8> {
+    format!(r#"{{"mutations":[{{"delete":{{"key":{{"id":"{id}"}}}}}}]}}"#).into_bytes()
+}
+
+/// A cql target on `table` as namespace-config JSON.
+pub fn cql_target(table: &str) -> String {
+    format!(r#"{{"kind": "cql", "settings": {{"keyspace": "{KEYSPACE}", "table": "{table}"}}}}"#)
+}
+
+/// A session on the local Cassandra, for creating tables and reading rows back.
+pub struct Cql {
+    pub session: Session,
+}
+
+impl Cql {
+    pub async fn connect() -> Self {
+        let session = SessionBuilder::new()
+            .known_nodes(cql_nodes())
+            .build()
+            .await
+            .expect("connect to Cassandra (scripts/stack up)");
+        session
+            .query_unpaged(
+                format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+                &[],
+            )
+            .await
+            .unwrap();
+        Self { session }
+    }
+
+    /// A new table `(id text PRIMARY KEY, value text)`.
+    pub async fn table(&self) -> String {
+        let name = unique("t").replace('-', "_");
+        self.session
+            .query_unpaged(
+                format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
+                &[],
+            )
+            .await
+            .unwrap();
+        name
+    }
+
+    /// Every row of a [`Cql::table`] as id -> value.
+    pub async fn rows(&self, table: &str) -> BTreeMap<String, Option<String>> {
+        let result = self
+            .session
+            .query_unpaged(format!("SELECT id, value FROM {KEYSPACE}.{table}"), &[])
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result
+            .rows::<(String, Option<String>)>()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// The write time of a row's value.
+    pub async fn writetime(&self, table: &str, id: &str) -> Option<i64> {
+        let result = self
+            .session
+            .query_unpaged(
+                format!("SELECT WRITETIME(value) FROM {KEYSPACE}.{table} WHERE id = ?"),
+                (id,),
+            )
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result
+            .maybe_first_row::<(Option<i64>,)>()
+            .unwrap()
+            .and_then(|(t,)| t)
+    }
+}
+
+/// One request an [`Upstream`] received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+    pub at: std::time::SystemTime,
+}
+
+/// A real HTTP server on loopback standing for an upstream service: it records every request and
+/// answers with the status `respond` picks for it.
+pub struct Upstream {
+    pub url: String,
+    received: Arc<Mutex<Vec<Received>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    pub async fn start(respond: fn(&Received) -> u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address: SocketAddr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&received);
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let log = Arc::clone(&log);
+                tokio::spawn(async move {
+                    let service =
+                        service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                            let log = Arc::clone(&log);
+                            async move {
+                                let headers = request
+                                    .headers()
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.as_str().to_owned(),
+                                            v.to_str().unwrap_or_default().to_owned(),
+                                        )
+                                    })
+                                    .collect();
+                                let body = request
+                                    .into_body()
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes().to_vec())
+                                    .unwrap_or_default();
+                                let record = Received {
+                                    headers,
+                                    body,
+                                    at: std::time::SystemTime::now(),
+                                };
+                                let status = respond(&record);
+                                log.lock().unwrap().push(record);
+                                let response = hyper::Response::builder()
+                                    .status(status)
+                                    .body(Full::new(Bytes::from_static(b"recorded")))
+                                    .unwrap();
+                                Ok::<_, std::convert::Infallible>(response)
+                            }
+                        });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://{address}/hook"),
+            received,
+            server,
+        }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// An http target posting here, as namespace-config JSON.
+    pub fn target(&self) -> String {
+        format!(
+            r#"{{"kind": "http", "settings": {{"url": "{}"}}}}"#,
+            self.url
+        )
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
