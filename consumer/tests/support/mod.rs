@@ -251,3 +251,35 @@ impl Drop for Upstream {
         self.server.abort();
     }
 }
+
+/// A handle on the DLQ of a namespace's first queue, for reading what was dead-lettered.
+pub async fn dlq_reader(namespace: &Namespace) -> Arc<dyn wal_core::queue::Queue> {
+    let mut dlq = namespace.clone();
+    let queue = &mut dlq.queues[0];
+    queue.name = queue.dlq.clone();
+    producer::reader(&dlq, 0).await
+}
+
+/// Reads the queue until an entry matching `wanted` arrives (60 s at most), acknowledging what
+/// it reads.
+pub async fn find_entry(
+    queue: &dyn wal_core::queue::Queue,
+    wanted: impl Fn(&wal_core::entry::Entry) -> bool,
+) -> wal_core::entry::Entry {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        for delivery in queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .expect("receive")
+        {
+            queue.acknowledge(&delivery).await.expect("ack");
+            if let Ok(entry) = delivery.entry
+                && wanted(&entry)
+            {
+                return entry;
+            }
+        }
+    }
+    panic!("no matching entry on {} within 60s", queue.spec().name);
+}

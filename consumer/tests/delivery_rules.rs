@@ -1,0 +1,213 @@
+//! The delivery contract on the real stack: retries up to the namespace's attempts and then the
+//! DLQ, permanent failures straight to the DLQ, undecodable messages dead-lettered, healthy
+//! entries flowing meanwhile, and never a delivery before deliver-at.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use support::producer::{TestProducer, delayed, namespace_with_target, write};
+use support::{Received, Upstream, dlq_reader, eventually, find_entry, start_consumer};
+use wal_core::entry::{ErrorClass, now_micros};
+use wal_namespaces::Backend;
+use wal_proto::v1::Trilean;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const RETRY_THRICE: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 1000, "multiplier": 2.0, "max_backoff_ms": 10000, "jitter": 0.0}"#;
+
+fn answer_by_body(request: &Received) -> u16 {
+    match request.body.as_slice() {
+        b"poison" => 503,
+        b"reject" => 400,
+        _ => 200,
+    }
+}
+
+fn bodies(received: &[Received], body: &[u8]) -> Vec<Received> {
+    received
+        .iter()
+        .filter(|r| r.body == body)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_entry_reaches_the_dlq_after_exactly_the_configured_attempts_while_others_flow() {
+    let upstream = Upstream::start(answer_by_body).await;
+    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), RETRY_THRICE);
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    let poison = producer
+        .client
+        .write_to_log(write(&name, b"poison"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(poison.durable(), Trilean::True);
+    for i in 0..20 {
+        let answer = producer
+            .client
+            .write_to_log(write(&name, format!("healthy {i}").as_bytes()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True);
+    }
+
+    let dlq = dlq_reader(&namespace).await;
+    let dead = find_entry(dlq.as_ref(), |e| e.id == poison.entry_id).await;
+    assert_eq!(dead.attempt, 3, "the DLQ copy counts every attempt");
+    assert_eq!(dead.last_error_class(), ErrorClass::Retryable);
+    assert!(
+        dead.last_error.contains("gave up after 3 attempts") && dead.last_error.contains("503"),
+        "{}",
+        dead.last_error
+    );
+    assert!(dead.dead_lettered_at_micros > 0);
+
+    let received = upstream.received();
+    let attempts = bodies(&received, b"poison");
+    let numbers: Vec<&str> = attempts
+        .iter()
+        .map(|r| r.headers["x-wal-attempt"].as_str())
+        .collect();
+    assert_eq!(
+        numbers,
+        ["0", "1", "2"],
+        "exactly the configured attempts, in order"
+    );
+    let last_attempt = attempts[2].at;
+    for i in 0..20 {
+        let healthy = bodies(&received, format!("healthy {i}").as_bytes());
+        assert_eq!(healthy.len(), 1, "healthy {i} delivered once");
+        assert!(
+            healthy[0].at < last_attempt,
+            "healthy {i} was not held up behind the poison entry"
+        );
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_goes_to_the_dlq_on_its_first_attempt() {
+    let upstream = Upstream::start(answer_by_body).await;
+    let namespace = namespace_with_target(Backend::Sqs, 1, &upstream.target(), RETRY_THRICE);
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    let rejected = producer
+        .client
+        .write_to_log(write(&name, b"reject"))
+        .await
+        .unwrap()
+        .into_inner();
+    let dlq = dlq_reader(&namespace).await;
+    let dead = find_entry(dlq.as_ref(), |e| e.id == rejected.entry_id).await;
+    assert_eq!(dead.attempt, 1);
+    assert_eq!(dead.last_error_class(), ErrorClass::Permanent);
+    assert!(dead.last_error.contains("400"), "{}", dead.last_error);
+    assert_eq!(
+        bodies(&upstream.received(), b"reject").len(),
+        1,
+        "a permanent failure is not retried"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
+    let upstream = Upstream::start(answer_by_body).await;
+    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    let bootstrap =
+        std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+    let raw: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    raw.send(
+        FutureRecord::<(), _>::to(&namespace.queues[0].name).payload(b"not an entry".as_slice()),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    producer
+        .client
+        .write_to_log(write(&name, b"after the garbage"))
+        .await
+        .unwrap();
+
+    let dlq = dlq_reader(&namespace).await;
+    let dead = find_entry(dlq.as_ref(), |e| e.id.starts_with("undecodable:")).await;
+    assert!(
+        dead.last_error.contains("undecodable"),
+        "{}",
+        dead.last_error
+    );
+    eventually(LIMIT, "the entry after the garbage", || async {
+        (!bodies(&upstream.received(), b"after the garbage").is_empty()).then_some(())
+    })
+    .await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+async fn never_delivered_before_deliver_at(backend: Backend) {
+    let upstream = Upstream::start(answer_by_body).await;
+    let namespace = namespace_with_target(backend, 1, &upstream.target(), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    let mut due = Vec::new();
+    for (i, delay_millis) in [3000, 1500, 0, 4500].into_iter().enumerate() {
+        let original = now_micros();
+        let body = format!("delayed {i}");
+        let answer = producer
+            .client
+            .write_to_log(delayed(&name, body.as_bytes(), delay_millis, original))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True);
+        due.push((body, original + delay_millis * 1000));
+    }
+    for (body, due_micros) in due {
+        let received = eventually(LIMIT, &body, || async {
+            bodies(&upstream.received(), body.as_bytes())
+                .first()
+                .cloned()
+        })
+        .await;
+        let at =
+            i64::try_from(received.at.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap();
+        assert!(
+            at >= due_micros,
+            "{body} arrived {} µs early",
+            due_micros - at
+        );
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_never_delivers_before_deliver_at() {
+    never_delivered_before_deliver_at(Backend::Kafka).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_never_delivers_before_deliver_at() {
+    never_delivered_before_deliver_at(Backend::Sqs).await;
+}
