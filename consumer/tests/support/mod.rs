@@ -283,3 +283,20 @@ pub async fn find_entry(
     }
     panic!("no matching entry on {} within 60s", queue.spec().name);
 }
+
+/// Runs `scripts/stack ACTION SERVICE`.
+pub fn stack(action: &str, service: &str) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
+    let status = std::process::Command::new("bash").arg(script).args([action, service]).status().expect("run scripts/stack");
+    assert!(status.success(), "scripts/stack {action} {service} failed");
+}
+
+/// Brings a stopped service back when dropped, even when an assertion failed halfway, so later
+/// tests find the stack whole.
+pub struct Restart(pub &'static str);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        stack("up", self.0);
+    }
+}
