@@ -1,1 +1,310 @@
-fn main() {}
+//! The consumer against direct CQL inserts, side by side in one run on the local stack.
+//!
+//! Entries already on a Kafka queue (4 partitions) are applied by the consumer into a Cassandra
+//! table; the baseline writes the same rows with a prepared `INSERT ... USING TIMESTAMP` from the
+//! same number of concurrent tasks as the consumer has entries in flight. The consumer's rate is
+//! measured from its first delivery to its last, so the consumer group's join is not counted;
+//! everything after it is (receive, decode, JSON payload, INSERT JSON, acknowledge). Each figure
+//! is the median of rounds that alternate which side goes first, after an untimed
+//! warm-up round. Run with:
+//!     scripts/stack up && cargo bench -p wal-consumer --bench apply_to_cql
+//! Tunables (environment): BENCH_ENTRIES (50000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (5).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use tokio::sync::Semaphore;
+use wal_consumer::{Consumer, ConsumerOptions};
+use wal_core::entry::{self, Body, Entry, Target};
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::{Queue, QueueSpec};
+
+const KEYSPACE: &str = "wal_bench";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn stack(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn value(i: usize) -> String {
+    format!("{i:064}")
+}
+
+/// CPU seconds this process has used so far (user + system), from /proc.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the parenthesis.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Busy and total CPU time of the whole machine so far, in ticks, from /proc/stat.
+fn machine_ticks() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: f64 = ticks.iter().sum();
+    // idle and iowait are the 4th and 5th numbers.
+    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
+    (total - idle, total)
+}
+
+fn busy_since(start: (f64, f64)) -> f64 {
+    let (busy, total) = machine_ticks();
+    (busy - start.0) / (total - start.1).max(1.0)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+async fn table(session: &Session, name: &str) {
+    session
+        .query_unpaged(format!("DROP TABLE IF EXISTS {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap();
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
+            &[],
+        )
+        .await
+        .unwrap();
+}
+
+async fn count(session: &Session, name: &str) -> i64 {
+    let rows = session
+        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    rows.first_row::<(i64,)>().unwrap().0
+}
+
+/// One side's figures: rows per second, and this process's CPU per row (the consumer's, or
+/// the direct-insert client's) in microseconds.
+struct Side {
+    rate: f64,
+    cpu_micros: f64,
+    /// How busy the machine's CPUs were meanwhile (0 to 1), Cassandra and Kafka included.
+    busy: f64,
+}
+
+/// Puts `entries` cql entries on a fresh topic, all before the clock starts.
+async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
+    let topic = format!("bench-apply-{}-{round}", std::process::id());
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack(
+        "WAL_KAFKA_BOOTSTRAP",
+        "127.0.0.1:19092",
+    )))
+    .unwrap();
+    let queue = Arc::new(backend.queue(QueueSpec::new(&topic, &topic, &format!("{topic}-dlq"))));
+    queue.provision().await.unwrap();
+    let target = Target {
+        kind: "cql".into(),
+        settings_json: format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{table}"}}"#),
+    };
+    let written = entry::now_micros();
+    let limit = Arc::new(Semaphore::new(2000));
+    let mut tasks = Vec::with_capacity(entries);
+    for i in 0..entries {
+        let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
+        let queue = Arc::clone(&queue);
+        let payload = format!(
+            r#"{{"mutations":[{{"put":{{"row":{{"id":"row{i}","value":"{}"}}}}}}]}}"#,
+            value(i)
+        );
+        let entry = Entry {
+            version: entry::ENTRY_VERSION,
+            id: entry::new_entry_id(),
+            namespace: topic.clone(),
+            key: format!("row{i}"),
+            body: Some(Body::Payload(payload.into_bytes())),
+            target: Some(target.clone()),
+            original_write_time_micros: written + i as i64,
+            deliver_at_micros: written,
+            enqueued_at_micros: written,
+            ..Entry::default()
+        };
+        tasks.push(tokio::spawn(async move {
+            queue.enqueue(&entry).await.unwrap();
+            drop(permit);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    topic
+}
+
+/// The consumer's steady rate over a full queue: entries per second from first to last delivery.
+async fn consumer_round(
+    session: &Session,
+    round: usize,
+    entries: usize,
+    concurrency: usize,
+) -> Side {
+    let name = format!("consumer_{round}");
+    table(session, &name).await;
+    let topic = fill_queue(round, entries, &name).await;
+    let config = format!(
+        r#"{{"namespace": "{topic}", "persistence_configurations": {{"persistence_configuration": [
+            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"], "wal-kafka-dlq-topics": ["{topic}-dlq"]}}}}]}}}}"#
+    );
+    let namespace = wal_namespaces::parse(&config, "bench").unwrap();
+    let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
+    options.max_in_flight = u32::try_from(concurrency).unwrap();
+    options.provision = false;
+    let consumer = Consumer::start(&options, vec![namespace]).await.unwrap();
+    let deliverer = Arc::clone(consumer.deliverer());
+    let handle = consumer.spawn();
+    let delivered = || deliverer.stats().delivered.load(Ordering::Relaxed) as usize;
+    while delivered() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (first, from, cpu, machine) = (Instant::now(), delivered(), cpu_seconds(), machine_ticks());
+    while delivered() < entries {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = first.elapsed();
+    let (cpu, busy) = (cpu_seconds() - cpu, busy_since(machine));
+    handle.shutdown().await;
+    assert_eq!(
+        count(session, &name).await,
+        entries as i64,
+        "every entry became a row"
+    );
+    let applied = (entries - from) as f64;
+    Side {
+        rate: applied / elapsed.as_secs_f64(),
+        cpu_micros: cpu * 1e6 / applied,
+        busy,
+    }
+}
+
+/// Direct prepared inserts of the same rows, with the same concurrency.
+async fn direct_round(
+    session: &Arc<Session>,
+    round: usize,
+    entries: usize,
+    concurrency: usize,
+) -> Side {
+    let name = format!("direct_{round}");
+    table(session, &name).await;
+    let insert = session
+        .prepare(format!(
+            "INSERT INTO {KEYSPACE}.{name} (id, value) VALUES (?, ?) USING TIMESTAMP ?"
+        ))
+        .await
+        .unwrap();
+    let written = entry::now_micros();
+    let (started, cpu, machine) = (Instant::now(), cpu_seconds(), machine_ticks());
+    futures::stream::iter(0..entries)
+        .for_each_concurrent(concurrency, |i| {
+            let (session, insert) = (Arc::clone(session), insert.clone());
+            async move {
+                session
+                    .execute_unpaged(&insert, (format!("row{i}"), value(i), written + i as i64))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let side = Side {
+        rate: entries as f64 / started.elapsed().as_secs_f64(),
+        cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,
+        busy: busy_since(machine),
+    };
+    assert_eq!(count(session, &name).await, entries as i64);
+    side
+}
+
+#[tokio::main]
+async fn main() {
+    let entries = env_usize("BENCH_ENTRIES", 50_000);
+    let concurrency = env_usize("BENCH_CONCURRENCY", 64);
+    let rounds = env_usize("BENCH_ROUNDS", 5);
+    let session = Arc::new(
+        SessionBuilder::new()
+            .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+            .build()
+            .await
+            .expect("Cassandra (scripts/stack up)"),
+    );
+    session
+        .query_unpaged(
+            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    println!("apply to cql: {entries} entries, {concurrency} in flight, {rounds} rounds");
+    // A freshly started Cassandra spends its first seconds compiling (JIT); an untimed round of
+    // inserts first keeps that out of whichever side would come first.
+    direct_round(&session, rounds, entries, concurrency).await;
+    let (mut consumer, mut direct, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut consumer_cpu, mut direct_cpu) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternate which side goes first, so neither always meets a fresher Cassandra.
+        let (c, d) = if round % 2 == 0 {
+            let c = consumer_round(&session, round, entries, concurrency).await;
+            (c, direct_round(&session, round, entries, concurrency).await)
+        } else {
+            let d = direct_round(&session, round, entries, concurrency).await;
+            (
+                consumer_round(&session, round, entries, concurrency).await,
+                d,
+            )
+        };
+        println!(
+            "  round {round}: consumer {:>7.0}/s ({:>4.1} µs CPU/entry, machine {:>3.0}% busy)   direct inserts {:>7.0}/s ({:>4.1} µs CPU/row, machine {:>3.0}% busy)   ratio {:.2}",
+            c.rate,
+            c.cpu_micros,
+            c.busy * 100.0,
+            d.rate,
+            d.cpu_micros,
+            d.busy * 100.0,
+            c.rate / d.rate
+        );
+        consumer.push(c.rate);
+        direct.push(d.rate);
+        ratios.push(c.rate / d.rate);
+        consumer_cpu.push(c.cpu_micros);
+        direct_cpu.push(d.cpu_micros);
+    }
+    println!(
+        "median:   consumer {:>7.0}/s ({:>4.1} µs CPU/entry)   direct inserts {:>7.0}/s ({:>4.1} µs CPU/row)   ratio {:.2} (goal >= 0.85)",
+        median(&mut consumer),
+        median(&mut consumer_cpu),
+        median(&mut direct),
+        median(&mut direct_cpu),
+        median(&mut ratios)
+    );
+}

@@ -5,19 +5,20 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_core::durable::DurableError;
-use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
+use wal_core::entry::{self, Body, ClaimCheck, Entry, Target as TargetSpec};
 use wal_core::queue::{Backend, Delivery, Failure, Queue, QueueError};
 use wal_namespaces::Namespace;
 
 use crate::backoff;
 use crate::clients::Clients;
-use crate::metrics;
+use crate::metrics::{KindMetrics, QueueMetrics};
 use crate::target::{Mutation, TargetError, TargetRegistry};
 use crate::trace;
 
@@ -45,6 +46,7 @@ pub struct QueueContext {
     pub queue: Arc<dyn Queue>,
     /// The namespace's default target, for entries that carry none.
     pub default_target: Option<TargetSpec>,
+    pub metrics: Arc<QueueMetrics>,
 }
 
 #[derive(Debug)]
@@ -52,6 +54,16 @@ pub struct Deliverer {
     targets: TargetRegistry,
     clients: Arc<Clients>,
     settings: DeliverySettings,
+    stats: DeliveryStats,
+}
+
+/// Totals since start, across all queues: for status pages, tests and benchmarks that run the
+/// consumer in-process (the metrics carry the same counts, by namespace and kind).
+#[derive(Debug, Default)]
+pub struct DeliveryStats {
+    pub delivered: AtomicU64,
+    pub retried: AtomicU64,
+    pub dead_lettered: AtomicU64,
 }
 
 /// What became of an attempt.
@@ -63,7 +75,12 @@ impl Deliverer {
             targets,
             clients,
             settings,
+            stats: DeliveryStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> &DeliveryStats {
+        &self.stats
     }
 
     pub fn targets(&self) -> &TargetRegistry {
@@ -81,7 +98,8 @@ impl Deliverer {
             Ok(entry) => entry,
             Err(codec) => {
                 let failure = TargetError::permanent(format!("undecodable message: {codec}"));
-                self.settle(context, &delivery, "none", Err(failure), shutdown)
+                let metrics = context.metrics.kind("none");
+                self.settle(context, &delivery, &metrics, Err(failure), shutdown)
                     .await;
                 return;
             }
@@ -93,7 +111,8 @@ impl Deliverer {
             return;
         }
         let spec = entry.target.as_ref().or(context.default_target.as_ref());
-        let kind = spec.map_or("none", |s| s.kind.as_str()).to_owned();
+        let kind = spec.map_or("none", |s| s.kind.as_str());
+        let metrics = context.metrics.kind(kind);
         let continued = trace::continue_trace(&entry.trace_context);
         let span = tracing::info_span!(
             "deliver",
@@ -109,18 +128,14 @@ impl Deliverer {
             .apply(entry, spec, traceparent)
             .instrument(span.clone())
             .await;
-        let labels = [
-            ("namespace", entry.namespace.clone()),
-            ("target", kind.clone()),
-        ];
-        ::metrics::histogram!(metrics::APPLY_SECONDS, &labels).record(started.elapsed());
+        metrics.apply_seconds.record(started.elapsed());
         if applied.is_ok() {
             let late = entry::now_micros()
                 .saturating_sub(entry.deliver_at_micros)
                 .max(0);
-            ::metrics::histogram!(metrics::LATENESS_SECONDS, &labels).record(late as f64 / 1e6);
+            metrics.lateness_seconds.record(late as f64 / 1e6);
         }
-        self.settle(context, &delivery, &kind, applied, shutdown)
+        self.settle(context, &delivery, &metrics, applied, shutdown)
             .instrument(span)
             .await;
     }
@@ -156,11 +171,7 @@ impl Deliverer {
                 return false;
             }
         }
-        let labels = [
-            ("namespace", entry.namespace.clone()),
-            ("queue", queue.spec().name.clone()),
-        ];
-        let held = ::metrics::gauge!(metrics::HELD, &labels);
+        let held = &context.metrics.held;
         held.increment(1.0);
         let due = tokio::select! {
             () = tokio::time::sleep(remaining) => true,
@@ -206,21 +217,27 @@ impl Deliverer {
         match &entry.body {
             None => Ok(Cow::Borrowed(&[])),
             Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
-            Some(Body::ClaimCheck(check)) => {
-                let keyspace = check.table.split('.').next().unwrap_or_default();
-                let storage = self.clients.durable(keyspace).await?;
-                match storage.get_claim_check(&entry.namespace, check).await {
-                    Ok(body) => Ok(Cow::Owned(body)),
-                    Err(
-                        error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. }),
-                    ) => Err(TargetError::permanent(format!(
-                        "resolving the claim check: {error}"
-                    ))),
-                    Err(error) => Err(TargetError::retryable(format!(
-                        "resolving the claim check: {error}"
-                    ))),
-                }
+            // Boxed: the CQL read's future is large, and every delivery's future would carry
+            // its size (and be copied with it) although few entries take this path.
+            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(entry, check))
+                .await
+                .map(Cow::Owned),
+        }
+    }
+
+    async fn claim_check(&self, entry: &Entry, check: &ClaimCheck) -> Result<Vec<u8>, TargetError> {
+        let keyspace = check.table.split('.').next().unwrap_or_default();
+        let storage = self.clients.durable(keyspace).await?;
+        match storage.get_claim_check(&entry.namespace, check).await {
+            Ok(body) => Ok(body),
+            Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {
+                Err(TargetError::permanent(format!(
+                    "resolving the claim check: {error}"
+                )))
             }
+            Err(error) => Err(TargetError::retryable(format!(
+                "resolving the claim check: {error}"
+            ))),
         }
     }
 
@@ -230,15 +247,11 @@ impl Deliverer {
         &self,
         context: &QueueContext,
         delivery: &Delivery,
-        kind: &str,
+        metrics: &KindMetrics,
         applied: Applied,
         shutdown: &CancellationToken,
     ) {
         let queue = &context.queue;
-        let labels = [
-            ("namespace", context.namespace.name.clone()),
-            ("target", kind.to_owned()),
-        ];
         let error = match applied {
             Ok(()) => {
                 if persist(context, "acknowledge", shutdown, || {
@@ -246,7 +259,8 @@ impl Deliverer {
                 })
                 .await
                 {
-                    ::metrics::counter!(metrics::DELIVERED, &labels).increment(1);
+                    metrics.delivered.increment(1);
+                    self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                 }
                 return;
             }
@@ -268,7 +282,8 @@ impl Deliverer {
             })
             .await
             {
-                ::metrics::counter!(metrics::RETRIED, &labels).increment(1);
+                metrics.retried.increment(1);
+                self.stats.retried.fetch_add(1, Ordering::Relaxed);
             }
             return;
         }
@@ -289,17 +304,12 @@ impl Deliverer {
         })
         .await
         {
-            let class = if error.is_retryable() {
-                "exhausted"
+            if error.is_retryable() {
+                metrics.dead_lettered_exhausted.increment(1);
             } else {
-                "permanent"
-            };
-            let labels = [
-                labels[0].clone(),
-                labels[1].clone(),
-                ("class", class.to_owned()),
-            ];
-            ::metrics::counter!(metrics::DEAD_LETTERED, &labels).increment(1);
+                metrics.dead_lettered_permanent.increment(1);
+            }
+            self.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -324,11 +334,7 @@ where
             Ok(()) => return true,
             Err(error) => error,
         };
-        let labels = [
-            ("namespace", context.namespace.name.clone()),
-            ("queue", context.queue.spec().name.clone()),
-        ];
-        ::metrics::counter!(metrics::QUEUE_ERRORS, &labels).increment(1);
+        context.metrics.queue_errors.increment(1);
         if !error.retryable {
             tracing::error!(%error, operation = what, "the queue refused for good; the entry stays unacknowledged");
             return false;

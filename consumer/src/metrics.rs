@@ -1,7 +1,12 @@
 //! The consumer's metrics, declared once. Labels are fixed up front: the namespace and queue
 //! (bounded by config) and the target kind (bounded by the registry); never an entry id.
 
-use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use std::sync::{Arc, RwLock};
+
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
 
 pub const DELIVERED: &str = "wal_consumer_delivered_total";
 pub const RETRIED: &str = "wal_consumer_retried_total";
@@ -57,4 +62,73 @@ pub fn describe() {
         QUEUE_ERRORS,
         "Failed receive, acknowledge, release or dead-letter calls (retried)."
     );
+}
+
+/// One queue's metric handles, registered once so a delivery records without building labels.
+#[derive(Debug)]
+pub struct QueueMetrics {
+    namespace: String,
+    pub in_flight: Gauge,
+    pub held: Gauge,
+    pub queue_errors: Counter,
+    /// Per target kind; a handful at most (the registry's kinds, plus "none").
+    kinds: RwLock<Vec<(String, Arc<KindMetrics>)>>,
+}
+
+/// The handles for one namespace and target kind.
+#[derive(Debug)]
+pub struct KindMetrics {
+    pub delivered: Counter,
+    pub retried: Counter,
+    pub dead_lettered_permanent: Counter,
+    pub dead_lettered_exhausted: Counter,
+    pub apply_seconds: Histogram,
+    pub lateness_seconds: Histogram,
+}
+
+impl QueueMetrics {
+    pub fn new(namespace: &str, queue: &str) -> Self {
+        let labels = [
+            ("namespace", namespace.to_owned()),
+            ("queue", queue.to_owned()),
+        ];
+        Self {
+            namespace: namespace.to_owned(),
+            in_flight: gauge!(IN_FLIGHT, &labels),
+            held: gauge!(HELD, &labels),
+            queue_errors: counter!(QUEUE_ERRORS, &labels),
+            kinds: RwLock::new(Vec::new()),
+        }
+    }
+
+    pub fn kind(&self, kind: &str) -> Arc<KindMetrics> {
+        if let Ok(kinds) = self.kinds.read()
+            && let Some((_, metrics)) = kinds.iter().find(|(k, _)| k == kind)
+        {
+            return Arc::clone(metrics);
+        }
+        let labels = [
+            ("namespace", self.namespace.clone()),
+            ("target", kind.to_owned()),
+        ];
+        let dead = |class: &str| {
+            let mut labels = labels.to_vec();
+            labels.push(("class", class.to_owned()));
+            counter!(DEAD_LETTERED, &labels)
+        };
+        let metrics = Arc::new(KindMetrics {
+            delivered: counter!(DELIVERED, &labels),
+            retried: counter!(RETRIED, &labels),
+            dead_lettered_permanent: dead("permanent"),
+            dead_lettered_exhausted: dead("exhausted"),
+            apply_seconds: histogram!(APPLY_SECONDS, &labels),
+            lateness_seconds: histogram!(LATENESS_SECONDS, &labels),
+        });
+        if let Ok(mut kinds) = self.kinds.write()
+            && !kinds.iter().any(|(k, _)| k == kind)
+        {
+            kinds.push((kind.to_owned(), Arc::clone(&metrics)));
+        }
+        metrics
+    }
 }

@@ -14,6 +14,7 @@ use wal_namespaces::{Backend, Namespace};
 
 use crate::clients::Clients;
 use crate::delivery::{Deliverer, DeliverySettings, QueueContext};
+use crate::metrics::QueueMetrics;
 use crate::options::ConsumerOptions;
 use crate::target::TargetRegistry;
 use crate::worker::Worker;
@@ -64,11 +65,13 @@ impl Consumer {
                         .await
                         .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
                 }
+                let metrics = Arc::new(QueueMetrics::new(&namespace.name, &config.name));
                 workers.push(Worker {
                     context: QueueContext {
                         namespace: Arc::clone(&namespace),
                         queue,
                         default_target: default_target.clone(),
+                        metrics,
                     },
                     deliverer: Arc::clone(&deliverer),
                     max_in_flight: options.max_in_flight as usize,

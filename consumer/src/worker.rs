@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::delivery::{Deliverer, QueueContext};
-use crate::metrics;
 
 /// The pause after a failed receive, so a broker outage is not a busy loop.
 const RECEIVE_RETRY: Duration = Duration::from_secs(1);
@@ -29,11 +28,7 @@ impl Worker {
     pub async fn run(self, shutdown: CancellationToken) {
         let queue = Arc::clone(&self.context.queue);
         let namespace = &self.context.namespace;
-        let labels = [
-            ("namespace", namespace.name.clone()),
-            ("queue", queue.spec().name.clone()),
-        ];
-        let in_flight = ::metrics::gauge!(metrics::IN_FLIGHT, &labels);
+        let metrics = Arc::clone(&self.context.metrics);
         let permits = Arc::new(Semaphore::new(self.max_in_flight.max(1)));
         let tasks = TaskTracker::new();
         let per_poll =
@@ -56,7 +51,7 @@ impl Worker {
             let deliveries = match received {
                 Ok(deliveries) => deliveries,
                 Err(error) => {
-                    ::metrics::counter!(metrics::QUEUE_ERRORS, &labels).increment(1);
+                    metrics.queue_errors.increment(1);
                     tracing::warn!(%error, "receive failed; trying again");
                     drop(first);
                     tokio::select! {
@@ -78,13 +73,14 @@ impl Worker {
                 let deliverer = Arc::clone(&self.deliverer);
                 let context = self.context.clone();
                 let shutdown = shutdown.clone();
-                let in_flight = in_flight.clone();
+                let in_flight = metrics.in_flight.clone();
                 in_flight.increment(1.0);
-                tasks.spawn(async move {
+                // Boxed once here, so spawning moves a pointer rather than the whole future.
+                tasks.spawn(Box::pin(async move {
                     deliverer.deliver(&context, delivery, &shutdown).await;
                     in_flight.decrement(1.0);
                     drop(permit);
-                });
+                }));
             }
         }
         tasks.close();

@@ -28,12 +28,18 @@ async fn writes_made_while_cassandra_is_down_are_all_applied_when_it_returns() {
 
     let mut expected = 0;
     for i in 0..10 {
-        producer.client.write_to_log(write(&name, &put(&format!("before{i}"), "up"))).await.unwrap();
+        producer
+            .client
+            .write_to_log(write(&name, &put(&format!("before{i}"), "up")))
+            .await
+            .unwrap();
         expected += 1;
     }
-    eventually(Duration::from_secs(60), "the rows written before the outage", || async {
-        (cql.rows(&table).await.len() == expected).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the rows written before the outage",
+        || async { (cql.rows(&table).await.len() == expected).then_some(()) },
+    )
     .await;
 
     stack("down", "cassandra");
@@ -41,24 +47,44 @@ async fn writes_made_while_cassandra_is_down_are_all_applied_when_it_returns() {
     let started = Instant::now();
     let mut during = 0;
     while started.elapsed() < OUTAGE {
-        let answer = producer.client.write_to_log(write(&name, &put(&format!("during{during}"), "down"))).await.unwrap().into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "the queue takes writes while the database is down");
+        let answer = producer
+            .client
+            .write_to_log(write(&name, &put(&format!("during{during}"), "down")))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            answer.durable(),
+            Trilean::True,
+            "the queue takes writes while the database is down"
+        );
         during += 1;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     drop(restart);
 
-    let rows = eventually(Duration::from_secs(180), "every row after Cassandra returned", || async {
-        let rows = cql.session.query_unpaged("SELECT now() FROM system.local", &[]).await.ok()?;
-        drop(rows);
-        let rows = cql.rows(&table).await;
-        (rows.len() == expected + during).then_some(rows)
-    })
+    let rows = eventually(
+        Duration::from_secs(180),
+        "every row after Cassandra returned",
+        || async {
+            let rows = cql
+                .session
+                .query_unpaged("SELECT now() FROM system.local", &[])
+                .await
+                .ok()?;
+            drop(rows);
+            let rows = cql.rows(&table).await;
+            (rows.len() == expected + during).then_some(rows)
+        },
+    )
     .await;
     for i in 0..during {
         assert_eq!(rows[&format!("during{i}")].as_deref(), Some("down"));
     }
-    assert!(during > 50, "writes kept coming through the outage ({during})");
+    assert!(
+        during > 50,
+        "writes kept coming through the outage ({during})"
+    );
     consumer.shutdown().await;
     producer.shutdown().await;
 }

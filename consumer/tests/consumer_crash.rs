@@ -58,40 +58,77 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
                 namespace: name.clone(),
                 key,
                 payload,
-                lifecycle: Some(Lifecycle { original_write_time_micros: base + i, ..Lifecycle::default() }),
+                lifecycle: Some(Lifecycle {
+                    original_write_time_micros: base + i,
+                    ..Lifecycle::default()
+                }),
                 ..WriteToLogRequest::default()
             }
         })
         .collect();
     for chunk in requests.chunks(500) {
-        let answers = producer.client.write_to_log_batch(WriteToLogBatchRequest { writes: chunk.to_vec() }).await.unwrap().into_inner();
-        assert!(answers.results.iter().all(|r| r.response.as_ref().is_some_and(|a| a.durable() == Trilean::True)));
+        let answers = producer
+            .client
+            .write_to_log_batch(WriteToLogBatchRequest {
+                writes: chunk.to_vec(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(answers.results.iter().all(|r| {
+            r.response
+                .as_ref()
+                .is_some_and(|a| a.durable() == Trilean::True)
+        }));
     }
 
     let mut first = spawn_consumer(&dir);
-    eventually(Duration::from_secs(120), "the first consumer to apply some rows", || async {
-        (cql.rows(&table).await.len() >= 300).then_some(())
-    })
+    eventually(
+        Duration::from_secs(120),
+        "the first consumer to apply some rows",
+        || async { (cql.rows(&table).await.len() >= 300).then_some(()) },
+    )
     .await;
     first.kill().unwrap(); // SIGKILL: no commit, no cleanup.
     first.wait().unwrap();
     let at_kill = cql.rows(&table).await;
-    assert_ne!(at_kill, oracle, "the kill landed before the backlog was applied");
+    assert_ne!(
+        at_kill, oracle,
+        "the kill landed before the backlog was applied"
+    );
 
     let mut second = spawn_consumer(&dir);
-    eventually(Duration::from_secs(180), "the restarted consumer to apply every entry", || async {
-        (cql.rows(&table).await == oracle).then_some(())
-    })
+    eventually(
+        Duration::from_secs(180),
+        "the restarted consumer to apply every entry",
+        || async { (cql.rows(&table).await == oracle).then_some(()) },
+    )
     .await;
     for i in [0, 1, KEYS / 2, KEYS - 1] {
         let last = ENTRIES - KEYS + i;
-        assert_eq!(cql.writetime(&table, &format!("key{i}")).await, Some(base + last), "key{i} holds its last write");
+        assert_eq!(
+            cql.writetime(&table, &format!("key{i}")).await,
+            Some(base + last),
+            "key{i} holds its last write"
+        );
     }
 
     let pid = second.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let status = tokio::task::spawn_blocking(move || second.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "SIGTERM stops the consumer cleanly: {status}");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::task::spawn_blocking(move || second.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        status.success(),
+        "SIGTERM stops the consumer cleanly: {status}"
+    );
     producer.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

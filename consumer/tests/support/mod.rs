@@ -287,7 +287,11 @@ pub async fn find_entry(
 /// Runs `scripts/stack ACTION SERVICE`.
 pub fn stack(action: &str, service: &str) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
-    let status = std::process::Command::new("bash").arg(script).args([action, service]).status().expect("run scripts/stack");
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .args([action, service])
+        .status()
+        .expect("run scripts/stack");
     assert!(status.success(), "scripts/stack {action} {service} failed");
 }
 
