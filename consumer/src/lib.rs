@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod clients;
 pub mod delivery;
+mod json;
 pub mod metrics;
 pub mod options;
 pub mod service;
