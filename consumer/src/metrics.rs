@@ -70,6 +70,7 @@ pub struct QueueMetrics {
     namespace: String,
     pub in_flight: Gauge,
     pub held: Gauge,
+    pub backlog: Gauge,
     pub queue_errors: Counter,
     /// Per target kind; a handful at most (the registry's kinds, plus "none").
     kinds: RwLock<Vec<(String, Arc<KindMetrics>)>>,
@@ -96,6 +97,7 @@ impl QueueMetrics {
             namespace: namespace.to_owned(),
             in_flight: gauge!(IN_FLIGHT, &labels),
             held: gauge!(HELD, &labels),
+            backlog: gauge!(BACKLOG, &labels),
             queue_errors: counter!(QUEUE_ERRORS, &labels),
             kinds: RwLock::new(Vec::new()),
         }

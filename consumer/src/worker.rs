@@ -9,10 +9,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use wal_core::queue::Queue;
+
 use crate::delivery::{Deliverer, QueueContext};
+use crate::metrics::QueueMetrics;
 
 /// The pause after a failed receive, so a broker outage is not a busy loop.
 const RECEIVE_RETRY: Duration = Duration::from_secs(1);
+/// How often the queue's backlog (Kafka lag, SQS visible messages) is read for the metric.
+const BACKLOG_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
 pub struct Worker {
@@ -22,6 +27,25 @@ pub struct Worker {
     pub max_in_flight: usize,
     /// How long shutdown waits for in-flight entries before closing the queue regardless.
     pub grace: Duration,
+}
+
+/// Reads the queue's backlog into its gauge until shutdown.
+async fn report_backlog(
+    queue: Arc<dyn Queue>,
+    metrics: Arc<QueueMetrics>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(BACKLOG_EVERY) => {}
+            () = shutdown.cancelled() => return,
+        }
+        match queue.backlog().await {
+            Ok(Some(backlog)) => metrics.backlog.set(backlog as f64),
+            Ok(None) => {}
+            Err(error) => tracing::debug!(%error, "reading the backlog failed"),
+        }
+    }
 }
 
 impl Worker {
@@ -34,6 +58,11 @@ impl Worker {
         let per_poll =
             usize::try_from(namespace.consumer.max_messages_per_poll).unwrap_or(usize::MAX);
         tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, backend = %queue.backend(), "worker started");
+        tasks.spawn(report_backlog(
+            Arc::clone(&queue),
+            Arc::clone(&metrics),
+            shutdown.clone(),
+        ));
         loop {
             // Wait for room before receiving, so nothing is taken that cannot be started.
             let first = tokio::select! {

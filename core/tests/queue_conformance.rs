@@ -512,6 +512,32 @@ async fn a_huge_undecodable_message_reaches_the_dlq_truncated(harness: &dyn Harn
     assert!(dead.last_error.contains(&expected), "{}", dead.last_error);
 }
 
+async fn backlog_counts_what_waits_after_what_was_acknowledged(harness: &dyn Harness) {
+    let (_, queue) = provisioned(harness, "backlog").await;
+    let first = sample_entry("k", b"first");
+    queue.enqueue(&first).await.expect("enqueue");
+    let delivery = receive_id(queue.as_ref(), &first.id).await;
+    queue.acknowledge(&delivery).await.expect("acknowledge");
+    // Kafka counts from the group's commit, which close() makes now.
+    queue.close().await.expect("close");
+    for i in 0..3 {
+        let waiting = sample_entry(&format!("w{i}"), b"waiting");
+        queue.enqueue(&waiting).await.expect("enqueue");
+    }
+    let deadline = Instant::now() + ARRIVAL;
+    loop {
+        let backlog = queue.backlog().await.expect("backlog");
+        if backlog == Some(3) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "backlog is {backlog:?}, expected Some(3) (three enqueued after the acknowledged one)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 macro_rules! conformance {
     ($backend:ident, $harness:expr) => {
         mod $backend {
@@ -536,6 +562,7 @@ macro_rules! conformance {
             check!(oversize_entries_are_refused_with_a_clear_error);
             check!(an_entry_at_the_limit_can_still_be_retried_and_dead_lettered);
             check!(a_huge_undecodable_message_reaches_the_dlq_truncated);
+            check!(backlog_counts_what_waits_after_what_was_acknowledged);
         }
     };
 }

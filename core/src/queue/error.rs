@@ -71,6 +71,7 @@ pub enum Operation {
     Release,
     DeadLetter,
     Close,
+    Backlog,
 }
 
 impl fmt::Display for Operation {
@@ -83,6 +84,7 @@ impl fmt::Display for Operation {
             Self::Release => "release",
             Self::DeadLetter => "dead-letter",
             Self::Close => "close",
+            Self::Backlog => "backlog",
         })
     }
 }

@@ -197,6 +197,11 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// periodic commit, so those entries are received again: at-least-once, never a loss.
     async fn close(&self) -> Result<(), QueueError>;
 
+    /// Roughly how many entries wait to be received: on Kafka, the consumer group's lag on the
+    /// partitions this handle is assigned (`None` before its first receive); on SQS, the
+    /// queue's visible messages. For metrics and operators, never for correctness.
+    async fn backlog(&self) -> Result<Option<u64>, QueueError>;
+
     /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
     /// with its attempt count incremented and the failure recorded, then acknowledges the
     /// original. The retry schedule thus lives on the queue and survives a consumer restart.

@@ -11,6 +11,7 @@
 //! process's crash, not a power cut before the OS flushes it.
 
 mod classify;
+mod lag;
 mod offsets;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +32,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use self::lag::group_lag;
 use self::offsets::OffsetTracker;
 use super::{
     Backend, DLQ_HEADROOM_BYTES, Delivery, Durability, EnqueueError, Operation, ProvisionReport,
@@ -528,5 +530,20 @@ impl Queue for KafkaQueue {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
             Err(e) => Err(self.error(Operation::Close, true, e)),
         }
+    }
+
+    async fn backlog(&self) -> Result<Option<u64>, QueueError> {
+        let Some(receiver) = self.receiver.get() else {
+            return Ok(None);
+        };
+        // The group's committed offsets and the partitions' high watermarks come from the
+        // broker, with blocking calls, so on a blocking thread.
+        let consumer = Arc::clone(&receiver.consumer);
+        let topic = self.spec.name.clone();
+        let lag = tokio::task::spawn_blocking(move || group_lag(&consumer, &topic))
+            .await
+            .map_err(|e| self.error(Operation::Backlog, true, e))?
+            .map_err(|e| self.error(Operation::Backlog, true, e))?;
+        Ok(Some(lag))
     }
 }

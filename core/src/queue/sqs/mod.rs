@@ -406,4 +406,23 @@ impl Queue for SqsQueue {
         // Deletes are acknowledgements already; nothing is pending.
         Ok(())
     }
+
+    async fn backlog(&self) -> Result<Option<u64>, QueueError> {
+        let url = self
+            .url_of(&self.url, &self.spec.name)
+            .await
+            .map_err(|e| self.error(Operation::Backlog, false, e))?;
+        let attributes = self
+            .client()
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| self.error(Operation::Backlog, true, describe(&e)))?;
+        Ok(attributes
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|count| count.parse().ok()))
+    }
 }
