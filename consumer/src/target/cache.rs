@@ -1,0 +1,216 @@
+//! The cache target: sets and deletes in memcached.
+//!
+//! Settings: `{"servers": ["host:port"], "ttl_seconds": 3600, "ttl_spread_seconds": 360}`, all
+//! optional: servers default to the consumer's `--memcached`, the TTL to one hour, the spread to
+//! a tenth of the TTL. Keys are spread over several servers by jump consistent hash.
+//!
+//! Payload:
+//! ```json
+//! {"set": {"key": "user:1", "value": "text", "ttl_seconds": 60}}
+//! {"set": {"key": "user:1", "value_base64": "AAEC"}}
+//! {"delete": {"key": "user:1"}}
+//! ```
+//! Each set's TTL is lengthened by a random share of the spread, so keys written together do not
+//! expire together and send a stampede to the database behind the cache.
+//!
+//! Idempotent: a set written twice holds the same value, a delete of a missing key succeeds.
+//! memcached keeps no write times, so unlike cql a *reordered* set and delete of one key are not
+//! reconciled; keys whose writes race should go through one queue (entries of a key keep their
+//! order on it) and short TTLs bound any leftover.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use memcache::MemcacheError;
+use memcache::exp::{AsyncMetaClient, MutationStatus};
+use rand::Rng as _;
+use serde::Deserialize;
+
+use super::{Mutation, Target, TargetError, TargetKind};
+use crate::clients::Clients;
+
+/// memcached's longest key.
+const MAX_KEY_BYTES: usize = 250;
+/// TTLs longer than this are read by memcached as a Unix time, so they are sent as one.
+const RELATIVE_TTL_LIMIT: u64 = 30 * 24 * 3600;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSettings {
+    #[serde(default)]
+    pub servers: Vec<String>,
+    #[serde(default = "default_ttl")]
+    pub ttl_seconds: u64,
+    #[serde(default)]
+    pub ttl_spread_seconds: Option<u64>,
+}
+
+fn default_ttl() -> u64 {
+    3600
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+enum Payload {
+    Set(Set),
+    Delete(Delete),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Set {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    value_base64: Option<String>,
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Delete {
+    key: String,
+}
+
+#[derive(Debug)]
+pub struct Cache;
+
+impl TargetKind for Cache {
+    const KIND: &'static str = "cache";
+    type Settings = CacheSettings;
+
+    async fn build(
+        settings: CacheSettings,
+        clients: Arc<Clients>,
+    ) -> Result<Arc<dyn Target>, TargetError> {
+        let client = clients.memcached(&settings.servers).await?;
+        Ok(Arc::new(CacheTarget { client, settings }))
+    }
+}
+
+pub struct CacheTarget {
+    client: AsyncMetaClient,
+    settings: CacheSettings,
+}
+
+impl std::fmt::Debug for CacheTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheTarget")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Target for CacheTarget {
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        let payload: Payload = crate::json::parse(mutation.payload).map_err(|e| {
+            TargetError::permanent(format!(
+                "cache payload is invalid at '{}': {}; expected {{\"set\": {{\"key\": ..., \"value\": ...}}}} or {{\"delete\": {{\"key\": ...}}}}",
+                e.path, e.reason
+            ))
+        })?;
+        match payload {
+            Payload::Set(set) => self.set(set).await,
+            Payload::Delete(delete) => {
+                check_key(&delete.key)?;
+                let result = self
+                    .client
+                    .delete(delete.key)
+                    .send()
+                    .await
+                    .map_err(classify)?;
+                // Deleting what is not there is the effect a delete wants.
+                match result.status {
+                    MutationStatus::Stored | MutationStatus::NotFound => Ok(()),
+                    other => Err(TargetError::retryable(format!(
+                        "memcached delete answered {other:?}"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+impl CacheTarget {
+    async fn set(&self, set: Set) -> Result<(), TargetError> {
+        check_key(&set.key)?;
+        let value = match (set.value, set.value_base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| {
+                    TargetError::permanent(format!(
+                        "cache payload: set.value_base64 is not base64: {e}"
+                    ))
+                })?,
+            _ => {
+                return Err(TargetError::permanent(
+                    "cache payload: set needs exactly one of \"value\" and \"value_base64\"",
+                ));
+            }
+        };
+        let ttl = self.ttl(set.ttl_seconds.unwrap_or(self.settings.ttl_seconds));
+        let result = self
+            .client
+            .set(set.key, value)
+            .ttl(ttl)
+            .send()
+            .await
+            .map_err(classify)?;
+        if result.stored() {
+            Ok(())
+        } else {
+            Err(TargetError::retryable(format!(
+                "memcached set answered {:?}",
+                result.status
+            )))
+        }
+    }
+
+    /// The TTL to send: the base plus a random share of the spread, as memcached reads it.
+    fn ttl(&self, base: u64) -> u32 {
+        let spread = self.settings.ttl_spread_seconds.unwrap_or(base / 10);
+        let ttl = base.saturating_add(rand::rng().random_range(0..=spread));
+        let ttl = if ttl > RELATIVE_TTL_LIMIT {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
+            now.as_secs().saturating_add(ttl)
+        } else {
+            ttl
+        };
+        u32::try_from(ttl).unwrap_or(u32::MAX)
+    }
+}
+
+fn check_key(key: &str) -> Result<(), TargetError> {
+    if key.is_empty()
+        || key.len() > MAX_KEY_BYTES
+        || key.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(TargetError::permanent(format!(
+            "cache key {key:?} is not a memcached key; expected 1 to {MAX_KEY_BYTES} bytes without spaces or control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Requests memcached will refuse again are permanent: malformed ones, and values over its item
+/// size limit (a SERVER_ERROR, told apart from "out of memory" only by its text). The rest
+/// (connections, timeouts, memory pressure) retries.
+fn classify(error: MemcacheError) -> TargetError {
+    let too_large =
+        matches!(&error, MemcacheError::ServerError(e) if e.to_string().contains("too large"));
+    match error {
+        MemcacheError::ClientError(_) | MemcacheError::CommandError(_) => {
+            TargetError::permanent(format!("memcached refused the request: {error}"))
+        }
+        _ if too_large => TargetError::permanent(format!("memcached refused the value: {error}")),
+        other => TargetError::retryable(format!("memcached: {other}")),
+    }
+}

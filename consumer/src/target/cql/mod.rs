@@ -1,0 +1,167 @@
+//! The cql target: row puts and deletes in ScyllaDB or Cassandra (payload format in
+//! [`payload`]). Settings: `{"keyspace": "app", "table": "users"}`; the table is the default for
+//! mutations that name none.
+//!
+//! Idempotent by timestamp: every write carries `USING TIMESTAMP` = the entry's original write
+//! time, so applying an entry twice, or entries of a key in another order, leaves the same rows.
+
+mod errors;
+pub mod payload;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use scylla::client::session::Session;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::value::CqlValue;
+use serde::Deserialize;
+use tokio::sync::RwLock;
+
+use self::payload::{Delete, Mutation as CqlMutation, Put};
+use super::{Mutation, Target, TargetError, TargetKind};
+use crate::clients::Clients;
+
+/// Distinct statement shapes kept prepared per target (a shape is a table and, for deletes, the
+/// key and column names). Past it statements are prepared per use, which is slower, not wrong.
+const MAX_PREPARED: usize = 256;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CqlSettings {
+    pub keyspace: String,
+    pub table: String,
+}
+
+#[derive(Debug)]
+pub struct Cql;
+
+impl TargetKind for Cql {
+    const KIND: &'static str = "cql";
+    type Settings = CqlSettings;
+
+    async fn build(
+        settings: CqlSettings,
+        clients: Arc<Clients>,
+    ) -> Result<Arc<dyn Target>, TargetError> {
+        for (field, name) in [("keyspace", &settings.keyspace), ("table", &settings.table)] {
+            payload::identifier(name).map_err(|e| {
+                TargetError::permanent(format!("cql target settings: {field}: {e}"))
+            })?;
+        }
+        let session = clients.cql().await?;
+        Ok(Arc::new(CqlTarget {
+            session,
+            settings,
+            prepared: RwLock::new(HashMap::new()),
+        }))
+    }
+}
+
+#[derive(Debug)]
+pub struct CqlTarget {
+    session: Arc<Session>,
+    settings: CqlSettings,
+    prepared: RwLock<HashMap<String, PreparedStatement>>,
+}
+
+#[async_trait]
+impl Target for CqlTarget {
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        let timestamp = mutation.entry.original_write_time_micros;
+        if timestamp <= 0 {
+            return Err(TargetError::permanent(
+                "the entry has no original write time; cql writes need it for USING TIMESTAMP",
+            ));
+        }
+        let parsed = payload::parse(mutation.payload)?;
+        let mut statements = Vec::with_capacity(parsed.mutations.len());
+        for each in &parsed.mutations {
+            let (text, values) = self.statement(each, timestamp);
+            statements.push((self.prepare(text).await?, values));
+        }
+        if let [(statement, values)] = statements.as_slice() {
+            self.session
+                .execute_unpaged(statement, values)
+                .await
+                .map_err(|e| errors::classify("write", &e))?;
+            return Ok(());
+        }
+        let mut batch = Batch::new(BatchType::Logged);
+        let mut values = Vec::with_capacity(statements.len());
+        for (statement, row) in statements {
+            batch.append_statement(statement);
+            values.push(row);
+        }
+        self.session
+            .batch(&batch, values)
+            .await
+            .map_err(|e| errors::classify("batch write", &e))?;
+        Ok(())
+    }
+}
+
+impl CqlTarget {
+    /// The statement text for one mutation and the values to bind, in order.
+    fn statement(&self, mutation: &CqlMutation, timestamp: i64) -> (String, Vec<CqlValue>) {
+        let keyspace = &self.settings.keyspace;
+        match mutation {
+            CqlMutation::Put(Put {
+                table,
+                row,
+                ttl_seconds,
+            }) => {
+                let table = table.as_deref().unwrap_or(&self.settings.table);
+                let mut values = vec![
+                    CqlValue::Text(row.get().to_owned()),
+                    CqlValue::BigInt(timestamp),
+                ];
+                let mut text = format!(
+                    "INSERT INTO {keyspace}.{table} JSON ? DEFAULT UNSET USING TIMESTAMP ?"
+                );
+                if let Some(ttl) = ttl_seconds {
+                    text.push_str(" AND TTL ?");
+                    values.push(CqlValue::Int(i32::try_from(*ttl).unwrap_or(i32::MAX)));
+                }
+                (text, values)
+            }
+            CqlMutation::Delete(Delete {
+                table,
+                key,
+                columns,
+            }) => {
+                let table = table.as_deref().unwrap_or(&self.settings.table);
+                let what = columns.as_ref().map(|c| c.join(", ")).unwrap_or_default();
+                // serde_json's map is ordered by key, so one key shape makes one statement text.
+                let clauses: Vec<String> = key
+                    .keys()
+                    .map(|name| format!("{name} = fromJson(?)"))
+                    .collect();
+                let text = format!(
+                    "DELETE {what} FROM {keyspace}.{table} USING TIMESTAMP ? WHERE {}",
+                    clauses.join(" AND ")
+                );
+                let mut values = vec![CqlValue::BigInt(timestamp)];
+                values.extend(key.values().map(|v| CqlValue::Text(v.to_string())));
+                (text, values)
+            }
+        }
+    }
+
+    async fn prepare(&self, text: String) -> Result<PreparedStatement, TargetError> {
+        if let Some(statement) = self.prepared.read().await.get(&text) {
+            return Ok(statement.clone());
+        }
+        let statement = self
+            .session
+            .prepare(text.as_str())
+            .await
+            .map_err(|e| errors::classify_prepare(&text, &e))?;
+        let mut prepared = self.prepared.write().await;
+        if prepared.len() < MAX_PREPARED {
+            prepared.insert(text, statement.clone());
+        }
+        Ok(statement)
+    }
+}

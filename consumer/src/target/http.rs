@@ -1,0 +1,122 @@
+//! The http target: POSTs the payload to an upstream service.
+//!
+//! Settings: `{"url": "https://service/hook", "headers": {"x-team": "pds"}}` (headers optional).
+//! The request carries `Idempotency-Key: <entry id>`, so an upstream that remembers keys applies
+//! a repeated delivery once, plus `X-WAL-Namespace`, `X-WAL-Attempt`,
+//! `X-WAL-Original-Write-Time-Micros` and the `traceparent`.
+//!
+//! 2xx is success. 5xx, 408, 429, timeouts and connection failures are retryable; any other
+//! status is permanent (the upstream rejected the request and will again).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+
+use super::{Mutation, Target, TargetError, TargetKind};
+use crate::clients::Clients;
+
+/// How much of an error response's body is kept in the failure reason.
+const MAX_BODY_IN_REASON: usize = 256;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug)]
+pub struct Http;
+
+impl TargetKind for Http {
+    const KIND: &'static str = "http";
+    type Settings = HttpSettings;
+
+    async fn build(
+        settings: HttpSettings,
+        clients: Arc<Clients>,
+    ) -> Result<Arc<dyn Target>, TargetError> {
+        let url = reqwest::Url::parse(&settings.url).map_err(|e| {
+            TargetError::permanent(format!("http target settings: url {:?}: {e}", settings.url))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(TargetError::permanent(format!(
+                "http target settings: url {:?} has scheme '{}'; expected http or https",
+                settings.url,
+                url.scheme()
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &settings.headers {
+            let name = HeaderName::try_from(name.as_str()).map_err(|e| {
+                TargetError::permanent(format!("http target settings: header name {name:?}: {e}"))
+            })?;
+            let value = HeaderValue::try_from(value.as_str()).map_err(|e| {
+                TargetError::permanent(format!("http target settings: header {name}: {e}"))
+            })?;
+            headers.insert(name, value);
+        }
+        Ok(Arc::new(HttpTarget {
+            client: clients.http().clone(),
+            url,
+            headers,
+        }))
+    }
+}
+
+#[derive(Debug)]
+pub struct HttpTarget {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+}
+
+#[async_trait]
+impl Target for HttpTarget {
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        let entry = mutation.entry;
+        let mut request = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header("content-type", "application/octet-stream")
+            .header("idempotency-key", &entry.id)
+            .header("x-wal-namespace", &entry.namespace)
+            .header("x-wal-attempt", entry.attempt.to_string())
+            .header(
+                "x-wal-original-write-time-micros",
+                entry.original_write_time_micros.to_string(),
+            )
+            .body(mutation.payload.to_vec());
+        if let Some(traceparent) = mutation.traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| TargetError::retryable(format!("POST {}: {e}", self.url)))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.chars().take(MAX_BODY_IN_REASON).collect();
+        let reason = format!("POST {} answered {status}: {body}", self.url);
+        if retryable(status) {
+            Err(TargetError::Retryable(reason))
+        } else {
+            Err(TargetError::Permanent(reason))
+        }
+    }
+}
+
+fn retryable(status: StatusCode) -> bool {
+    status.is_server_error()
+        || status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_MANY_REQUESTS
+}

@@ -1,0 +1,124 @@
+//! The kafka target: publishes the payload to a topic, as is. This is also "retry my failed
+//! Kafka write later": the caller writes the record through the WAL with a delay.
+//!
+//! Settings: `{"topic": "orders"}`. The record's key is the entry's key; its headers carry
+//! `wal-entry-id`, `wal-namespace`, `wal-original-write-time-micros` and the `traceparent`.
+//!
+//! Idempotent by id: at-least-once delivery may publish an entry twice (a crash after the
+//! broker's acknowledgement and before the WAL's); consumers of the topic drop repeats by the
+//! `wal-entry-id` header. The producer is idempotent, so its own retries add no duplicates.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use serde::Deserialize;
+
+use super::{Mutation, Target, TargetError, TargetKind};
+use crate::clients::Clients;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaTopicSettings {
+    pub topic: String,
+}
+
+#[derive(Debug)]
+pub struct KafkaTopic;
+
+impl TargetKind for KafkaTopic {
+    const KIND: &'static str = "kafka";
+    type Settings = KafkaTopicSettings;
+
+    async fn build(
+        settings: KafkaTopicSettings,
+        clients: Arc<Clients>,
+    ) -> Result<Arc<dyn Target>, TargetError> {
+        let topic = &settings.topic;
+        let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if topic.is_empty() || topic.len() > 249 || !topic.chars().all(legal) {
+            return Err(TargetError::permanent(format!(
+                "kafka target settings: topic {topic:?} is not a Kafka topic name; expected 1 to 249 of [a-zA-Z0-9._-]"
+            )));
+        }
+        let producer = clients.kafka().await?.clone();
+        Ok(Arc::new(KafkaTopicTarget { producer, settings }))
+    }
+}
+
+pub struct KafkaTopicTarget {
+    producer: FutureProducer,
+    settings: KafkaTopicSettings,
+}
+
+impl std::fmt::Debug for KafkaTopicTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaTopicTarget")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Target for KafkaTopicTarget {
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        let entry = mutation.entry;
+        let written = entry.original_write_time_micros.to_string();
+        let mut headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "wal-entry-id",
+                value: Some(entry.id.as_bytes()),
+            })
+            .insert(Header {
+                key: "wal-namespace",
+                value: Some(entry.namespace.as_bytes()),
+            })
+            .insert(Header {
+                key: "wal-original-write-time-micros",
+                value: Some(written.as_bytes()),
+            });
+        if let Some(traceparent) = mutation.traceparent {
+            headers = headers.insert(Header {
+                key: "traceparent",
+                value: Some(traceparent.as_bytes()),
+            });
+        }
+        let record = FutureRecord::to(&self.settings.topic)
+            .key(entry.key.as_bytes())
+            .payload(mutation.payload)
+            .headers(headers);
+        // The producer's own message timeout bounds the wait; queueing never blocks.
+        match self
+            .producer
+            .send(record, Timeout::After(std::time::Duration::ZERO))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err((error, _)) => Err(classify(&self.settings.topic, error)),
+        }
+    }
+}
+
+/// Refusals of the record itself are permanent; everything about reaching the cluster retries.
+fn classify(topic: &str, error: KafkaError) -> TargetError {
+    let code = match &error {
+        KafkaError::MessageProduction(code) => Some(*code),
+        _ => None,
+    };
+    let reason = format!("publishing to kafka topic '{topic}': {error}");
+    match code {
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::InvalidTopic
+            | RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed,
+        ) => TargetError::Permanent(reason),
+        _ => TargetError::Retryable(reason),
+    }
+}

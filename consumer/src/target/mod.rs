@@ -1,0 +1,89 @@
+//! Targets: where entries are delivered. One trait, one file per kind, one registry line each.
+//!
+//! # Contract
+//! - **Idempotent.** Delivery is at-least-once, so [`Target::apply`] may see the same entry twice,
+//!   and entries of one key in another order than they were written (after a retry or a replay).
+//!   Every kind says in its module how it converges: CQL writes carry `USING TIMESTAMP` = the
+//!   entry's original write time; HTTP upstreams receive the entry id as `Idempotency-Key`.
+//! - **`Ok` means the effect happened** (the row was written, the message acknowledged by the
+//!   broker, the upstream answered 2xx). Only then does the consumer acknowledge the entry.
+//! - **Failures are classified where they are born:** [`TargetError::Retryable`] when trying later
+//!   may succeed (timeouts, unavailable, overloaded), [`TargetError::Permanent`] when it will fail
+//!   the same way again (a malformed payload, a rejected request). The consumer retries the first
+//!   with backoff and dead-letters the second.
+//! - A kind's **settings** come as JSON from the entry's target (the request's, else the
+//!   namespace's default) and are parsed strictly into the kind's `Settings` type; unknown fields
+//!   are refused, so a typo is a clear permanent error instead of a silent default.
+
+pub mod cache;
+pub mod cql;
+pub mod http;
+pub mod kafka;
+mod registry;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use wal_core::entry::Entry;
+
+pub use registry::TargetRegistry;
+
+use crate::clients::Clients;
+
+/// One entry ready for its target: the envelope, and the payload with any claim check resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Mutation<'a> {
+    pub entry: &'a Entry,
+    pub payload: &'a [u8],
+    /// The W3C `traceparent` to send downstream: the write's trace, continued by this delivery.
+    pub traceparent: Option<&'a str>,
+}
+
+/// Why an entry could not be applied, and whether trying again may help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("{0}")]
+    Retryable(String),
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl TargetError {
+    pub fn retryable(reason: impl fmt::Display) -> Self {
+        Self::Retryable(reason.to_string())
+    }
+
+    pub fn permanent(reason: impl fmt::Display) -> Self {
+        Self::Permanent(reason.to_string())
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Retryable(_))
+    }
+}
+
+/// A configured target: applies entries to one table, cache, topic or upstream.
+#[async_trait]
+pub trait Target: Send + Sync + fmt::Debug {
+    /// Applies the mutation; see the module's contract.
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError>;
+}
+
+/// A target kind: its name, its settings and how a target is made from them. Register a new kind
+/// with one line in [`TargetRegistry::builtin`].
+pub trait TargetKind: Send + Sync + 'static {
+    /// The name entries and namespace configs use (`target.kind`).
+    const KIND: &'static str;
+    /// The kind's settings, parsed strictly from the target's JSON.
+    type Settings: DeserializeOwned + Send;
+
+    /// Makes a target. Connection failures are retryable (the cluster may come back); settings
+    /// the kind cannot use are permanent.
+    fn build(
+        settings: Self::Settings,
+        clients: Arc<Clients>,
+    ) -> impl Future<Output = Result<Arc<dyn Target>, TargetError>> + Send;
+}

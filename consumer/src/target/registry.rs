@@ -1,0 +1,177 @@
+//! The target kinds this consumer knows, and the targets made from them, kept for reuse.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use wal_core::entry::Target as TargetSpec;
+
+use super::{Target, TargetError, TargetKind, cache, cql, http, kafka};
+use crate::clients::Clients;
+
+/// Targets kept for reuse (each holds prepared statements or a client). Settings come from
+/// requests too, so their variety is bounded here; past the cap a target is made per entry.
+const MAX_CACHED_TARGETS: usize = 1024;
+/// Settings longer than this are refused: they travel on every entry and are cache keys here.
+const MAX_SETTINGS_BYTES: usize = 16 * 1024;
+
+type Build = Box<
+    dyn Fn(&str, Arc<Clients>) -> BoxFuture<'static, Result<Arc<dyn Target>, TargetError>>
+        + Send
+        + Sync,
+>;
+
+/// The targets of one kind, by their settings JSON.
+type BySettings = HashMap<String, Arc<dyn Target>>;
+
+pub struct TargetRegistry {
+    kinds: HashMap<&'static str, Build>,
+    clients: Arc<Clients>,
+    /// kind -> settings JSON -> target; looked up by `&str` so a hit allocates nothing.
+    built: Mutex<HashMap<String, BySettings>>,
+}
+
+impl fmt::Debug for TargetRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut kinds: Vec<_> = self.kinds.keys().collect();
+        kinds.sort();
+        f.debug_struct("TargetRegistry")
+            .field("kinds", &kinds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TargetRegistry {
+    /// Every kind this build delivers to. Adding a kind is one line here.
+    pub fn builtin(clients: Arc<Clients>) -> Self {
+        Self::empty(clients)
+            .with::<cql::Cql>()
+            .with::<cache::Cache>()
+            .with::<kafka::KafkaTopic>()
+            .with::<http::Http>()
+    }
+
+    pub fn empty(clients: Arc<Clients>) -> Self {
+        Self {
+            kinds: HashMap::new(),
+            clients,
+            built: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn with<K: TargetKind>(mut self) -> Self {
+        let build: Build = Box::new(|json, clients| {
+            let parsed = parse_settings::<K>(json);
+            Box::pin(async move { K::build(parsed?, clients).await })
+        });
+        self.kinds.insert(K::KIND, build);
+        self
+    }
+
+    pub fn knows(&self, kind: &str) -> bool {
+        self.kinds.contains_key(kind)
+    }
+
+    /// The target an entry names, made on first use and reused after.
+    pub async fn resolve(&self, spec: &TargetSpec) -> Result<Arc<dyn Target>, TargetError> {
+        if let Some(target) = self.cached(spec) {
+            return Ok(target);
+        }
+        let Some(build) = self.kinds.get(spec.kind.as_str()) else {
+            let mut known: Vec<_> = self.kinds.keys().copied().collect();
+            known.sort_unstable();
+            return Err(TargetError::permanent(format!(
+                "target kind '{}' is not delivered by this consumer; expected one of {known:?}",
+                spec.kind
+            )));
+        };
+        if spec.settings_json.len() > MAX_SETTINGS_BYTES {
+            return Err(TargetError::permanent(format!(
+                "target settings are {} bytes; at most {MAX_SETTINGS_BYTES} are accepted",
+                spec.settings_json.len()
+            )));
+        }
+        let target = build(&spec.settings_json, Arc::clone(&self.clients)).await?;
+        if let Ok(mut built) = self.built.lock()
+            && built.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
+        {
+            built
+                .entry(spec.kind.clone())
+                .or_default()
+                .insert(spec.settings_json.clone(), Arc::clone(&target));
+        }
+        Ok(target)
+    }
+
+    fn cached(&self, spec: &TargetSpec) -> Option<Arc<dyn Target>> {
+        let built = self.built.lock().ok()?;
+        built.get(&spec.kind)?.get(&spec.settings_json).cloned()
+    }
+}
+
+/// Parses a kind's settings strictly, naming the field that was wrong.
+fn parse_settings<K: TargetKind>(json: &str) -> Result<K::Settings, TargetError> {
+    let json = if json.trim().is_empty() { "{}" } else { json };
+    crate::json::parse(json.as_bytes()).map_err(|e| {
+        TargetError::permanent(format!(
+            "{} target settings are invalid at '{}': {}",
+            K::KIND,
+            e.path,
+            e.reason
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clients::ClientSettings;
+
+    fn registry() -> TargetRegistry {
+        let settings = ClientSettings {
+            cql_nodes: Vec::new(),
+            memcached: Vec::new(),
+            kafka_bootstrap: String::new(),
+            request_timeout: Duration::from_secs(1),
+        };
+        TargetRegistry::builtin(Arc::new(Clients::new(settings).unwrap()))
+    }
+
+    async fn refusal(kind: &str, settings: &str) -> String {
+        let spec = TargetSpec {
+            kind: kind.into(),
+            settings_json: settings.into(),
+        };
+        match registry().resolve(&spec).await {
+            Err(TargetError::Permanent(reason)) => reason,
+            other => panic!("expected a permanent error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_kind_names_the_kinds_there_are() {
+        let reason = refusal("carrier-pigeon", "{}").await;
+        assert!(reason.contains("'carrier-pigeon'"), "{reason}");
+        assert!(
+            reason.contains(r#"["cache", "cql", "http", "kafka"]"#),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_settings_name_the_field_and_the_problem() {
+        let reason = refusal("cql", r#"{"keyspace": "a", "tabel": "b"}"#).await;
+        assert!(
+            reason.contains("cql target settings are invalid at 'tabel'"),
+            "{reason}"
+        );
+        assert!(reason.contains("unknown field `tabel`"), "{reason}");
+        let reason = refusal("http", r#"{"url": "ftp://x/y"}"#).await;
+        assert!(reason.contains("expected http or https"), "{reason}");
+        let reason = refusal("kafka", r#"{"topic": "a b"}"#).await;
+        assert!(reason.contains("not a Kafka topic name"), "{reason}");
+    }
+}
