@@ -1,6 +1,10 @@
 //! The consumer process killed with SIGKILL in the middle of a backlog: a restarted consumer
 //! delivers every entry, and the entries applied twice (those after the last commit) leave the
 //! rows exactly as one application would. Then SIGTERM stops it cleanly.
+//!
+//! Each entry writes two rows in one batch: its own row (so a lost entry shows as a missing row)
+//! and a row of one of 2,000 shared keys, each written ten times with rising original times (so
+//! a repeated older write that won would show as a wrong value or write time).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -12,21 +16,31 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::producer::{TestProducer, unique};
-use support::{Cql, KEYSPACE, eventually, put};
+use support::{Cql, KEYSPACE, cql_nodes, dlq_reader, eventually};
 use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
 
-const ENTRIES: i64 = 20_000;
+const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
 
 fn spawn_consumer(namespaces: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_wal-consumer"))
         .env("WAL_NAMESPACES", namespaces)
+        .env("WAL_CQL_NODES", cql_nodes().join(","))
         .env("WAL_CONSUMER_METRICS_LISTEN", "127.0.0.1:0")
         .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
         .expect("start wal-consumer")
+}
+
+/// Entry `i`: its own row, and the shared key's row.
+fn payload(i: i64) -> Vec<u8> {
+    format!(
+        r#"{{"mutations":[{{"put":{{"row":{{"id":"entry{i}","value":"{i}"}}}}}},{{"put":{{"row":{{"id":"key{}","value":"value{i}"}}}}}}]}}"#,
+        i % KEYS
+    )
+    .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,26 +52,26 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         r#"{{"namespace": "{name}",
             "persistence_configurations": {{"persistence_configuration": [
               {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{name}"]}}}}]}},
+            "rate_limit": {{"writes_per_second": 100000, "burst": 100000}},
             "default_target": {{"kind": "cql", "settings": {{"keyspace": "{KEYSPACE}", "table": "{table}"}}}}}}"#
     );
     let dir = std::env::temp_dir().join(unique("crash-namespaces"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.json")), &config).unwrap();
     let namespace = wal_namespaces::parse(&config, "test").unwrap();
-    let mut producer = TestProducer::start(vec![namespace]).await;
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
 
-    // A backlog first: every key written ten times, later writes with later original times.
+    // The backlog first, then the consumer.
     let base = wal_core::entry::now_micros() - 3_600_000_000;
     let mut oracle = BTreeMap::new();
     let requests: Vec<WriteToLogRequest> = (0..ENTRIES)
         .map(|i| {
-            let (key, value) = (format!("key{}", i % KEYS), format!("value{i}"));
-            let payload = put(&key, &value);
-            oracle.insert(key.clone(), Some(value));
+            oracle.insert(format!("entry{i}"), Some(i.to_string()));
+            oracle.insert(format!("key{}", i % KEYS), Some(format!("value{i}")));
             WriteToLogRequest {
                 namespace: name.clone(),
-                key,
-                payload,
+                key: format!("key{}", i % KEYS),
+                payload: payload(i),
                 lifecycle: Some(Lifecycle {
                     original_write_time_micros: base + i,
                     ..Lifecycle::default()
@@ -75,35 +89,43 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
             .await
             .unwrap()
             .into_inner();
-        assert!(answers.results.iter().all(|r| {
-            r.response
-                .as_ref()
-                .is_some_and(|a| a.durable() == Trilean::True)
-        }));
+        for result in answers.results {
+            let durable = result.response.as_ref().map(|a| a.durable());
+            assert_eq!(
+                durable,
+                Some(Trilean::True),
+                "every write of the backlog is stored: {result:?}"
+            );
+        }
     }
 
     let mut first = spawn_consumer(&dir);
     eventually(
         Duration::from_secs(120),
-        "the first consumer to apply some rows",
-        || async { (cql.rows(&table).await.len() >= 300).then_some(()) },
+        "the first consumer to apply some entries",
+        || async { (cql.count(&table).await >= 1_000).then_some(()) },
     )
     .await;
     first.kill().unwrap(); // SIGKILL: no commit, no cleanup.
     first.wait().unwrap();
-    let at_kill = cql.rows(&table).await;
-    assert_ne!(
-        at_kill, oracle,
-        "the kill landed before the backlog was applied"
+    let at_kill = cql.count(&table).await;
+    assert!(
+        at_kill < ENTRIES + KEYS,
+        "the kill landed before the backlog was applied ({at_kill} rows)"
     );
 
     let mut second = spawn_consumer(&dir);
     eventually(
         Duration::from_secs(180),
         "the restarted consumer to apply every entry",
-        || async { (cql.rows(&table).await == oracle).then_some(()) },
+        || async { (cql.count(&table).await == ENTRIES + KEYS).then_some(()) },
     )
     .await;
+    assert_eq!(
+        cql.rows(&table).await,
+        oracle,
+        "every entry's row, and each key's last write"
+    );
     for i in [0, 1, KEYS / 2, KEYS - 1] {
         let last = ENTRIES - KEYS + i;
         assert_eq!(
@@ -128,6 +150,14 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
     assert!(
         status.success(),
         "SIGTERM stops the consumer cleanly: {status}"
+    );
+
+    let dlq = dlq_reader(&namespace).await;
+    let dead = dlq.receive(10, Duration::from_secs(5)).await.unwrap();
+    assert!(
+        dead.is_empty(),
+        "nothing was dead-lettered: {:?}",
+        dead.first().map(|d| &d.entry)
     );
     producer.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);

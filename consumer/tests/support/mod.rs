@@ -304,3 +304,17 @@ impl Drop for Restart {
         stack("up", self.0);
     }
 }
+
+impl Cql {
+    /// How many rows a table holds (cheaper than reading them while a test polls).
+    pub async fn count(&self, table: &str) -> i64 {
+        let result = self
+            .session
+            .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{table}"), &[])
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result.first_row::<(i64,)>().unwrap().0
+    }
+}
