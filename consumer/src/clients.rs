@@ -14,9 +14,12 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::{Mutex, OnceCell};
-use wal_core::durable::{DurableSettings, DurableStorage};
+use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
 
 use crate::target::TargetError;
+
+/// Distinct memcached server lists one consumer keeps clients for.
+const MAX_MEMCACHED_CLIENTS: usize = 64;
 
 /// Where the targets' clusters are.
 #[derive(Debug, Clone)]
@@ -37,7 +40,7 @@ pub struct Clients {
     kafka: OnceCell<FutureProducer>,
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
-    durable: Mutex<HashMap<String, Arc<DurableStorage>>>,
+    durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
 }
 
 impl fmt::Debug for Clients {
@@ -75,7 +78,9 @@ impl Clients {
             .cql
             .get_or_try_init(|| async {
                 if self.settings.cql_nodes.is_empty() {
-                    return Err(TargetError::permanent(
+                    // Retryable: a deployment missing a setting is fixed by a restart, and the
+                    // entries should still be there when it is.
+                    return Err(TargetError::retryable(
                         "a cql target needs CQL nodes; pass --cql-nodes or WAL_CQL_NODES",
                     ));
                 }
@@ -136,13 +141,20 @@ impl Clients {
             servers.to_vec()
         };
         if servers.is_empty() {
-            return Err(TargetError::permanent(
+            return Err(TargetError::retryable(
                 "a cache target needs memcached servers; set \"servers\" in its settings or pass --memcached",
             ));
         }
         let mut clients = self.memcached.lock().await;
         if let Some(client) = clients.get(&servers) {
             return Ok(client.clone());
+        }
+        // Server lists come from target settings, which requests may carry: keep their number
+        // bounded.
+        if clients.len() >= MAX_MEMCACHED_CLIENTS {
+            return Err(TargetError::permanent(format!(
+                "cache targets name more than {MAX_MEMCACHED_CLIENTS} distinct memcached server lists; name fewer"
+            )));
         }
         let client = AsyncMetaClient::connect_multiple(servers.iter().map(String::as_str))
             .await
@@ -154,22 +166,30 @@ impl Clients {
     }
 
     /// Durable storage in `keyspace`, for resolving claim checks.
+    /// Durable storage in `keyspace` (a namespace's configured one, so their number is bounded
+    /// by the config), connected on first use. Connecting to one keyspace never waits on another.
     pub async fn durable(&self, keyspace: &str) -> Result<Arc<DurableStorage>, TargetError> {
-        let mut storages = self.durable.lock().await;
-        if let Some(storage) = storages.get(keyspace) {
-            return Ok(Arc::clone(storage));
-        }
-        if self.settings.cql_nodes.is_empty() {
-            return Err(TargetError::retryable(format!(
-                "the entry's payload is in durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes"
-            )));
-        }
-        let nodes: Vec<&str> = self.settings.cql_nodes.iter().map(String::as_str).collect();
-        let storage = DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
-            .await
-            .map(Arc::new)
-            .map_err(|e| TargetError::retryable(format!("durable storage: {e}")))?;
-        storages.insert(keyspace.to_owned(), Arc::clone(&storage));
-        Ok(storage)
+        let cell = {
+            let mut cells = self.durable.lock().await;
+            Arc::clone(cells.entry(keyspace.to_owned()).or_default())
+        };
+        let storage = cell
+            .get_or_try_init(|| async {
+                if self.settings.cql_nodes.is_empty() {
+                    return Err(TargetError::retryable(format!(
+                        "the entry's payload is in durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes"
+                    )));
+                }
+                let nodes: Vec<&str> = self.settings.cql_nodes.iter().map(String::as_str).collect();
+                match DurableStorage::connect(&DurableSettings::new(&nodes, keyspace)).await {
+                    Ok(storage) => Ok(Arc::new(storage)),
+                    Err(error @ DurableError::BadKeyspace(_)) => {
+                        Err(TargetError::permanent(format!("durable storage: {error}")))
+                    }
+                    Err(error) => Err(TargetError::retryable(format!("durable storage: {error}"))),
+                }
+            })
+            .await?;
+        Ok(Arc::clone(storage))
     }
 }

@@ -9,11 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::Rng as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_core::durable::DurableError;
 use wal_core::entry::{self, Body, ClaimCheck, Entry, Target as TargetSpec};
-use wal_core::queue::{Backend, Delivery, Failure, Queue, QueueError};
+use wal_core::queue::{
+    Backend, Delivery, Failure, Operation, Queue, QueueError, dead_letter_copy, retry_copy,
+};
 use wal_namespaces::Namespace;
 
 use crate::backoff;
@@ -26,8 +29,9 @@ use crate::trace;
 /// handed back to the queue (the message stays invisible until nearly due); Kafka has no such
 /// lever, so there every wait is held (parking long delays durably is the delay queue's work).
 pub const SQS_HOLD_LIMIT: Duration = Duration::from_secs(20);
-/// The longest SQS keeps a message invisible.
-const SQS_MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+/// The longest the consumer keeps an SQS message invisible: SQS allows 12 hours counted from the
+/// receive, so a little less, as the extension comes a moment after it.
+const SQS_MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600 - 300);
 /// Waits between tries of a failed acknowledge, release or dead-letter: the entry's outcome is
 /// known, only the queue must still hear it.
 const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -47,6 +51,12 @@ pub struct QueueContext {
     /// The namespace's default target, for entries that carry none.
     pub default_target: Option<TargetSpec>,
     pub metrics: Arc<QueueMetrics>,
+    /// Entries being worked on (applying or settling); the worker receives only when one is free.
+    pub in_flight: Arc<Semaphore>,
+    /// Entries waiting in memory for their deliver-at. A waiting entry gives its in-flight slot
+    /// back, so a queue full of retries in backoff still applies the entries that are due; when
+    /// these slots run out too, a waiting entry keeps its in-flight slot and the worker slows.
+    pub held: Arc<Semaphore>,
 }
 
 #[derive(Debug)]
@@ -88,10 +98,12 @@ impl Deliverer {
     }
 
     /// Takes one delivery to its end; see the module doc.
+    /// `slot` is the in-flight slot the worker took for it, given back when the delivery ends.
     pub async fn deliver(
         &self,
         context: &QueueContext,
         delivery: Delivery,
+        mut slot: Option<OwnedSemaphorePermit>,
         shutdown: &CancellationToken,
     ) {
         let entry = match &delivery.entry {
@@ -105,14 +117,19 @@ impl Deliverer {
             }
         };
         if !self
-            .wait_until_due(context, &delivery, entry, shutdown)
+            .wait_until_due(context, &delivery, entry, &mut slot, shutdown)
             .await
         {
             return;
         }
         let spec = entry.target.as_ref().or(context.default_target.as_ref());
         let kind = spec.map_or("none", |s| s.kind.as_str());
-        let metrics = context.metrics.kind(kind);
+        // Kinds come from entries; only those the registry knows become metric labels.
+        let metrics = context.metrics.kind(if self.targets.knows(kind) {
+            kind
+        } else {
+            "unknown"
+        });
         let continued = trace::continue_trace(&entry.trace_context);
         let span = tracing::info_span!(
             "deliver",
@@ -124,10 +141,19 @@ impl Deliverer {
         );
         let started = Instant::now();
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
-        let applied = self
-            .apply(entry, spec, traceparent)
+        // The whole attempt is bounded: resolving the payload and the target (a connection, a
+        // prepare) as well as the apply, so an SQS message's visibility is not outrun.
+        let attempt = self.apply(context, entry, spec, traceparent);
+        let applied = match tokio::time::timeout(self.settings.apply_timeout, attempt)
             .instrument(span.clone())
-            .await;
+            .await
+        {
+            Ok(applied) => applied,
+            Err(_) => Err(TargetError::retryable(format!(
+                "the {kind} target did not answer within {:?}",
+                self.settings.apply_timeout
+            ))),
+        };
         metrics.apply_seconds.record(started.elapsed());
         if applied.is_ok() {
             let late = entry::now_micros()
@@ -148,6 +174,7 @@ impl Deliverer {
         context: &QueueContext,
         delivery: &Delivery,
         entry: &Entry,
+        slot: &mut Option<OwnedSemaphorePermit>,
         shutdown: &CancellationToken,
     ) -> bool {
         let remaining = micros_until(entry.deliver_at_micros);
@@ -173,11 +200,24 @@ impl Deliverer {
         }
         let held = &context.metrics.held;
         held.increment(1.0);
+        // Trade the in-flight slot for a waiting one if there is one; take a slot back when due.
+        let waiting = Arc::clone(&context.held).try_acquire_owned().ok();
+        if waiting.is_some() {
+            slot.take();
+        }
         let due = tokio::select! {
             () = tokio::time::sleep(remaining) => true,
             () = shutdown.cancelled() => false,
         };
         held.decrement(1.0);
+        drop(waiting);
+        if due && slot.is_none() {
+            *slot = tokio::select! {
+                permit = Arc::clone(&context.in_flight).acquire_owned() => permit.ok(),
+                () = shutdown.cancelled() => None,
+            };
+        }
+        let due = due && slot.is_some();
         if !due {
             // Visible again at once, for whichever consumer is still running.
             let _ = queue.extend(delivery, Duration::ZERO).await;
@@ -187,6 +227,7 @@ impl Deliverer {
 
     async fn apply(
         &self,
+        context: &QueueContext,
         entry: &Entry,
         spec: Option<&TargetSpec>,
         traceparent: Option<&str>,
@@ -196,38 +237,55 @@ impl Deliverer {
                 "the entry names no target and its namespace has no default target",
             )
         })?;
-        let payload = self.payload(entry).await?;
+        let payload = self.payload(context, entry).await?;
         let target = self.targets.resolve(spec).await?;
         let mutation = Mutation {
             entry,
             payload: &payload,
             traceparent,
         };
-        match tokio::time::timeout(self.settings.apply_timeout, target.apply(mutation)).await {
-            Ok(applied) => applied,
-            Err(_) => Err(TargetError::retryable(format!(
-                "the {} target did not answer within {:?}",
-                spec.kind, self.settings.apply_timeout
-            ))),
-        }
+        target.apply(mutation).await
     }
 
     /// The entry's payload, read from durable storage when the queue carried a claim check.
-    async fn payload<'e>(&self, entry: &'e Entry) -> Result<Cow<'e, [u8]>, TargetError> {
+    async fn payload<'e>(
+        &self,
+        context: &QueueContext,
+        entry: &'e Entry,
+    ) -> Result<Cow<'e, [u8]>, TargetError> {
         match &entry.body {
             None => Ok(Cow::Borrowed(&[])),
             Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
             // Boxed: the CQL read's future is large, and every delivery's future would carry
             // its size (and be copied with it) although few entries take this path.
-            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(entry, check))
+            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(context, entry, check))
                 .await
                 .map(Cow::Owned),
         }
     }
 
-    async fn claim_check(&self, entry: &Entry, check: &ClaimCheck) -> Result<Vec<u8>, TargetError> {
-        let keyspace = check.table.split('.').next().unwrap_or_default();
-        let storage = self.clients.durable(keyspace).await?;
+    /// Reads a claim-checked payload from the namespace's durable storage. Only the keyspace the
+    /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
+    async fn claim_check(
+        &self,
+        context: &QueueContext,
+        entry: &Entry,
+        check: &ClaimCheck,
+    ) -> Result<Vec<u8>, TargetError> {
+        let Some(durable) = &context.namespace.durable_storage else {
+            return Err(TargetError::permanent(format!(
+                "the entry's payload is claim-checked in {} but namespace '{}' has no durable_storage",
+                check.table, context.namespace.name
+            )));
+        };
+        let expected = format!("{}.claim_checks", durable.keyspace);
+        if check.table != expected {
+            return Err(TargetError::permanent(format!(
+                "the entry's claim check points at {}; namespace '{}' keeps claim checks in {expected}",
+                check.table, context.namespace.name
+            )));
+        }
+        let storage = self.clients.durable(&durable.keyspace).await?;
         match storage.get_claim_check(&entry.namespace, check).await {
             Ok(body) => Ok(body),
             Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {
@@ -242,7 +300,8 @@ impl Deliverer {
     }
 
     /// Acknowledges, releases for a retry, or dead-letters, per the outcome and the namespace's
-    /// retry policy.
+    /// retry policy. A retry or DLQ copy is written first and the original acknowledged after,
+    /// each step retried on its own, so a failed acknowledgement never writes a second copy.
     async fn settle(
         &self,
         context: &QueueContext,
@@ -254,11 +313,7 @@ impl Deliverer {
         let queue = &context.queue;
         let error = match applied {
             Ok(()) => {
-                if persist(context, "acknowledge", shutdown, || {
-                    queue.acknowledge(delivery)
-                })
-                .await
-                {
+                if self.acknowledge(context, delivery, shutdown).await {
                     metrics.delivered.increment(1);
                     self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                 }
@@ -271,23 +326,25 @@ impl Deliverer {
             .as_ref()
             .map_or(1, |e| e.attempt.saturating_add(1));
         let policy = &context.namespace.retry;
-        if error.is_retryable() && attempts < policy.max_attempts {
-            let wait = backoff::retry_wait(policy, attempts, rand::rng().random());
-            let deliver_at = entry::now_micros()
-                .saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
-            tracing::debug!(attempts, ?wait, %error, "retrying later");
-            let failure = Failure::retryable(error.to_string());
-            if persist(context, "release", shutdown, || {
-                queue.release(delivery, deliver_at, &failure)
-            })
-            .await
-            {
-                metrics.retried.increment(1);
-                self.stats.retried.fetch_add(1, Ordering::Relaxed);
-            }
-            return;
-        }
         let failure = match &error {
+            TargetError::Retryable(reason) if attempts < policy.max_attempts => {
+                match self
+                    .retry(context, delivery, attempts, reason, shutdown)
+                    .await
+                {
+                    Settled::Done => {
+                        metrics.retried.increment(1);
+                        self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Settled::Stopped => return,
+                    // The queue will not take the retry copy (it cannot, by its contract, but
+                    // if it did the entry would be stuck): the DLQ is the way out.
+                    Settled::Refused(refusal) => Failure::retryable(format!(
+                        "{reason}; and the retry copy was refused: {refusal}"
+                    )),
+                }
+            }
             TargetError::Retryable(reason) => {
                 Failure::retryable(format!("gave up after {attempts} attempts: {reason}"))
             }
@@ -299,11 +356,28 @@ impl Deliverer {
         if let Ok(entry) = &mut counted.entry {
             entry.attempt = attempts;
         }
-        if persist(context, "dead-letter", shutdown, || {
-            queue.dead_letter(&counted, &failure)
-        })
-        .await
-        {
+        let dead = dead_letter_copy(queue.spec(), &counted, &failure);
+        // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
+        loop {
+            let written = persist(context, "dead-letter", shutdown, || async {
+                queue
+                    .enqueue_dead_letter(&dead)
+                    .await
+                    .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))
+            })
+            .await;
+            match written {
+                Settled::Done => break,
+                Settled::Stopped => return,
+                Settled::Refused(_) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(SETTLE_RETRY_MAX) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                }
+            }
+        }
+        if self.acknowledge(context, delivery, shutdown).await {
             if error.is_retryable() {
                 metrics.dead_lettered_exhausted.increment(1);
             } else {
@@ -312,18 +386,83 @@ impl Deliverer {
             self.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Puts the retry copy on the queue, then acknowledges the original.
+    async fn retry(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        attempts: u32,
+        reason: &str,
+        shutdown: &CancellationToken,
+    ) -> Settled {
+        let Ok(entry) = &delivery.entry else {
+            return Settled::Refused(QueueError::permanent(
+                context.queue.backend(),
+                &context.queue.spec().name,
+                Operation::Release,
+                "an undecodable message cannot be retried",
+            ));
+        };
+        let wait = backoff::retry_wait(&context.namespace.retry, attempts, rand::rng().random());
+        let deliver_at =
+            entry::now_micros().saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
+        tracing::debug!(attempts, ?wait, reason, "retrying later");
+        let copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
+        let queue = &context.queue;
+        let written = persist(context, "release", shutdown, || async {
+            queue
+                .requeue(&copy)
+                .await
+                .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
+        })
+        .await;
+        if !matches!(written, Settled::Done) {
+            return written;
+        }
+        if self.acknowledge(context, delivery, shutdown).await {
+            Settled::Done
+        } else {
+            Settled::Stopped
+        }
+    }
+
+    async fn acknowledge(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let queue = &context.queue;
+        matches!(
+            persist(context, "acknowledge", shutdown, || queue
+                .acknowledge(delivery))
+            .await,
+            Settled::Done
+        )
+    }
 }
 
-/// Runs a queue operation until it succeeds. The entry's outcome is decided; only the queue must
+/// How a queue operation ended.
+#[derive(Debug)]
+enum Settled {
+    Done,
+    /// Shutdown came first; the entry stays unacknowledged and is received again later.
+    Stopped,
+    /// The queue called the failure permanent.
+    Refused(QueueError),
+}
+
+/// Runs one queue operation until it succeeds. The entry's outcome is decided; only the queue must
 /// still hear it, and on Kafka an entry left unacknowledged would hold back every later commit.
-/// Gives up only at shutdown (the entry is then received again after the restart) or on an error
-/// the queue calls permanent (logged loudly: it breaks the queue contract).
+/// Stops at shutdown, or when the queue calls the failure permanent (logged loudly: it breaks
+/// the queue's contract).
 async fn persist<'a, F, Fut>(
     context: &QueueContext,
     what: &str,
     shutdown: &CancellationToken,
     mut operation: F,
-) -> bool
+) -> Settled
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), QueueError>> + 'a,
@@ -331,18 +470,18 @@ where
     let mut wait = SETTLE_RETRY_FIRST;
     loop {
         let error = match operation().await {
-            Ok(()) => return true,
+            Ok(()) => return Settled::Done,
             Err(error) => error,
         };
         context.metrics.queue_errors.increment(1);
         if !error.retryable {
-            tracing::error!(%error, operation = what, "the queue refused for good; the entry stays unacknowledged");
-            return false;
+            tracing::error!(%error, operation = what, "the queue refused for good");
+            return Settled::Refused(error);
         }
         tracing::warn!(%error, operation = what, ?wait, "queue operation failed; trying again");
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = shutdown.cancelled() => return false,
+            () = shutdown.cancelled() => return Settled::Stopped,
         }
         wait = (wait * 2).min(SETTLE_RETRY_MAX);
     }

@@ -60,9 +60,15 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
     pub memcached: Vec<String>,
 
-    /// Entries in progress at once per queue (waiting for deliver-at, applying or settling).
+    /// Entries being applied or settled at once per queue.
     #[arg(long, env = "WAL_CONSUMER_MAX_IN_FLIGHT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_in_flight: u32,
+
+    /// Entries per queue that may wait in memory for their deliver-at (retries in backoff, short
+    /// delays) without holding an in-flight slot. Bounds the consumer's memory with
+    /// --max-in-flight: at most the sum of both entries per queue are held.
+    #[arg(long, env = "WAL_CONSUMER_MAX_HELD", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub max_held: u32,
 
     /// The longest one apply to a target may take before it counts as a retryable failure.
     #[arg(long, env = "WAL_CONSUMER_APPLY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
@@ -117,6 +123,7 @@ impl ConsumerOptions {
             cql_nodes: list("WAL_CQL_NODES", "127.0.0.1:19042"),
             memcached: list("WAL_MEMCACHED", "127.0.0.1:19211"),
             max_in_flight: 256,
+            max_held: 1024,
             apply_timeout_ms: 10_000,
             shutdown_grace_ms: 30_000,
             provision: true,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wal_core::entry::Target as TargetSpec;
@@ -32,6 +33,7 @@ impl Consumer {
         options: &ConsumerOptions,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
+        check_clusters(options, &namespaces)?;
         let clients = Arc::new(Clients::new(options.client_settings())?);
         let targets = TargetRegistry::builtin(Arc::clone(&clients));
         let namespaces: Vec<Namespace> = namespaces
@@ -72,9 +74,10 @@ impl Consumer {
                         queue,
                         default_target: default_target.clone(),
                         metrics,
+                        in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
+                        held: Arc::new(Semaphore::new(options.max_held as usize)),
                     },
                     deliverer: Arc::clone(&deliverer),
-                    max_in_flight: options.max_in_flight as usize,
                     grace: options.shutdown_grace(),
                 });
             }
@@ -132,6 +135,24 @@ impl ConsumerHandle {
         self.shutdown.cancel();
         let _ = self.task.await;
     }
+}
+
+/// A namespace that delivers to CQL or keeps claim checks there needs CQL nodes: better refused
+/// at start-up than found out entry by entry.
+fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<()> {
+    if !options.cql_nodes.is_empty() {
+        return Ok(());
+    }
+    for ns in namespaces {
+        let cql_target = ns.default_target.as_ref().is_some_and(|t| t.kind == "cql");
+        if cql_target || ns.durable_storage.is_some() {
+            anyhow::bail!(
+                "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES",
+                ns.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The backend clients, made once and shared by all queues on them.

@@ -1,11 +1,10 @@
-//! A worker: one namespace queue's receive loop. It takes entries while it has room (at most
-//! `max_in_flight` in progress), hands each to its own task, and on shutdown stops receiving,
+//! A worker: one namespace queue's receive loop. It takes entries while it has room (a free
+//! in-flight slot), hands each to its own task, and on shutdown stops receiving,
 //! lets the tasks finish or hand their entries back, and closes the queue (a final commit).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -23,8 +22,6 @@ const BACKLOG_EVERY: Duration = Duration::from_secs(15);
 pub struct Worker {
     pub context: QueueContext,
     pub deliverer: Arc<Deliverer>,
-    /// Entries in progress at once on this queue (held, applying or settling).
-    pub max_in_flight: usize,
     /// How long shutdown waits for in-flight entries before closing the queue regardless.
     pub grace: Duration,
 }
@@ -53,7 +50,7 @@ impl Worker {
         let queue = Arc::clone(&self.context.queue);
         let namespace = &self.context.namespace;
         let metrics = Arc::clone(&self.context.metrics);
-        let permits = Arc::new(Semaphore::new(self.max_in_flight.max(1)));
+        let permits = Arc::clone(&self.context.in_flight);
         let tasks = TaskTracker::new();
         let per_poll =
             usize::try_from(namespace.consumer.max_messages_per_poll).unwrap_or(usize::MAX);
@@ -93,7 +90,8 @@ impl Worker {
             for delivery in deliveries {
                 let permit = match first.take() {
                     Some(permit) => permit,
-                    // Room was counted before receiving and only this loop takes permits.
+                    // Room was counted before receiving; a held entry taking its slot back may
+                    // have used it since, so this may wait (for at most `room` deliveries).
                     None => match Arc::clone(&permits).acquire_owned().await {
                         Ok(permit) => permit,
                         Err(_) => break,
@@ -106,9 +104,10 @@ impl Worker {
                 in_flight.increment(1.0);
                 // Boxed once here, so spawning moves a pointer rather than the whole future.
                 tasks.spawn(Box::pin(async move {
-                    deliverer.deliver(&context, delivery, &shutdown).await;
+                    deliverer
+                        .deliver(&context, delivery, Some(permit), &shutdown)
+                        .await;
                     in_flight.decrement(1.0);
-                    drop(permit);
                 }));
             }
         }

@@ -10,7 +10,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use support::producer::{TestProducer, delayed, namespace_with_target, write};
-use support::{Received, Upstream, dlq_reader, eventually, find_entry, start_consumer};
+use support::{
+    Received, Upstream, dlq_reader, eventually, find_entries, find_entry, start_consumer,
+    start_consumer_with,
+};
 use wal_core::entry::{ErrorClass, now_micros};
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
@@ -19,10 +22,12 @@ const LIMIT: Duration = Duration::from_secs(60);
 const RETRY_THRICE: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 1000, "multiplier": 2.0, "max_backoff_ms": 10000, "jitter": 0.0}"#;
 
 fn answer_by_body(request: &Received) -> u16 {
-    match request.body.as_slice() {
-        b"poison" => 503,
-        b"reject" => 400,
-        _ => 200,
+    if request.body.starts_with(b"poison") {
+        503
+    } else if request.body.starts_with(b"reject") {
+        400
+    } else {
+        200
     }
 }
 
@@ -34,21 +39,39 @@ fn bodies(received: &[Received], body: &[u8]) -> Vec<Received> {
         .collect()
 }
 
+/// Three poison entries on a consumer with two in-flight slots. Their retries wait 2 s, then 4 s;
+/// the waits give their slots back, so healthy entries written meanwhile are applied before any
+/// poison entry is tried a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_entry_reaches_the_dlq_after_exactly_the_configured_attempts_while_others_flow() {
+async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_while_others_flow() {
+    const SLOW_RETRIES: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 2000, "multiplier": 2.0, "max_backoff_ms": 10000, "jitter": 0.0}"#;
     let upstream = Upstream::start(answer_by_body).await;
-    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), RETRY_THRICE);
+    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), SLOW_RETRIES);
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let consumer =
+        start_consumer_with(vec![namespace.clone()], |options| options.max_in_flight = 2).await;
 
-    let poison = producer
-        .client
-        .write_to_log(write(&name, b"poison"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(poison.durable(), Trilean::True);
+    let mut poisons = Vec::new();
+    for i in 0..3 {
+        let body = format!("poison {i}");
+        let answer = producer
+            .client
+            .write_to_log(write(&name, body.as_bytes()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True);
+        poisons.push((body, answer.entry_id));
+    }
+    eventually(LIMIT, "every poison entry's first attempt", || async {
+        let received = upstream.received();
+        poisons
+            .iter()
+            .all(|(body, _)| !bodies(&received, body.as_bytes()).is_empty())
+            .then_some(())
+    })
+    .await;
     for i in 0..20 {
         let answer = producer
             .client
@@ -60,34 +83,43 @@ async fn a_poison_entry_reaches_the_dlq_after_exactly_the_configured_attempts_wh
     }
 
     let dlq = dlq_reader(&namespace).await;
-    let dead = find_entry(dlq.as_ref(), |e| e.id == poison.entry_id).await;
-    assert_eq!(dead.attempt, 3, "the DLQ copy counts every attempt");
-    assert_eq!(dead.last_error_class(), ErrorClass::Retryable);
-    assert!(
-        dead.last_error.contains("gave up after 3 attempts") && dead.last_error.contains("503"),
-        "{}",
-        dead.last_error
-    );
-    assert!(dead.dead_lettered_at_micros > 0);
+    let dead = find_entries(dlq.as_ref(), poisons.len(), |e| {
+        poisons.iter().any(|(_, id)| id == &e.id)
+    })
+    .await;
+    for dead in &dead {
+        assert_eq!(dead.attempt, 3, "the DLQ copy counts every attempt");
+        assert_eq!(dead.last_error_class(), ErrorClass::Retryable);
+        assert!(
+            dead.last_error.contains("gave up after 3 attempts") && dead.last_error.contains("503"),
+            "{}",
+            dead.last_error
+        );
+        assert!(dead.dead_lettered_at_micros > 0);
+    }
 
     let received = upstream.received();
-    let attempts = bodies(&received, b"poison");
-    let numbers: Vec<&str> = attempts
-        .iter()
-        .map(|r| r.headers["x-wal-attempt"].as_str())
-        .collect();
-    assert_eq!(
-        numbers,
-        ["0", "1", "2"],
-        "exactly the configured attempts, in order"
-    );
-    let last_attempt = attempts[2].at;
+    let mut second_attempts = Vec::new();
+    for (body, _) in &poisons {
+        let attempts = bodies(&received, body.as_bytes());
+        let numbers: Vec<&str> = attempts
+            .iter()
+            .map(|r| r.headers["x-wal-attempt"].as_str())
+            .collect();
+        assert_eq!(
+            numbers,
+            ["0", "1", "2"],
+            "{body}: exactly the configured attempts, in order"
+        );
+        second_attempts.push(attempts[1].at);
+    }
+    let first_retry = second_attempts.into_iter().min().unwrap();
     for i in 0..20 {
         let healthy = bodies(&received, format!("healthy {i}").as_bytes());
         assert_eq!(healthy.len(), 1, "healthy {i} delivered once");
         assert!(
-            healthy[0].at < last_attempt,
-            "healthy {i} was not held up behind the poison entry"
+            healthy[0].at < first_retry,
+            "healthy {i} was not held up behind the poison entries waiting to retry"
         );
     }
     consumer.shutdown().await;

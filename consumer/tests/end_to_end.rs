@@ -186,10 +186,14 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
 
-    let request = WriteToLogRequest {
+    let mut request = tonic::Request::new(WriteToLogRequest {
         idempotency_id: "order-42-v1".into(),
         ..write(&name, b"{\"order\":42}")
-    };
+    });
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    request
+        .metadata_mut()
+        .insert("traceparent", caller.parse().unwrap());
     let answer = producer
         .client
         .write_to_log(request)
@@ -204,6 +208,11 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
     assert_eq!(received.body, b"{\"order\":42}");
     assert_eq!(received.headers["idempotency-key"], "order-42-v1");
     assert_eq!(received.headers["x-wal-namespace"], name);
+    let traceparent = &received.headers["traceparent"];
+    assert!(
+        traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && traceparent != caller,
+        "the caller's trace continues with a new span: {traceparent}"
+    );
     consumer.shutdown().await;
     producer.shutdown().await;
 }

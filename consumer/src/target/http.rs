@@ -96,16 +96,21 @@ impl Target for HttpTarget {
         if let Some(traceparent) = mutation.traceparent {
             request = request.header("traceparent", traceparent);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| TargetError::retryable(format!("POST {}: {e}", self.url)))?;
+        let response = request.send().await.map_err(|e| {
+            let reason = format!("POST {}: {e}", self.url);
+            // A request that could not be built (a header the entry made invalid) will not
+            // build next time either.
+            if e.is_builder() {
+                TargetError::Permanent(reason)
+            } else {
+                TargetError::Retryable(reason)
+            }
+        })?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
         }
-        let body = response.text().await.unwrap_or_default();
-        let body: String = body.chars().take(MAX_BODY_IN_REASON).collect();
+        let body = first_bytes(response, MAX_BODY_IN_REASON).await;
         let reason = format!("POST {} answered {status}: {body}", self.url);
         if retryable(status) {
             Err(TargetError::Retryable(reason))
@@ -113,6 +118,18 @@ impl Target for HttpTarget {
             Err(TargetError::Permanent(reason))
         }
     }
+}
+
+/// The start of an error response's body, for the failure reason; the rest is not read.
+async fn first_bytes(mut response: reqwest::Response, max: usize) -> String {
+    let mut body = Vec::new();
+    while body.len() < max {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(max - body.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn retryable(status: StatusCode) -> bool {

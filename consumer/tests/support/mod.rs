@@ -44,6 +44,9 @@ pub async fn start_consumer_with(
     namespaces: Vec<Namespace>,
     adjust: impl FnOnce(&mut ConsumerOptions),
 ) -> ConsumerHandle {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     adjust(&mut options);
     Consumer::start(&options, namespaces)
@@ -266,8 +269,25 @@ pub async fn find_entry(
     queue: &dyn wal_core::queue::Queue,
     wanted: impl Fn(&wal_core::entry::Entry) -> bool,
 ) -> wal_core::entry::Entry {
+    find_entries(queue, 1, wanted).await.remove(0)
+}
+
+/// Reads the queue until `count` entries matching `wanted` arrived (60 s at most), acknowledging
+/// what it reads.
+pub async fn find_entries(
+    queue: &dyn wal_core::queue::Queue,
+    count: usize,
+    wanted: impl Fn(&wal_core::entry::Entry) -> bool,
+) -> Vec<wal_core::entry::Entry> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
+    let mut found = Vec::new();
+    while found.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {count} matching entries on {} within 60s",
+            found.len(),
+            queue.spec().name
+        );
         for delivery in queue
             .receive(10, Duration::from_secs(1))
             .await
@@ -277,11 +297,11 @@ pub async fn find_entry(
             if let Ok(entry) = delivery.entry
                 && wanted(&entry)
             {
-                return entry;
+                found.push(entry);
             }
         }
     }
-    panic!("no matching entry on {} within 60s", queue.spec().name);
+    found
 }
 
 /// Runs `scripts/stack ACTION SERVICE`.

@@ -119,7 +119,7 @@ impl QueueError {
         }
     }
 
-    pub(crate) fn permanent(
+    pub fn permanent(
         backend: Backend,
         queue: &str,
         operation: Operation,
@@ -128,7 +128,7 @@ impl QueueError {
         Self::new(backend, queue, operation, false, reason)
     }
 
-    pub(crate) fn from_enqueue(operation: Operation, error: EnqueueError) -> Self {
+    pub fn from_enqueue(operation: Operation, error: EnqueueError) -> Self {
         let (backend, queue) = match &error {
             EnqueueError::TooLarge { backend, queue, .. }
             | EnqueueError::NotStored { backend, queue, .. }

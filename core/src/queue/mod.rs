@@ -219,11 +219,7 @@ pub trait Queue: Send + Sync + fmt::Debug {
                 format!("an undecodable message cannot be retried, dead-letter it: {e}"),
             )
         })?;
-        let mut retry = original.clone();
-        retry.attempt = original.attempt.saturating_add(1);
-        retry.deliver_at_micros = deliver_at_micros;
-        retry.enqueued_at_micros = entry::now_micros();
-        record_failure(&mut retry, failure);
+        let retry = retry_copy(original, deliver_at_micros, failure);
         self.requeue(&retry)
             .await
             .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
@@ -234,32 +230,51 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// acknowledges the original. A message that could not be decoded is dead-lettered as an
     /// entry whose payload is the raw message and whose id names where it was found.
     async fn dead_letter(&self, delivery: &Delivery, failure: &Failure) -> Result<(), QueueError> {
-        let mut dead = match &delivery.entry {
-            Ok(entry) => entry.clone(),
-            Err(_) => undecodable_entry(self.spec(), delivery),
-        };
-        let reason = match &delivery.entry {
-            Ok(_) => failure.reason.clone(),
-            Err(codec) if delivery.raw.len() > MAX_UNDECODABLE_BYTES => format!(
-                "{} (undecodable: {codec}; the payload holds the first {MAX_UNDECODABLE_BYTES} of {} bytes)",
-                failure.reason,
-                delivery.raw.len()
-            ),
-            Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
-        };
-        record_failure(
-            &mut dead,
-            &Failure {
-                class: failure.class,
-                reason,
-            },
-        );
-        dead.dead_lettered_at_micros = entry::now_micros();
+        let dead = dead_letter_copy(self.spec(), delivery, failure);
         self.enqueue_dead_letter(&dead)
             .await
             .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))?;
         self.acknowledge(delivery).await
     }
+}
+
+/// The copy [`Queue::release`] puts back: attempt + 1, the new deliver-at, the failure recorded.
+/// Public so a caller can write the copy and acknowledge the original as separate steps, each
+/// retried on its own.
+pub fn retry_copy(original: &Entry, deliver_at_micros: i64, failure: &Failure) -> Entry {
+    let mut retry = original.clone();
+    retry.attempt = original.attempt.saturating_add(1);
+    retry.deliver_at_micros = deliver_at_micros;
+    retry.enqueued_at_micros = entry::now_micros();
+    record_failure(&mut retry, failure);
+    retry
+}
+
+/// The copy [`Queue::dead_letter`] puts on the DLQ: the entry (or, for an undecodable message,
+/// an entry holding its first bytes) with the reason, class and time recorded.
+pub fn dead_letter_copy(spec: &QueueSpec, delivery: &Delivery, failure: &Failure) -> Entry {
+    let mut dead = match &delivery.entry {
+        Ok(entry) => entry.clone(),
+        Err(_) => undecodable_entry(spec, delivery),
+    };
+    let reason = match &delivery.entry {
+        Ok(_) => failure.reason.clone(),
+        Err(codec) if delivery.raw.len() > MAX_UNDECODABLE_BYTES => format!(
+            "{} (undecodable: {codec}; the payload holds the first {MAX_UNDECODABLE_BYTES} of {} bytes)",
+            failure.reason,
+            delivery.raw.len()
+        ),
+        Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
+    };
+    record_failure(
+        &mut dead,
+        &Failure {
+            class: failure.class,
+            reason,
+        },
+    );
+    dead.dead_lettered_at_micros = entry::now_micros();
+    dead
 }
 
 fn record_failure(entry: &mut Entry, failure: &Failure) {

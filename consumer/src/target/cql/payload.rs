@@ -100,6 +100,16 @@ fn check(index: usize, mutation: &Mutation) -> Result<(), TargetError> {
                 at("delete.key")
             )));
         }
+        Mutation::Delete(Delete {
+            columns: Some(columns),
+            ..
+        }) if columns.is_empty() => {
+            // An empty list would make `DELETE FROM`, the whole row: refused, not guessed.
+            return Err(TargetError::permanent(format!(
+                "cql payload: {} is empty; name the columns to delete, or leave it out to delete the row",
+                at("delete.columns")
+            )));
+        }
         Mutation::Delete(delete) => {
             let mut names: Vec<&String> = delete.key.keys().collect();
             names.extend(delete.columns.iter().flatten());
@@ -177,6 +187,10 @@ mod tests {
         assert!(
             permanent(r#"{"mutations":[{"put":{"row":{}}}]}"#)
                 .contains("mutations[0].put.row is not a non-empty object")
+        );
+        assert!(
+            permanent(r#"{"mutations":[{"delete":{"key":{"id":1},"columns":[]}}]}"#)
+                .contains("mutations[0].delete.columns is empty")
         );
         assert!(
             permanent(r#"{"mutations":[{"delete":{"key":{}}}]}"#)

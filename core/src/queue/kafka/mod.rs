@@ -70,6 +70,11 @@ pub struct KafkaSettings {
     pub commit_interval: Duration,
     /// A consumer that is silent this long is considered dead and its partitions reassigned.
     pub session_timeout: Duration,
+    /// The longest a consumer may go between receives before it leaves its group. Long: a
+    /// consumer whose in-progress slots all hold entries waiting for their deliver-at does not
+    /// receive meanwhile, and must not lose its partitions (and its acknowledgements) for it.
+    /// Dead processes are still found within `session_timeout`, by the background heartbeat.
+    pub max_poll_interval: Duration,
 }
 
 impl KafkaSettings {
@@ -84,6 +89,8 @@ impl KafkaSettings {
             replication_factor: 1,
             commit_interval: Duration::from_millis(500),
             session_timeout: Duration::from_secs(10),
+            // librdkafka's maximum.
+            max_poll_interval: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -245,6 +252,7 @@ impl KafkaQueue {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", millis(settings.session_timeout))
+            .set("max.poll.interval.ms", millis(settings.max_poll_interval))
             .set("enable.partition.eof", "false")
             .create_with_context(context)
             .map_err(|e| self.error(Operation::Receive, false, e))?;
