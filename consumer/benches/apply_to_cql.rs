@@ -190,7 +190,16 @@ async fn consumer_round(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let (first, from, cpu, machine) = (Instant::now(), delivered(), cpu_seconds(), machine_ticks());
-    while delivered() < entries {
+    let settled = || {
+        let stats = deliverer.stats();
+        delivered() + stats.dead_lettered.load(Ordering::Relaxed) as usize
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while settled() < entries {
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not settle every entry in 10 minutes"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = first.elapsed();
@@ -250,7 +259,7 @@ async fn direct_round(
 async fn main() {
     let entries = env_usize("BENCH_ENTRIES", 50_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
-    let rounds = env_usize("BENCH_ROUNDS", 5);
+    let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
     let session = Arc::new(
         SessionBuilder::new()
             .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))

@@ -206,14 +206,20 @@ fn schema(keyspace: &str, replication_factor: u8) -> [String; 2] {
 
 /// Keyspace names go into DDL text, so only plain CQL identifiers are accepted.
 fn valid_identifier(name: &str) -> Result<&str, DurableError> {
-    let mut chars = name.chars();
-    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if starts_with_letter && rest_ok && name.len() <= 48 {
+    if is_cql_identifier(name) {
         Ok(name)
     } else {
         Err(DurableError::BadKeyspace(name.to_owned()))
     }
+}
+
+/// Whether `name` is a plain CQL identifier: a letter, then letters, digits or '_', 48 at most.
+/// Only such names are ever put into statement text.
+pub fn is_cql_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    starts_with_letter && rest_ok && name.len() <= 48
 }
 
 #[cfg(test)]

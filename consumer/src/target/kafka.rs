@@ -86,10 +86,14 @@ impl Target for KafkaTopicTarget {
                 value: Some(traceparent.as_bytes()),
             });
         }
-        let record = FutureRecord::to(&self.settings.topic)
-            .key(entry.key.as_bytes())
+        let mut record = FutureRecord::to(&self.settings.topic)
             .payload(mutation.payload)
             .headers(headers);
+        // An entry without a key gets a record without one (spread by the partitioner), not an
+        // empty key that would send every such record to one partition.
+        if !entry.key.is_empty() {
+            record = record.key(entry.key.as_bytes());
+        }
         // The producer's own message timeout bounds the wait; queueing never blocks.
         match self
             .producer

@@ -102,17 +102,23 @@ impl Target for CqlTarget {
     }
 }
 
+/// A checked identifier as statement text: folded to lower case, as CQL folds unquoted names,
+/// and quoted, so a column named like a keyword (`token`, `select`) still works.
+fn quoted(identifier: &str) -> String {
+    format!("\"{}\"", identifier.to_ascii_lowercase())
+}
+
 impl CqlTarget {
     /// The statement text for one mutation and the values to bind, in order.
     fn statement(&self, mutation: &CqlMutation, timestamp: i64) -> (String, Vec<CqlValue>) {
-        let keyspace = &self.settings.keyspace;
+        let keyspace = quoted(&self.settings.keyspace);
         match mutation {
             CqlMutation::Put(Put {
                 table,
                 row,
                 ttl_seconds,
             }) => {
-                let table = table.as_deref().unwrap_or(&self.settings.table);
+                let table = quoted(table.as_deref().unwrap_or(&self.settings.table));
                 let mut values = vec![
                     CqlValue::Text(row.get().to_owned()),
                     CqlValue::BigInt(timestamp),
@@ -131,12 +137,13 @@ impl CqlTarget {
                 key,
                 columns,
             }) => {
-                let table = table.as_deref().unwrap_or(&self.settings.table);
-                let what = columns.as_ref().map(|c| c.join(", ")).unwrap_or_default();
+                let table = quoted(table.as_deref().unwrap_or(&self.settings.table));
+                let what: Vec<String> = columns.iter().flatten().map(|c| quoted(c)).collect();
+                let what = what.join(", ");
                 // serde_json's map is ordered by key, so one key shape makes one statement text.
                 let clauses: Vec<String> = key
                     .keys()
-                    .map(|name| format!("{name} = fromJson(?)"))
+                    .map(|name| format!("{} = fromJson(?)", quoted(name)))
                     .collect();
                 let text = format!(
                     "DELETE {what} FROM {keyspace}.{table} USING TIMESTAMP ? WHERE {}",

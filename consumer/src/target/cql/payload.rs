@@ -138,9 +138,7 @@ fn is_non_empty_object(json: &str) -> bool {
 
 /// CQL names are put into statement text, so only plain identifiers are accepted.
 pub fn identifier(name: &str) -> Result<&str, String> {
-    let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    if first_ok && name.len() <= 48 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if wal_core::durable::is_cql_identifier(name) {
         Ok(name)
     } else {
         Err(format!(
