@@ -162,8 +162,7 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
 
-    let bootstrap =
-        std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+    let bootstrap = support::local_stack().kafka_bootstrap;
     let raw: FutureProducer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()

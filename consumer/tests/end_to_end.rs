@@ -92,7 +92,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
-    let memcached = std::env::var("WAL_MEMCACHED").unwrap_or_else(|_| "127.0.0.1:19211".into());
+    let memcached = support::local_stack().memcached[0].clone();
     let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
 
     let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
@@ -127,8 +127,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
-    let bootstrap =
-        std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+    let bootstrap = support::local_stack().kafka_bootstrap;
     let topic = unique("target-topic");
     let backend = KafkaBackend::new(KafkaSettings::new(&bootstrap)).unwrap();
     backend

@@ -9,6 +9,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ use rand::seq::SliceRandom as _;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::{Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
-use support::{Cql, KEYSPACE, Upstream, cql_nodes, delete, put, unique};
+use support::{Cql, KEYSPACE, Upstream, delete, put, unique};
+use wal_consumer::ConsumerOptions;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::{Mutation, TargetError, TargetRegistry};
 use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
@@ -28,15 +30,11 @@ use wal_core::queue::{Queue as _, QueueSpec};
 /// Addresses where nothing listens: every client made from these fails to connect.
 const NOWHERE: &str = "127.0.0.1:1";
 
+/// The local stack's addresses, as the consumer takes them.
 fn settings() -> ClientSettings {
-    let env =
-        |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
-    ClientSettings {
-        cql_nodes: cql_nodes(),
-        memcached: vec![env("WAL_MEMCACHED", "127.0.0.1:19211")],
-        kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
-        request_timeout: Duration::from_secs(3),
-    }
+    let mut settings = ConsumerOptions::for_local_stack(PathBuf::new()).client_settings();
+    settings.request_timeout = Duration::from_secs(3);
+    settings
 }
 
 fn registry(settings: ClientSettings) -> TargetRegistry {

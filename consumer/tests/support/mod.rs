@@ -27,12 +27,13 @@ pub use producer::unique;
 
 pub const KEYSPACE: &str = "wal_consumer_test";
 
+/// The local stack's addresses (from `scripts/stack env`), as the consumer takes them.
+pub fn local_stack() -> ConsumerOptions {
+    ConsumerOptions::for_local_stack(PathBuf::new())
+}
+
 pub fn cql_nodes() -> Vec<String> {
-    std::env::var("WAL_CQL_NODES")
-        .unwrap_or_else(|_| "127.0.0.1:19042".into())
-        .split(',')
-        .map(str::to_owned)
-        .collect()
+    local_stack().cql_nodes
 }
 
 /// Starts a consumer in-process on the real stack for `namespaces`.
