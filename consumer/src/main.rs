@@ -70,7 +70,7 @@ async fn run(
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        wal_core::process::shutdown_signal().await;
         tracing::info!("shutting down: finishing entries in progress");
         signal.cancel();
     });
@@ -86,20 +86,4 @@ async fn run(
     health_server.abort();
     tracing::info!("wal-consumer stopped");
     Ok(())
-}
-
-/// Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod).
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
-    }
 }

@@ -59,21 +59,7 @@ async fn run(
         namespaces = ?names,
         "wal-producer ready"
     );
-    producer.serve(listener, shutdown_signal()).await
-}
-
-/// Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod).
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
-    }
+    producer
+        .serve(listener, wal_core::process::shutdown_signal())
+        .await
 }
