@@ -222,3 +222,64 @@ pub async fn read_entry(queue: &dyn Queue, id: &str) -> Entry {
     }
     panic!("entry {id} never arrived");
 }
+
+/// Every entry in a Kafka topic's log, read straight from its partitions (no consumer group, so
+/// no join or rebalance can leave anything out): for checking what the broker holds.
+pub async fn kafka_log(topic: &str) -> Vec<Entry> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::message::Message as _;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let bootstrap =
+            std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into());
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("group.id", unique("log-reader"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let timeout = Duration::from_secs(10);
+        let metadata = consumer.fetch_metadata(Some(&topic), timeout).unwrap();
+        let partitions: Vec<i32> = metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| p.id())
+            .collect();
+        let mut list = TopicPartitionList::new();
+        let mut ends = std::collections::BTreeMap::new();
+        for partition in partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(&topic, partition, timeout)
+                .unwrap();
+            if high > low {
+                list.add_partition_offset(&topic, partition, Offset::Beginning)
+                    .unwrap();
+                ends.insert(partition, high);
+            }
+        }
+        consumer.assign(&list).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut entries = Vec::new();
+        while !ends.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reading {topic} timed out"
+            );
+            let Some(message) = consumer.poll(Duration::from_secs(1)) else {
+                continue;
+            };
+            let message = message.unwrap();
+            if let Ok(entry) = wal_core::entry::decode(message.payload().unwrap_or_default()) {
+                entries.push(entry);
+            }
+            if ends.get(&message.partition()) == Some(&(message.offset() + 1)) {
+                ends.remove(&message.partition());
+            }
+        }
+        entries
+    })
+    .await
+    .unwrap()
+}
