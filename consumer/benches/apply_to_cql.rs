@@ -255,6 +255,32 @@ async fn direct_round(
     side
 }
 
+/// Reads a full queue's topic with a bare rdkafka consumer that does nothing with the messages:
+/// the CPU per entry that receiving from Kafka costs on its own, for reading the consumer's.
+async fn kafka_read_floor(entries: usize) -> f64 {
+    use rdkafka::consumer::{Consumer as _, StreamConsumer};
+
+    let topic = fill_queue(usize::MAX, entries, "floor").await;
+    let reader: StreamConsumer = rdkafka::ClientConfig::new()
+        .set(
+            "bootstrap.servers",
+            stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+        )
+        .set("group.id", format!("{topic}-floor"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    // From before the subscription: librdkafka fetches ahead on its own threads, and that work
+    // belongs to the cost of receiving.
+    let cpu = cpu_seconds();
+    reader.subscribe(&[&topic]).unwrap();
+    for _ in 0..entries {
+        let _ = reader.recv().await.unwrap();
+    }
+    (cpu_seconds() - cpu) * 1e6 / entries as f64
+}
+
 #[tokio::main]
 async fn main() {
     let entries = env_usize("BENCH_ENTRIES", 50_000);
@@ -315,5 +341,9 @@ async fn main() {
         median(&mut direct),
         median(&mut direct_cpu),
         median(&mut ratios)
+    );
+    println!(
+        "for reading the consumer's CPU: receiving alone (a bare rdkafka consumer, no work) costs {:.1} µs CPU/entry",
+        kafka_read_floor(entries).await
     );
 }
