@@ -8,9 +8,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wal_core::entry::Target as TargetSpec;
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::sqs::{SqsBackend, SqsSettings};
-use wal_core::queue::{Queue, QueueSpec};
+use wal_core::queue::kafka::KafkaSettings;
+use wal_core::queue::sqs::SqsSettings;
+use wal_core::queue::{Backend as QueueBackend, Backends, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::clients::Clients;
@@ -50,7 +50,7 @@ impl Consumer {
             apply_timeout: options.apply_timeout(),
         };
         let deliverer = Arc::new(Deliverer::new(targets, clients, settings));
-        let backends = Backends::connect(options, &namespaces).await?;
+        let backends = connect_backends(options, &namespaces).await?;
         let mut workers = Vec::new();
         for namespace in namespaces {
             let namespace = Arc::new(namespace);
@@ -60,7 +60,9 @@ impl Consumer {
             });
             for config in &namespace.queues {
                 let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq);
-                let queue = backends.queue(config.backend, spec)?;
+                let queue = backends
+                    .queue(queue_backend(config.backend), spec)
+                    .context("no client for the queue's backend")?;
                 if options.provision {
                     queue
                         .provision()
@@ -155,45 +157,30 @@ fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow
     Ok(())
 }
 
-/// The backend clients, made once and shared by all queues on them.
-struct Backends {
-    kafka: Option<Arc<KafkaBackend>>,
-    sqs: Option<Arc<SqsBackend>>,
+/// The backend clients the namespaces' queues need, with the consumer's settings.
+async fn connect_backends(
+    options: &ConsumerOptions,
+    namespaces: &[Namespace],
+) -> anyhow::Result<Backends> {
+    let uses = |backend| {
+        namespaces
+            .iter()
+            .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
+    };
+    let kafka = uses(Backend::Kafka).then(|| KafkaSettings::new(&options.kafka_bootstrap));
+    let sqs = uses(Backend::Sqs).then(|| match &options.sqs_endpoint {
+        Some(endpoint) => SqsSettings::local(endpoint),
+        None => SqsSettings::aws(&options.sqs_region),
+    });
+    Backends::connect(kafka, sqs)
+        .await
+        .context("configuring Kafka")
 }
 
-impl Backends {
-    async fn connect(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<Self> {
-        let uses = |backend| {
-            namespaces
-                .iter()
-                .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
-        };
-        let kafka = if uses(Backend::Kafka) {
-            Some(
-                KafkaBackend::new(KafkaSettings::new(&options.kafka_bootstrap))
-                    .context("configuring Kafka")?,
-            )
-        } else {
-            None
-        };
-        let sqs = if uses(Backend::Sqs) {
-            let settings = match &options.sqs_endpoint {
-                Some(endpoint) => SqsSettings::local(endpoint),
-                None => SqsSettings::aws(&options.sqs_region),
-            };
-            Some(SqsBackend::new(settings).await)
-        } else {
-            None
-        };
-        Ok(Self { kafka, sqs })
-    }
-
-    fn queue(&self, backend: Backend, spec: QueueSpec) -> anyhow::Result<Arc<dyn Queue>> {
-        Ok(match backend {
-            Backend::Kafka => {
-                Arc::new(self.kafka.as_ref().context("no Kafka backend")?.queue(spec))
-            }
-            Backend::Sqs => Arc::new(self.sqs.as_ref().context("no SQS backend")?.queue(spec)),
-        })
+/// The queue layer's name for a namespace's backend.
+fn queue_backend(backend: Backend) -> QueueBackend {
+    match backend {
+        Backend::Kafka => QueueBackend::Kafka,
+        Backend::Sqs => QueueBackend::Sqs,
     }
 }

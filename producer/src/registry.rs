@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use wal_core::durable::{DurableSettings, DurableStorage};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings, PRODUCER_BUFFER_MESSAGES};
-use wal_core::queue::sqs::{SqsBackend, SqsSettings};
-use wal_core::queue::{ProvisionReport, Queue, QueueSpec};
+use wal_core::queue::kafka::{KafkaSettings, PRODUCER_BUFFER_MESSAGES};
+use wal_core::queue::sqs::SqsSettings;
+use wal_core::queue::{Backend as QueueBackend, Backends, ProvisionReport, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::admission::Admission;
@@ -52,23 +52,22 @@ impl Registry {
         };
         check_kafka_buffer(&namespaces)?;
         warn_unmapped_clusters(options, &namespaces);
-        let kafka = if uses(Backend::Kafka) {
+        let kafka = uses(Backend::Kafka).then(|| {
             let mut settings = KafkaSettings::new(&options.kafka_bootstrap);
             settings.delivery_timeout = options.write_timeout();
-            Some(KafkaBackend::new(settings).context("configuring the Kafka producer")?)
-        } else {
-            None
-        };
-        let sqs = if uses(Backend::Sqs) {
+            settings
+        });
+        let sqs = uses(Backend::Sqs).then(|| {
             let mut settings = match &options.sqs_endpoint {
                 Some(endpoint) => SqsSettings::local(endpoint),
                 None => SqsSettings::aws(&options.sqs_region),
             };
             settings.send_timeout = options.write_timeout();
-            Some(SqsBackend::new(settings).await)
-        } else {
-            None
-        };
+            settings
+        });
+        let backends = Backends::connect(kafka, sqs)
+            .await
+            .context("configuring the Kafka producer")?;
         let mut storages: BTreeMap<String, Arc<DurableStorage>> = BTreeMap::new();
         let mut registry = Self::default();
         for config in namespaces {
@@ -90,18 +89,13 @@ impl Registry {
                 .iter()
                 .map(|queue| {
                     let spec = QueueSpec::new(&config.name, &queue.name, &queue.dlq);
-                    let handle: Arc<dyn Queue> = match queue.backend {
-                        Backend::Kafka => Arc::new(
-                            kafka
-                                .as_ref()
-                                .map(|k| k.queue(spec))
-                                .context("kafka backend")?,
-                        ),
-                        Backend::Sqs => {
-                            Arc::new(sqs.as_ref().map(|s| s.queue(spec)).context("sqs backend")?)
-                        }
+                    let backend = match queue.backend {
+                        Backend::Kafka => QueueBackend::Kafka,
+                        Backend::Sqs => QueueBackend::Sqs,
                     };
-                    Ok(handle)
+                    backends
+                        .queue(backend, spec)
+                        .context("no client for the queue's backend")
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let runtime = NamespaceRuntime {

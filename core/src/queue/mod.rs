@@ -4,6 +4,7 @@
 //! backend. The contract below is what the producer's Trilean answer and the consumer's
 //! at-least-once delivery stand on; `tests/queue_conformance.rs` checks it against every backend.
 
+mod backends;
 mod error;
 pub mod kafka;
 pub mod sqs;
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::entry::{self, CodecError, Entry, ErrorClass};
+pub use backends::Backends;
 pub use error::{Durability, EnqueueError, Operation, QueueError};
 
 /// The broker a queue lives on.

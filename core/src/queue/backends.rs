@@ -1,0 +1,40 @@
+//! The backend clients one process shares across all its queues: a Kafka producer and admin
+//! client, an SQS client. Made once, and only for the backends the process's namespaces use.
+
+use std::sync::Arc;
+
+use rdkafka::error::KafkaError;
+
+use super::kafka::{KafkaBackend, KafkaSettings};
+use super::sqs::{SqsBackend, SqsSettings};
+use super::{Backend, Queue, QueueSpec};
+
+#[derive(Debug, Default)]
+pub struct Backends {
+    kafka: Option<Arc<KafkaBackend>>,
+    sqs: Option<Arc<SqsBackend>>,
+}
+
+impl Backends {
+    /// Connects the backends settings are given for; `None` means no queue here is on it. The
+    /// clients connect lazily, so only a malformed Kafka setting fails here.
+    pub async fn connect(
+        kafka: Option<KafkaSettings>,
+        sqs: Option<SqsSettings>,
+    ) -> Result<Self, KafkaError> {
+        let kafka = kafka.map(KafkaBackend::new).transpose()?;
+        let sqs = match sqs {
+            Some(settings) => Some(SqsBackend::new(settings).await),
+            None => None,
+        };
+        Ok(Self { kafka, sqs })
+    }
+
+    /// A handle on one queue, or `None` when its backend was not connected.
+    pub fn queue(&self, backend: Backend, spec: QueueSpec) -> Option<Arc<dyn Queue>> {
+        match backend {
+            Backend::Kafka => Some(Arc::new(self.kafka.as_ref()?.queue(spec))),
+            Backend::Sqs => Some(Arc::new(self.sqs.as_ref()?.queue(spec))),
+        }
+    }
+}
