@@ -25,13 +25,9 @@ use crate::metrics::{KindMetrics, QueueMetrics};
 use crate::target::{Mutation, TargetError, TargetRegistry};
 use crate::trace;
 
-/// How long the consumer itself holds an entry whose deliver-at is near. On SQS a longer wait is
-/// handed back to the queue (the message stays invisible until nearly due); Kafka has no such
-/// lever, so there every wait is held (parking long delays durably is the delay queue's work).
-pub const SQS_HOLD_LIMIT: Duration = Duration::from_secs(20);
-/// The longest the consumer keeps an SQS message invisible: SQS allows 12 hours counted from the
-/// receive, so a little less, as the extension comes a moment after it.
-const SQS_MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600 - 300);
+/// How much longer than its wait and apply a held SQS message stays invisible, so no other
+/// consumer receives it meanwhile.
+const SQS_HOLD_MARGIN: Duration = Duration::from_secs(5);
 /// Waits between tries of a failed acknowledge, release or dead-letter: the entry's outcome is
 /// known, only the queue must still hear it.
 const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -74,6 +70,10 @@ pub struct DeliveryStats {
     pub delivered: AtomicU64,
     pub retried: AtomicU64,
     pub dead_lettered: AtomicU64,
+    /// Entries given back to wait on the broker (an SQS delay step, a Kafka delay tier).
+    pub parked: AtomicU64,
+    /// Entries applied before their deliver-at by this consumer's clock. Must stay 0.
+    pub early: AtomicU64,
 }
 
 /// What became of an attempt.
@@ -156,19 +156,23 @@ impl Deliverer {
         };
         metrics.apply_seconds.record(started.elapsed());
         if applied.is_ok() {
-            let late = entry::now_micros()
-                .saturating_sub(entry.deliver_at_micros)
-                .max(0);
-            metrics.lateness_seconds.record(late as f64 / 1e6);
+            let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
+            metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
+            // Measured after the effect, so an early one is certain: it breaks "never early".
+            if late < 0 {
+                context.metrics.early.increment(1);
+                self.stats.early.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
+            }
         }
         self.settle(context, &delivery, &metrics, applied, shutdown)
             .instrument(span)
             .await;
     }
 
-    /// Holds the entry until its deliver-at. Returns false when the entry was handed back to the
-    /// queue instead (a long wait on SQS, or shutdown): it is then not acknowledged, and the
-    /// queue hands it out again later.
+    /// Holds the entry until its deliver-at. Returns false when the entry left this consumer
+    /// instead: parked on the broker because it is far (a copy written, then the original
+    /// acknowledged), or, at shutdown, left unacknowledged for the queue to hand out again.
     async fn wait_until_due(
         &self,
         context: &QueueContext,
@@ -182,19 +186,14 @@ impl Deliverer {
             return true;
         }
         let queue = &context.queue;
+        if remaining > queue.hold_limit() && self.park(context, delivery, entry, shutdown).await {
+            return false;
+        }
         if queue.backend() == Backend::Sqs {
-            // Invisible until due (whole seconds, rounded down, so never late by it), then held
-            // for the rest; or, if near, invisible long enough to hold and apply it.
-            let by = if remaining > SQS_HOLD_LIMIT {
-                Duration::from_secs(remaining.min(SQS_MAX_VISIBILITY).as_secs())
-            } else {
-                remaining + self.settings.apply_timeout + Duration::from_secs(5)
-            };
+            // Invisible long enough to hold and apply it.
+            let by = remaining + self.settings.apply_timeout + SQS_HOLD_MARGIN;
             if let Err(error) = queue.extend(delivery, by).await {
                 tracing::warn!(namespace = %entry.namespace, entry_id = %entry.id, %error, "cannot extend visibility; the entry will be received again");
-                return false;
-            }
-            if remaining > SQS_HOLD_LIMIT {
                 return false;
             }
         }
@@ -223,6 +222,36 @@ impl Deliverer {
             let _ = queue.extend(delivery, Duration::ZERO).await;
         }
         due
+    }
+
+    /// Gives a far entry back to wait on the broker: the copy first, then the original
+    /// acknowledged. Returns whether the entry left this consumer; false only when the queue
+    /// refused the copy for good, and then the entry is held in memory instead.
+    async fn park(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        entry: &Entry,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let queue = &context.queue;
+        let written = persist(context, "park", shutdown, || async {
+            queue
+                .requeue(entry)
+                .await
+                .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
+        })
+        .await;
+        match written {
+            Settled::Done => {}
+            Settled::Stopped => return true,
+            Settled::Refused(_) => return false,
+        }
+        if self.acknowledge(context, delivery, shutdown).await {
+            context.metrics.parked_total.increment(1);
+            self.stats.parked.fetch_add(1, Ordering::Relaxed);
+        }
+        true
     }
 
     async fn apply(
@@ -445,7 +474,7 @@ impl Deliverer {
 
 /// How a queue operation ended.
 #[derive(Debug)]
-enum Settled {
+pub(crate) enum Settled {
     Done,
     /// Shutdown came first; the entry stays unacknowledged and is received again later.
     Stopped,
@@ -457,7 +486,7 @@ enum Settled {
 /// still hear it, and on Kafka an entry left unacknowledged would hold back every later commit.
 /// Stops at shutdown, or when the queue calls the failure permanent (logged loudly: it breaks
 /// the queue's contract).
-async fn persist<'a, F, Fut>(
+pub(crate) async fn persist<'a, F, Fut>(
     context: &QueueContext,
     what: &str,
     shutdown: &CancellationToken,
@@ -487,7 +516,7 @@ where
     }
 }
 
-fn micros_until(at_micros: i64) -> Duration {
+pub(crate) fn micros_until(at_micros: i64) -> Duration {
     let remaining = at_micros.saturating_sub(entry::now_micros());
     Duration::from_micros(u64::try_from(remaining).unwrap_or(0))
 }

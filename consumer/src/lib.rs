@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod options;
 pub mod service;
 pub mod target;
+pub mod tier;
 pub mod trace;
 pub mod worker;
 

@@ -17,6 +17,9 @@ pub const IN_FLIGHT: &str = "wal_consumer_in_flight";
 pub const HELD: &str = "wal_consumer_held";
 pub const BACKLOG: &str = "wal_consumer_backlog";
 pub const QUEUE_ERRORS: &str = "wal_consumer_queue_errors_total";
+pub const PARKED: &str = "wal_consumer_parked";
+pub const PARKED_TOTAL: &str = "wal_consumer_parked_total";
+pub const EARLY: &str = "wal_consumer_early_total";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -58,6 +61,18 @@ pub fn describe() {
         BACKLOG,
         "Entries on the queue not yet received by this consumer group (Kafka lag, SQS visible messages)."
     );
+    describe_gauge!(
+        PARKED,
+        "Entries waiting on the broker for their deliver-at, per queue (SQS delayed messages, Kafka delay tiers' backlog)."
+    );
+    describe_counter!(
+        PARKED_TOTAL,
+        "Entries given back to wait on the broker because their deliver-at was far (one per SQS step or Kafka tier hop)."
+    );
+    describe_counter!(
+        EARLY,
+        "Entries applied before their deliver-at by the consumer's clock. Must stay 0."
+    );
     describe_counter!(
         QUEUE_ERRORS,
         "Failed receive, acknowledge, release or dead-letter calls (retried)."
@@ -71,6 +86,9 @@ pub struct QueueMetrics {
     pub in_flight: Gauge,
     pub held: Gauge,
     pub backlog: Gauge,
+    pub parked: Gauge,
+    pub parked_total: Counter,
+    pub early: Counter,
     pub queue_errors: Counter,
     /// Per target kind; a handful at most (the registry's kinds, plus "none").
     kinds: RwLock<Vec<(String, Arc<KindMetrics>)>>,
@@ -98,6 +116,9 @@ impl QueueMetrics {
             in_flight: gauge!(IN_FLIGHT, &labels),
             held: gauge!(HELD, &labels),
             backlog: gauge!(BACKLOG, &labels),
+            parked: gauge!(PARKED, &labels),
+            parked_total: counter!(PARKED_TOTAL, &labels),
+            early: counter!(EARLY, &labels),
             queue_errors: counter!(QUEUE_ERRORS, &labels),
             kinds: RwLock::new(Vec::new()),
         }

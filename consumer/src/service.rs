@@ -2,6 +2,7 @@
 //! until shutdown.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::Semaphore;
@@ -10,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use wal_core::entry::Target as TargetSpec;
 use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend as QueueBackend, Backends, QueueSpec};
+use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::clients::Clients;
@@ -18,7 +19,8 @@ use crate::delivery::{Deliverer, DeliverySettings, QueueContext};
 use crate::metrics::QueueMetrics;
 use crate::options::ConsumerOptions;
 use crate::target::TargetRegistry;
-use crate::worker::Worker;
+use crate::tier::TierRoute;
+use crate::worker::{Role, Worker};
 
 #[derive(Debug)]
 pub struct Consumer {
@@ -59,7 +61,8 @@ impl Consumer {
                 settings_json: t.settings_json.clone(),
             });
             for config in &namespace.queues {
-                let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq);
+                let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
+                    .with_longest_wait(namespace.longest_wait());
                 let queue = backends
                     .queue(queue_backend(config.backend), spec)
                     .context("no client for the queue's backend")?;
@@ -69,19 +72,30 @@ impl Consumer {
                         .await
                         .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
                 }
-                let metrics = Arc::new(QueueMetrics::new(&namespace.name, &config.name));
-                workers.push(Worker {
-                    context: QueueContext {
-                        namespace: Arc::clone(&namespace),
-                        queue,
-                        default_target: default_target.clone(),
-                        metrics,
-                        in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
-                        held: Arc::new(Semaphore::new(options.max_held as usize)),
-                    },
+                let context = |queue: Arc<dyn Queue>| QueueContext {
+                    namespace: Arc::clone(&namespace),
+                    metrics: Arc::new(QueueMetrics::new(&namespace.name, &queue.spec().name)),
+                    queue,
+                    default_target: default_target.clone(),
+                    in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
+                    held: Arc::new(Semaphore::new(options.max_held as usize)),
+                };
+                let worker = |context, role| Worker {
+                    context,
                     deliverer: Arc::clone(&deliverer),
                     grace: options.shutdown_grace(),
-                });
+                    role,
+                };
+                // A Kafka queue's delay tiers are read alongside it, each by a worker that
+                // moves entries on as they come due.
+                for tier in queue.delay_tiers() {
+                    let route = TierRoute {
+                        home: Arc::clone(&queue),
+                        wait: tier.wait,
+                    };
+                    workers.push(worker(context(tier.queue), Role::Forward(route)));
+                }
+                workers.push(worker(context(Arc::clone(&queue)), Role::Deliver));
             }
         }
         Ok(Self { workers, deliverer })
@@ -119,8 +133,13 @@ impl Consumer {
     /// Runs in the background; the handle stops it.
     pub fn spawn(self) -> ConsumerHandle {
         let shutdown = CancellationToken::new();
+        let deliverer = Arc::clone(&self.deliverer);
         let task = tokio::spawn(self.run(shutdown.clone()));
-        ConsumerHandle { shutdown, task }
+        ConsumerHandle {
+            shutdown,
+            task,
+            deliverer,
+        }
     }
 }
 
@@ -129,9 +148,15 @@ impl Consumer {
 pub struct ConsumerHandle {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    deliverer: Arc<Deliverer>,
 }
 
 impl ConsumerHandle {
+    /// The running consumer's deliverer, for its totals.
+    pub fn deliverer(&self) -> &Arc<Deliverer> {
+        &self.deliverer
+    }
+
     /// Stops receiving, finishes or hands back the entries in progress, and waits until done.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
@@ -168,9 +193,12 @@ async fn connect_backends(
             .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
     };
     let kafka = uses(Backend::Kafka).then(|| KafkaSettings::new(&options.kafka_bootstrap));
-    let sqs = uses(Backend::Sqs).then(|| match &options.sqs_endpoint {
-        Some(endpoint) => SqsSettings::local(endpoint),
-        None => SqsSettings::aws(&options.sqs_region),
+    let sqs = uses(Backend::Sqs).then(|| SqsSettings {
+        delay_step: Duration::from_secs(options.sqs_delay_step_secs),
+        ..match &options.sqs_endpoint {
+            Some(endpoint) => SqsSettings::local(endpoint),
+            None => SqsSettings::aws(&options.sqs_region),
+        }
     });
     Backends::connect(kafka, sqs)
         .await

@@ -1,5 +1,5 @@
-//! A worker: one namespace queue's receive loop. It takes entries while it has room (a free
-//! in-flight slot), hands each to its own task, and on shutdown stops receiving,
+//! A worker: one namespace queue's (or delay tier's) receive loop. It takes entries while it has
+//! room (a free in-flight slot), hands each to its own task, and on shutdown stops receiving,
 //! lets the tasks finish or hand their entries back, and closes the queue (a final commit).
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use wal_core::queue::Queue;
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
+use crate::tier::{self, TierRoute};
 
 /// The pause after a failed receive, so a broker outage is not a busy loop.
 const RECEIVE_RETRY: Duration = Duration::from_secs(1);
@@ -24,6 +25,16 @@ pub struct Worker {
     pub deliverer: Arc<Deliverer>,
     /// How long shutdown waits for in-flight entries before closing the queue regardless.
     pub grace: Duration,
+    pub role: Role,
+}
+
+/// What a worker does with what it receives.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// A namespace queue: deliver each entry to its target.
+    Deliver,
+    /// A delay tier: move each entry on when the tier's wait is over.
+    Forward(TierRoute),
 }
 
 /// Reads the queue's backlog into its gauge until shutdown.
@@ -41,6 +52,11 @@ async fn report_backlog(
             Ok(Some(backlog)) => metrics.backlog.set(backlog as f64),
             Ok(None) => {}
             Err(error) => tracing::debug!(%error, "reading the backlog failed"),
+        }
+        match queue.parked().await {
+            Ok(Some(parked)) => metrics.parked.set(parked as f64),
+            Ok(None) => {}
+            Err(error) => tracing::debug!(%error, "reading the parked count failed"),
         }
     }
 }
@@ -101,12 +117,20 @@ impl Worker {
                 let context = self.context.clone();
                 let shutdown = shutdown.clone();
                 let in_flight = metrics.in_flight.clone();
+                let role = self.role.clone();
                 in_flight.increment(1.0);
                 // Boxed once here, so spawning moves a pointer rather than the whole future.
                 tasks.spawn(Box::pin(async move {
-                    deliverer
-                        .deliver(&context, delivery, Some(permit), &shutdown)
-                        .await;
+                    match role {
+                        Role::Deliver => {
+                            deliverer
+                                .deliver(&context, delivery, Some(permit), &shutdown)
+                                .await;
+                        }
+                        Role::Forward(route) => {
+                            tier::forward(&context, &route, delivery, permit, &shutdown).await;
+                        }
+                    }
                     in_flight.decrement(1.0);
                 }));
             }

@@ -16,6 +16,7 @@ mod validate;
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{load_dir, load_file, parse};
 pub use model::*;
+pub use validate::KAFKA_TOPIC_MAX;
 
 mod schema;
 

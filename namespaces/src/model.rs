@@ -109,6 +109,14 @@ impl RetryPolicy {
 }
 
 impl Namespace {
+    /// The longest an entry of this namespace can wait for its deliver-at: the longest delay
+    /// plus the widest jitter a request may ask for, or a retry's longest backoff.
+    pub fn longest_wait(&self) -> std::time::Duration {
+        let delayed = self.delay.max_delay.saturating_add(self.delay.max_jitter);
+        let retried = self.retry.max_backoff.mul_f64(1.0 + self.retry.jitter);
+        delayed.max(retried)
+    }
+
     /// The index in [`Namespace::queues`] of the queue a key's entries go to. The hash
     /// (FNV-1a, 64 bit) is fixed so every producer, of every version, sends a key to the same
     /// queue. Adding queues moves some keys to new queues; entries of a key keep their order

@@ -344,10 +344,18 @@ fn check_namespace_name(problems: &mut Problems<'_>, name: &str) {
     }
 }
 
+/// The longest Kafka topic name a namespace may use.
+pub const KAFKA_TOPIC_MAX: usize = 239;
+
 fn queue_name_rule(backend: Backend) -> (usize, &'static str, &'static str) {
     match backend {
         Backend::Sqs => (80, "_-", "letters, digits, '_' or '-', 80 at most"),
-        Backend::Kafka => (249, "._-", "letters, digits, '.', '_' or '-', 249 at most"),
+        // Kafka allows 249; the delay tiers' topics add up to 10 (`.delay-15m`).
+        Backend::Kafka => (
+            KAFKA_TOPIC_MAX,
+            "._-",
+            "letters, digits, '.', '_' or '-', 239 at most (249 less room for the delay tiers' suffix)",
+        ),
     }
 }
 

@@ -38,6 +38,11 @@ pub struct ProducerOptions {
     #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
     pub sqs_region: String,
 
+    /// The longest SQS DelaySeconds used; longer delays are taken in steps this long. SQS's
+    /// maximum, 900, is right outside tests, which shorten it to see many steps quickly.
+    #[arg(long, env = "WAL_SQS_DELAY_STEP_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=900))]
+    pub sqs_delay_step_secs: u64,
+
     /// CQL contact points (comma-separated host:port) for namespaces with durable storage.
     #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
     pub cql_nodes: Vec<String>,
@@ -72,6 +77,7 @@ impl ProducerOptions {
             kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
             sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
             sqs_region: "us-east-1".to_owned(),
+            sqs_delay_step_secs: 900,
             cql_nodes: vec![env("WAL_CQL_NODES", "127.0.0.1:19042")],
             region: "local".to_owned(),
             write_timeout_ms: 5000,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use wal_core::durable::{DurableSettings, DurableStorage};
@@ -63,6 +64,7 @@ impl Registry {
                 None => SqsSettings::aws(&options.sqs_region),
             };
             settings.send_timeout = options.write_timeout();
+            settings.delay_step = Duration::from_secs(options.sqs_delay_step_secs);
             settings
         });
         let backends = Backends::connect(kafka, sqs)
@@ -88,7 +90,9 @@ impl Registry {
                 .queues
                 .iter()
                 .map(|queue| {
-                    let spec = QueueSpec::new(&config.name, &queue.name, &queue.dlq);
+                    // With its longest wait, so provisioning makes the delay tiers it needs.
+                    let spec = QueueSpec::new(&config.name, &queue.name, &queue.dlq)
+                        .with_longest_wait(config.longest_wait());
                     let backend = match queue.backend {
                         Backend::Kafka => QueueBackend::Kafka,
                         Backend::Sqs => QueueBackend::Sqs,

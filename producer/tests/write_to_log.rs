@@ -15,7 +15,7 @@ use support::{
 use tonic::Code;
 use wal_core::entry::{Body, now_micros};
 use wal_namespaces::Backend;
-use wal_proto::v1::{Target, Trilean, WriteToLogRequest};
+use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 
 async fn true_means_the_entry_is_on_the_queue_intact(backend: Backend) {
     let ns = namespace(backend, 1, "");
@@ -105,7 +105,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
     let ns = namespace(
         Backend::Kafka,
         1,
-        r#""payload_limit_bytes": 64, "delay_limits": {"max_delay_ms": 1000}"#,
+        r#""payload_limit_bytes": 64, "delay_limits": {"max_delay_ms": 1000, "max_jitter_ms": 500}"#,
     );
     let mut producer = TestProducer::start(vec![ns.clone()]).await;
     let name = ns.name.as_str();
@@ -116,6 +116,11 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
         (write(name, &[7; 65]), Code::InvalidArgument, format!("payload of 65 bytes exceeds namespace '{name}''s limit of 64 bytes")),
         (delayed(name, b"x", -5, 0), Code::InvalidArgument, "lifecycle.delay_millis is -5; expected 0 to 1000 (the namespace's limit)".into()),
         (delayed(name, b"x", 1001, 0), Code::InvalidArgument, "lifecycle.delay_millis is 1001; expected 0 to 1000 (the namespace's limit)".into()),
+        (
+            WriteToLogRequest { lifecycle: Some(Lifecycle { jitter_millis: 501, ..Lifecycle::default() }), ..write(name, b"x") },
+            Code::InvalidArgument,
+            "lifecycle.jitter_millis is 501; expected 0 to 500 (the namespace's limit)".into(),
+        ),
         (
             WriteToLogRequest { target: Some(Target { kind: "cql".into(), settings_json: "not json".into() }), ..write(name, b"x") },
             Code::InvalidArgument,

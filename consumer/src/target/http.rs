@@ -3,7 +3,8 @@
 //! Settings: `{"url": "https://service/hook", "headers": {"x-team": "pds"}}` (headers optional).
 //! The request carries `Idempotency-Key: <entry id>`, so an upstream that remembers keys applies
 //! a repeated delivery once, plus `X-WAL-Namespace`, `X-WAL-Attempt`,
-//! `X-WAL-Original-Write-Time-Micros` and the `traceparent`.
+//! `X-WAL-Original-Write-Time-Micros`, `X-WAL-Deliver-At-Micros` (when the entry was due: its
+//! write time plus delay and jitter) and the `traceparent`.
 //!
 //! 2xx is success. 5xx, 408, 429, timeouts and connection failures are retryable; any other
 //! status is permanent (the upstream rejected the request and will again).
@@ -91,6 +92,10 @@ impl Target for HttpTarget {
             .header(
                 "x-wal-original-write-time-micros",
                 entry.original_write_time_micros.to_string(),
+            )
+            .header(
+                "x-wal-deliver-at-micros",
+                entry.deliver_at_micros.to_string(),
             )
             .body(mutation.payload.to_vec());
         if let Some(traceparent) = mutation.traceparent {

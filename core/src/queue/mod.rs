@@ -5,11 +5,13 @@
 //! at-least-once delivery stand on; `tests/queue_conformance.rs` checks it against every backend.
 
 mod backends;
+pub mod delay;
 mod error;
 pub mod kafka;
 pub mod sqs;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,6 +46,10 @@ pub struct QueueSpec {
     pub name: String,
     /// The DLQ's topic or queue name. `None` only for a handle that reads a DLQ itself.
     pub dlq: Option<String>,
+    /// The longest an entry on this queue may wait for its deliver-at (the namespace's delay
+    /// and jitter limits, or its longest retry backoff). A Kafka queue makes the delay tiers a
+    /// wait this long needs; zero means entries are held in memory only.
+    pub longest_wait: Duration,
 }
 
 impl QueueSpec {
@@ -53,7 +59,14 @@ impl QueueSpec {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             dlq: Some(dlq.to_owned()),
+            longest_wait: Duration::ZERO,
         }
+    }
+
+    /// The same queue, with entries waiting up to `longest_wait` for their deliver-at.
+    pub fn with_longest_wait(mut self, longest_wait: Duration) -> Self {
+        self.longest_wait = longest_wait;
+        self
     }
 
     /// A handle on this queue's DLQ, for reading what was dead-lettered.
@@ -62,6 +75,7 @@ impl QueueSpec {
             namespace: self.namespace.clone(),
             name: dlq.clone(),
             dlq: None,
+            longest_wait: Duration::ZERO,
         })
     }
 }
@@ -71,6 +85,15 @@ impl QueueSpec {
 pub struct ProvisionReport {
     pub created: Vec<String>,
     pub existing: Vec<String>,
+}
+
+/// A delay tier of a queue: a queue of its own whose every entry waits `wait` before it moves on
+/// (see [`delay`]). The consumer reads it and puts each entry back through its home queue's
+/// [`Queue::requeue`], which parks it on the next tier down or returns it to the queue.
+#[derive(Debug, Clone)]
+pub struct DelayTier {
+    pub wait: Duration,
+    pub queue: Arc<dyn Queue>,
 }
 
 /// Identifies a received message to its backend, for acknowledging or extending it.
@@ -142,8 +165,10 @@ pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 ///   is refused before anything is sent.
 /// - **Delay.** An entry is not handed out by [`receive`](Queue::receive) long before its
 ///   `deliver_at_micros` where the backend can hold it back (SQS DelaySeconds, up to 900 s); Kafka
-///   hands everything out at once. Either way the consumer must still wait until deliver-at: the
-///   queue never promises exact timing.
+///   hands what the producer enqueued out at once. Either way the consumer must still wait until
+///   deliver-at: the queue never promises exact timing. An entry further from its deliver-at
+///   than [`hold_limit`](Queue::hold_limit) is given back with [`requeue`](Queue::requeue), which
+///   keeps it on the broker (SQS: delayed; Kafka: on a [`DelayTier`]) until it is near.
 /// - **At-least-once.** A received entry stays owned by the queue until it is acknowledged. One
 ///   that is never acknowledged (the consumer crashed, the handle was dropped) is received again
 ///   by a later handle: on Kafka the committed offset never passes an entry still in progress,
@@ -179,10 +204,29 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// the backend's own limit, so an entry that fit the queue always fits its DLQ.
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError>;
 
-    /// Puts a copy of an entry that was already on this queue back on it (a retry). Allows
-    /// entries up to the backend's own limit, like [`enqueue_dead_letter`](Queue::enqueue_dead_letter):
-    /// the head room below it is kept for what a retry adds.
+    /// Puts a copy of an entry that was already on this queue back on it (a retry, or a wait
+    /// parked on the broker), to be received again shortly before its deliver-at: SQS hides it
+    /// with DelaySeconds, in steps of at most 900 s; Kafka parks it on a delay tier when it is
+    /// further than the hold limit. Allows entries up to the backend's own limit, like
+    /// [`enqueue_dead_letter`](Queue::enqueue_dead_letter): the head room below it is kept for
+    /// what a retry adds.
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// The longest wait a consumer should hold in memory; an entry further from its deliver-at is
+    /// given back with [`requeue`](Queue::requeue), so waiting costs broker space, not memory.
+    /// `Duration::MAX` when the queue has nowhere to park (a Kafka queue without delay tiers).
+    fn hold_limit(&self) -> Duration;
+
+    /// The delay tiers a consumer of this queue must also read (Kafka); none on SQS, where the
+    /// queue itself holds delayed messages back.
+    fn delay_tiers(&self) -> Vec<DelayTier> {
+        Vec::new()
+    }
+
+    /// Roughly how many entries wait on the broker for their deliver-at: SQS's delayed messages,
+    /// or the delay tiers' backlog on Kafka (`None` before they are read). For metrics and
+    /// operators, never for correctness.
+    async fn parked(&self) -> Result<Option<u64>, QueueError>;
 
     /// Waits up to `wait` for entries, and returns at most `max` of them (possibly none).
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;

@@ -43,6 +43,12 @@ pub fn namespace_with_target(
     target: &str,
     extra: &str,
 ) -> Namespace {
+    let text = namespace_json(backend, queues, target, extra);
+    wal_namespaces::parse(&text, "test").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The config file text [`namespace_with_target`] parses, for a process that reads a folder.
+pub fn namespace_json(backend: Backend, queues: usize, target: &str, extra: &str) -> String {
     let name = unique("ns");
     let names: Vec<String> = (0..queues).map(|i| format!("\"{name}-q{i}\"")).collect();
     let (kind, key) = match backend {
@@ -54,14 +60,13 @@ pub fn namespace_with_target(
     } else {
         format!(", {extra}")
     };
-    let text = format!(
+    format!(
         r#"{{"namespace": "{name}",
             "persistence_configurations": {{"persistence_configuration": [
               {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{key}": [{}]}}}}]}},
             "default_target": {target}{extra}}}"#,
         names.join(", ")
-    );
-    wal_namespaces::parse(&text, "test").unwrap_or_else(|e| panic!("{e}"))
+    )
 }
 
 pub struct TestProducer {

@@ -6,6 +6,9 @@
 //! progress (see `offsets.rs`); librdkafka commits the stored offsets every
 //! [`KafkaSettings::commit_interval`] and when the consumer closes.
 //!
+//! Entries that wait longer than [`KAFKA_HOLD_LIMIT`] are parked on the queue's delay tiers,
+//! topics named `<topic>.delay-<wait>`, provisioned with the queue (see `queue::delay`).
+//!
 //! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
 //! local stack) that is one broker's page cache: an acknowledged entry survives the broker
 //! process's crash, not a power cut before the OS flushes it.
@@ -34,9 +37,10 @@ use tokio::time::Instant;
 
 use self::lag::group_lag;
 use self::offsets::OffsetTracker;
+use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
-    Backend, DLQ_HEADROOM_BYTES, Delivery, Durability, EnqueueError, Operation, ProvisionReport,
-    Queue, QueueError, QueueSpec, Receipt,
+    Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
+    ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
 
@@ -50,6 +54,10 @@ pub const KEY_LIMIT_BYTES: usize = 16 * 1024;
 /// `queue.buffering.max.messages`). When it is full, enqueues fail at once as not stored, so
 /// callers that share a producer keep the sum of their writes in flight below it.
 pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
+/// How much a delay tier's consumer fetches ahead, in KiB (librdkafka's default is 64 MiB). Its
+/// entries are read only as they come due, so a small read-ahead keeps a large parked backlog
+/// out of memory.
+const TIER_PREFETCH_KIB: u32 = 1024;
 /// How long `provision` waits for new topics to be served.
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -138,12 +146,33 @@ impl KafkaBackend {
         }))
     }
 
-    /// A handle on one queue of a namespace.
+    /// A handle on one queue of a namespace, with the delay tiers its longest wait needs.
     pub fn queue(self: &Arc<Self>, spec: QueueSpec) -> KafkaQueue {
+        let tiers = delay::kafka_tiers(spec.longest_wait)
+            .into_iter()
+            .map(|wait| {
+                let tier = KafkaQueue {
+                    backend: Arc::clone(self),
+                    spec: QueueSpec {
+                        namespace: spec.namespace.clone(),
+                        name: delay::tier_topic(&spec.name, wait),
+                        // An undecodable record on a tier is dead-lettered with the queue's own.
+                        dlq: spec.dlq.clone(),
+                        longest_wait: Duration::ZERO,
+                    },
+                    receiver: OnceCell::new(),
+                    tiers: Vec::new(),
+                    prefetch_kib: Some(TIER_PREFETCH_KIB),
+                };
+                (wait, Arc::new(tier))
+            })
+            .collect();
         KafkaQueue {
             backend: Arc::clone(self),
             spec,
             receiver: OnceCell::new(),
+            tiers,
+            prefetch_kib: None,
         }
     }
 
@@ -162,6 +191,10 @@ pub struct KafkaQueue {
     backend: Arc<KafkaBackend>,
     spec: QueueSpec,
     receiver: OnceCell<Receiver>,
+    /// The delay tiers, shortest wait first; empty for a tier itself.
+    tiers: Vec<(Duration, Arc<KafkaQueue>)>,
+    /// The consumer's read-ahead limit, when not librdkafka's default.
+    prefetch_kib: Option<u32>,
 }
 
 /// The consumer side of a handle, created on its first `receive`.
@@ -240,7 +273,11 @@ impl KafkaQueue {
         let context = TrackingContext {
             tracker: Arc::clone(&tracker),
         };
-        let consumer: StreamConsumer<TrackingContext> = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        if let Some(kib) = self.prefetch_kib {
+            config.set("queued.max.messages.kbytes", kib.to_string());
+        }
+        let consumer: StreamConsumer<TrackingContext> = config
             .set("bootstrap.servers", &settings.bootstrap_servers)
             .set(
                 "group.id",
@@ -397,6 +434,7 @@ impl Queue for KafkaQueue {
         let settings = &self.backend.settings;
         let names: Vec<&str> = std::iter::once(self.spec.name.as_str())
             .chain(self.spec.dlq.as_deref())
+            .chain(self.tiers.iter().map(|(_, tier)| tier.spec.name.as_str()))
             .collect();
         let topics: Vec<NewTopic<'_>> = names
             .iter()
@@ -441,8 +479,52 @@ impl Queue for KafkaQueue {
     }
 
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
-        self.produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
+        let remaining = entry.deliver_at_micros.saturating_sub(entry::now_micros());
+        let remaining = Duration::from_micros(u64::try_from(remaining).unwrap_or(0));
+        let waits: Vec<Duration> = self.tiers.iter().map(|(wait, _)| *wait).collect();
+        let Some(wait) = delay::kafka_tier_for(&waits, remaining) else {
+            return self
+                .produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
+                .await;
+        };
+        let Some((_, tier)) = self.tiers.iter().find(|(w, _)| *w == wait) else {
+            return self
+                .produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
+                .await;
+        };
+        // The tier's reader moves the entry on `wait` after it was parked, which it reads here.
+        let mut parked = entry.clone();
+        parked.enqueued_at_micros = entry::now_micros();
+        self.produce(&tier.spec.name, &parked, RECORD_LIMIT_BYTES)
             .await
+    }
+
+    fn hold_limit(&self) -> Duration {
+        if self.tiers.is_empty() {
+            Duration::MAX
+        } else {
+            KAFKA_HOLD_LIMIT
+        }
+    }
+
+    fn delay_tiers(&self) -> Vec<DelayTier> {
+        self.tiers
+            .iter()
+            .map(|(wait, tier)| DelayTier {
+                wait: *wait,
+                queue: Arc::clone(tier) as Arc<dyn Queue>,
+            })
+            .collect()
+    }
+
+    async fn parked(&self) -> Result<Option<u64>, QueueError> {
+        let mut parked = None;
+        for (_, tier) in &self.tiers {
+            if let Some(backlog) = tier.backlog().await? {
+                parked = Some(parked.unwrap_or(0) + backlog);
+            }
+        }
+        Ok(parked)
     }
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {

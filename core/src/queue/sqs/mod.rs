@@ -1,8 +1,10 @@
 //! The SQS backend: a queue is an SQS queue, its DLQ another SQS queue.
 //!
-//! Entries travel base64-encoded in the message body (SQS bodies must be text). A delay up to
-//! SQS's 900 s maximum is passed as DelaySeconds, rounded down so that nothing becomes visible
-//! before its deliver-at; the consumer waits out the rest. Receiving uses long polling; a received
+//! Entries travel base64-encoded in the message body (SQS bodies must be text). A delay is passed
+//! as DelaySeconds: whole seconds, a second early, at most [`SqsSettings::delay_step`] (SQS allows
+//! 900 s), so nothing becomes visible after its deliver-at; the consumer holds the last stretch,
+//! and gives a message that is still far back with [`Queue::requeue`], one step at a time (see
+//! `queue::delay`). Receiving uses long polling; a received
 //! message stays invisible to other consumers for [`SqsSettings::visibility_timeout`], which
 //! [`Queue::extend`] pushes back, and becomes visible again if it is not deleted by then.
 //!
@@ -23,6 +25,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
+use super::delay::{SQS_HOLD_LIMIT, sqs_delay};
 use super::{
     Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, Operation, ProvisionReport, Queue,
     QueueError, QueueSpec, Receipt,
@@ -38,7 +41,7 @@ pub const MESSAGE_LIMIT_BYTES: usize = 262_144;
 /// The largest encoded entry whose base64 text fits [`MESSAGE_LIMIT_BYTES`].
 pub const ENTRY_LIMIT_BYTES: usize = MESSAGE_LIMIT_BYTES / 4 * 3;
 /// SQS's longest DelaySeconds.
-pub const MAX_DELAY: Duration = Duration::from_secs(900);
+pub const MAX_DELAY: Duration = super::delay::SQS_MAX_DELAY;
 /// SQS's longest long-poll wait.
 const MAX_WAIT_SECONDS: u64 = 20;
 
@@ -56,6 +59,9 @@ pub struct SqsSettings {
     pub send_timeout: Duration,
     /// How long SQS keeps messages (14 days, its maximum).
     pub retention: Duration,
+    /// The longest DelaySeconds a send uses; longer delays are taken in steps this long. SQS's
+    /// maximum, 900 s, except in tests that need many steps quickly.
+    pub delay_step: Duration,
 }
 
 impl SqsSettings {
@@ -75,6 +81,7 @@ impl SqsSettings {
             visibility_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(5),
             retention: Duration::from_secs(14 * 24 * 3600),
+            delay_step: MAX_DELAY,
         }
     }
 }
@@ -225,9 +232,9 @@ impl SqsQueue {
             .deliver_at_micros
             .saturating_sub(entry::now_micros())
             .max(0);
-        // Rounded down: SQS may only hide the message for less than the delay, never longer
-        // than allowed nor past deliver-at.
-        let delay = Duration::from_micros(wait_micros.unsigned_abs()).min(MAX_DELAY);
+        // Never hidden past deliver-at, nor longer than a step.
+        let step = self.backend.settings.delay_step.min(MAX_DELAY);
+        let delay = sqs_delay(Duration::from_micros(wait_micros.unsigned_abs()), step);
         let request = self
             .client()
             .send_message()
@@ -314,6 +321,10 @@ impl Queue for SqsQueue {
         let url = self.url_of(&self.url, &self.spec.name).await;
         self.send(&self.spec.name, url, entry, ENTRY_LIMIT_BYTES)
             .await
+    }
+
+    fn hold_limit(&self) -> Duration {
+        SQS_HOLD_LIMIT
     }
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
@@ -408,6 +419,19 @@ impl Queue for SqsQueue {
     }
 
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {
+        self.count(QueueAttributeName::ApproximateNumberOfMessages)
+            .await
+    }
+
+    async fn parked(&self) -> Result<Option<u64>, QueueError> {
+        self.count(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .await
+    }
+}
+
+impl SqsQueue {
+    /// One of the queue's approximate message counts.
+    async fn count(&self, attribute: QueueAttributeName) -> Result<Option<u64>, QueueError> {
         let url = self
             .url_of(&self.url, &self.spec.name)
             .await
@@ -416,13 +440,13 @@ impl Queue for SqsQueue {
             .client()
             .get_queue_attributes()
             .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(attribute.clone())
             .send()
             .await
             .map_err(|e| self.error(Operation::Backlog, true, describe(&e)))?;
         Ok(attributes
             .attributes()
-            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|a| a.get(&attribute))
             .and_then(|count| count.parse().ok()))
     }
 }
