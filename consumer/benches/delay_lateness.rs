@@ -1,0 +1,211 @@
+//! How late delayed entries arrive, on Kafka and on SQS side by side in one run, against a
+//! baseline: a plain tokio timer in one process firing the same HTTP POST at each deliver-at
+//! (what no durable system can beat, as it keeps nothing and survives nothing).
+//!
+//! Each side gets BENCH_ENTRIES entries (10,000) with delays drawn uniformly from 1 to 120 s
+//! (fixed seed), written through an in-process producer in batches and delivered by an
+//! in-process consumer to a real HTTP server on loopback, which records when each arrived. The
+//! http target sends the entry's deliver-at, so lateness is arrival minus deliver-at, measured
+//! on one clock. Waits over the hold limit take the real way: SQS delay steps, Kafka delay tiers.
+//! Run with:
+//!     scripts/stack up && cargo bench -p wal-consumer --bench delay_lateness
+//! Tunables (environment): BENCH_ENTRIES (10000), BENCH_MAX_DELAY_S (120).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use support::producer::{TestProducer, namespace_with_target};
+use support::{Received, Upstream, start_consumer_with};
+use wal_namespaces::Backend;
+use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_micros() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap()
+}
+
+/// Lateness figures of one side, in milliseconds.
+#[derive(Debug)]
+struct Lateness {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    early: usize,
+    delivered: usize,
+    duplicates: usize,
+}
+
+/// The first arrival of each entry, against its deliver-at.
+fn lateness(received: &[Received]) -> Lateness {
+    let mut first: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut early = 0;
+    for r in received {
+        let due: i64 = r.headers["x-wal-deliver-at-micros"].parse().unwrap();
+        let arrived = i64::try_from(r.at.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap();
+        if arrived < due {
+            early += 1;
+        }
+        first
+            .entry(r.headers["idempotency-key"].as_str())
+            .or_insert((arrived - due) as f64 / 1000.0);
+    }
+    let mut late: Vec<f64> = first.values().copied().collect();
+    late.sort_by(f64::total_cmp);
+    let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
+    Lateness {
+        p50: at(0.50),
+        p99: at(0.99),
+        max: late.last().copied().unwrap_or(0.0),
+        early,
+        delivered: late.len(),
+        duplicates: received.len() - late.len(),
+    }
+}
+
+fn delays(entries: u64, max_delay_s: u64, seed: u64) -> Vec<i64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..entries)
+        .map(|_| rng.random_range(1_000..=i64::try_from(max_delay_s * 1000).unwrap()))
+        .collect()
+}
+
+/// Writes every entry through the platform and waits until each has arrived.
+async fn platform(backend: Backend, delays: Vec<i64>) -> Lateness {
+    let upstream = Upstream::start(|_| 200).await;
+    let namespace = namespace_with_target(
+        backend,
+        1,
+        &upstream.target(),
+        r#""rate_limit": {"writes_per_second": 100000, "burst": 100000}"#,
+    );
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer_with(vec![namespace.clone()], |_| {}).await;
+    let total = delays.len();
+    let writes: Vec<WriteToLogRequest> = delays
+        .into_iter()
+        .enumerate()
+        .map(|(i, delay_millis)| WriteToLogRequest {
+            namespace: namespace.name.clone(),
+            key: format!("k{i}"),
+            payload: b"delete".to_vec(),
+            lifecycle: Some(Lifecycle {
+                delay_millis,
+                ..Lifecycle::default()
+            }),
+            ..WriteToLogRequest::default()
+        })
+        .collect();
+    for chunk in writes.chunks(500) {
+        let answers = producer
+            .client
+            .write_to_log_batch(WriteToLogBatchRequest {
+                writes: chunk.to_vec(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        for result in answers.results {
+            let durable = result.response.as_ref().map(|a| a.durable());
+            assert_eq!(durable, Some(Trilean::True), "{result:?}");
+        }
+    }
+    wait_for(&upstream, total).await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    lateness(&upstream.received())
+}
+
+/// The baseline: a timer per entry, posting the same request to the same kind of server.
+async fn timers(delays: Vec<i64>) -> Lateness {
+    let upstream = Upstream::start(|_| 200).await;
+    let client = Arc::new(reqwest::Client::new());
+    let total = delays.len();
+    let start = tokio::time::Instant::now();
+    let written = now_micros();
+    for (i, delay_millis) in delays.into_iter().enumerate() {
+        let client = Arc::clone(&client);
+        let url = upstream.url.clone();
+        tokio::spawn(async move {
+            let delay = Duration::from_millis(u64::try_from(delay_millis).unwrap());
+            tokio::time::sleep_until(start + delay).await;
+            let due = written + delay_millis * 1000;
+            let _ = client
+                .post(url)
+                .header("idempotency-key", format!("timer-{i}"))
+                .header("x-wal-deliver-at-micros", due.to_string())
+                .body("delete")
+                .send()
+                .await;
+        });
+    }
+    wait_for(&upstream, total).await;
+    lateness(&upstream.received())
+}
+
+async fn wait_for(upstream: &Upstream, total: usize) {
+    let max = Duration::from_secs(env_u64("BENCH_MAX_DELAY_S", 120) + 120);
+    support::eventually(max, "every entry to arrive", || async {
+        let mut ids: Vec<String> = upstream
+            .received()
+            .iter()
+            .map(|r| r.headers["idempotency-key"].clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        (ids.len() >= total).then_some(())
+    })
+    .await;
+}
+
+#[tokio::main]
+async fn main() {
+    let entries = env_u64("BENCH_ENTRIES", 10_000);
+    let max_delay_s = env_u64("BENCH_MAX_DELAY_S", 120);
+    println!(
+        "delay lateness: {entries} entries per side, delays uniform over 1-{max_delay_s} s; sides run at the same time"
+    );
+    let (kafka, sqs, baseline) = tokio::join!(
+        platform(Backend::Kafka, delays(entries, max_delay_s, 1)),
+        platform(Backend::Sqs, delays(entries, max_delay_s, 2)),
+        timers(delays(entries, max_delay_s, 3)),
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10}",
+        "side", "p50 ms", "p99 ms", "max ms", "early", "delivered", "duplicates"
+    );
+    for (name, l) in [
+        ("kafka", &kafka),
+        ("sqs", &sqs),
+        ("timer baseline", &baseline),
+    ] {
+        println!(
+            "{name:<16} {:>10.1} {:>10.1} {:>10.1} {:>7} {:>10} {:>10}",
+            l.p50, l.p99, l.max, l.early, l.delivered, l.duplicates
+        );
+    }
+    println!(
+        "p99 over the baseline's: kafka {:.1} ms, sqs {:.1} ms",
+        kafka.p99 - baseline.p99,
+        sqs.p99 - baseline.p99
+    );
+}

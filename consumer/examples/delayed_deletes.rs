@@ -1,0 +1,143 @@
+//! The delayed-deletes demo: a burst of deletes written in one go with a 60 s jitter window
+//! reaches the target as a flat rate across the window, not as a spike.
+//!
+//! An in-process producer and consumer on the local stack deliver DEMO_ENTRIES (100,000)
+//! deletes to a real HTTP server on loopback standing for the service that deletes; the demo
+//! prints how many arrived in each second after the burst, as a bar chart, and writes the
+//! counts to `$TMPDIR/delayed-deletes.csv` (`/tmp` by default) for plotting. Run with:
+//!     scripts/stack up && cargo run --release -p wal-consumer --example delayed_deletes
+//! Tunables (environment): DEMO_ENTRIES (100000), DEMO_JITTER_S (60), DEMO_BACKEND (kafka|sqs).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use support::producer::{TestProducer, namespace_with_target};
+use support::{Upstream, eventually, start_consumer_with};
+use wal_namespaces::Backend;
+use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    let entries = env_u64("DEMO_ENTRIES", 100_000);
+    let jitter_s = env_u64("DEMO_JITTER_S", 60);
+    let backend = match std::env::var("DEMO_BACKEND").as_deref() {
+        Ok("sqs") => Backend::Sqs,
+        _ => Backend::Kafka,
+    };
+    let upstream = Upstream::start(|_| 200).await;
+    // The delayed-deletes persona: every delete takes the namespace's default jitter window.
+    let namespace = namespace_with_target(
+        backend,
+        1,
+        &upstream.target(),
+        &format!(
+            r#""rate_limit": {{"writes_per_second": 200000, "burst": 200000, "max_in_flight": 20000}},
+                "delay_limits": {{"default_jitter_ms": {}}}"#,
+            jitter_s * 1000
+        ),
+    );
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer_with(vec![namespace.clone()], |_| {}).await;
+
+    println!(
+        "writing {entries} deletes to namespace '{}' ({backend:?}), jitter window {jitter_s} s",
+        namespace.name
+    );
+    let burst = SystemTime::now();
+    let writes: Vec<WriteToLogRequest> = (0..entries)
+        .map(|i| WriteToLogRequest {
+            namespace: namespace.name.clone(),
+            key: format!("object-{i}"),
+            payload: format!("delete object-{i}").into_bytes(),
+            lifecycle: Some(Lifecycle::default()),
+            ..WriteToLogRequest::default()
+        })
+        .collect();
+    let mut clients = Vec::new();
+    for chunk in writes.chunks(1000) {
+        let mut client = producer.client.clone();
+        let batch = WriteToLogBatchRequest {
+            writes: chunk.to_vec(),
+        };
+        clients.push(tokio::spawn(async move {
+            let answers = client.write_to_log_batch(batch).await.unwrap().into_inner();
+            answers
+                .results
+                .iter()
+                .all(|r| r.response.as_ref().map(|a| a.durable()) == Some(Trilean::True))
+        }));
+    }
+    for written in clients {
+        assert!(written.await.unwrap(), "every delete is durable");
+    }
+    let wrote_in = burst.elapsed().unwrap();
+    println!("burst written in {:.1} s", wrote_in.as_secs_f64());
+
+    let limit = Duration::from_secs(jitter_s + 120);
+    let received = eventually(limit, "every delete to arrive", || async {
+        let received = upstream.received();
+        (received.len() >= entries as usize).then_some(received)
+    })
+    .await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+
+    let mut per_second = vec![0usize; usize::try_from(jitter_s).unwrap() + 30];
+    for r in &received {
+        let second = r.at.duration_since(burst).unwrap_or_default().as_secs() as usize;
+        if let Some(count) = per_second.get_mut(second) {
+            *count += 1;
+        }
+    }
+    while per_second.last() == Some(&0) {
+        per_second.pop();
+    }
+    let peak = per_second.iter().copied().max().unwrap_or(1).max(1);
+    println!(
+        "\narrivals per second after the burst (each # is {:.0} deletes)",
+        peak as f64 / 60.0
+    );
+    for (second, count) in per_second.iter().enumerate() {
+        let bar = "#".repeat(count * 60 / peak);
+        println!("{second:>4} s {count:>6} {bar}");
+    }
+    let window = &per_second[..per_second.len().min(usize::try_from(jitter_s).unwrap())];
+    let inner = &window[1..window.len().saturating_sub(1)];
+    let mean = inner.iter().sum::<usize>() as f64 / inner.len().max(1) as f64;
+    let spread = inner
+        .iter()
+        .map(|&c| (c as f64 - mean).powi(2))
+        .sum::<f64>()
+        / inner.len().max(1) as f64;
+    println!(
+        "\n{} deletes arrived; within the window (first and last second left out) {:.0}/s on average, min {}, max {}, coefficient of variation {:.1} %",
+        received.len(),
+        mean,
+        inner.iter().min().unwrap_or(&0),
+        inner.iter().max().unwrap_or(&0),
+        100.0 * spread.sqrt() / mean.max(1.0)
+    );
+    let csv: String = std::iter::once("second,deletes\n".to_owned())
+        .chain(
+            per_second
+                .iter()
+                .enumerate()
+                .map(|(s, c)| format!("{s},{c}\n")),
+        )
+        .collect();
+    let path = std::env::temp_dir().join("delayed-deletes.csv");
+    if std::fs::write(&path, csv).is_ok() {
+        println!("counts written to {}", path.display());
+    }
+}
