@@ -22,10 +22,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
-use support::producer::{TestProducer, namespace_with_target};
+use support::producer::{TestProducer, namespace_with_target, write_all_durably};
 use support::{Received, Upstream, start_consumer_with};
 use wal_namespaces::Backend;
-use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -115,20 +115,7 @@ async fn platform(backend: Backend, delays: Vec<i64>) -> Lateness {
             ..WriteToLogRequest::default()
         })
         .collect();
-    for chunk in writes.chunks(500) {
-        let answers = producer
-            .client
-            .write_to_log_batch(WriteToLogBatchRequest {
-                writes: chunk.to_vec(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        for result in answers.results {
-            let durable = result.response.as_ref().map(|a| a.durable());
-            assert_eq!(durable, Some(Trilean::True), "{result:?}");
-        }
-    }
+    write_all_durably(&producer.client, writes, 500, 1).await;
     wait_for(&upstream, total).await;
     consumer.shutdown().await;
     producer.shutdown().await;

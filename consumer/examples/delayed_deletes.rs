@@ -15,12 +15,10 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use futures::StreamExt as _;
-
-use support::producer::{TestProducer, namespace_with_target};
+use support::producer::{TestProducer, namespace_with_target, write_all_durably};
 use support::{Upstream, eventually, start_consumer_with};
 use wal_namespaces::Backend;
-use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -67,24 +65,7 @@ async fn main() {
         })
         .collect();
     // Eight batches at a time: 8,000 writes in flight, under the namespace's admission limit.
-    let batches = writes.chunks(1000).map(|chunk| {
-        let mut client = producer.client.clone();
-        let batch = WriteToLogBatchRequest {
-            writes: chunk.to_vec(),
-        };
-        async move {
-            let answers = client.write_to_log_batch(batch).await.unwrap().into_inner();
-            answers
-                .results
-                .iter()
-                .all(|r| r.response.as_ref().map(|a| a.durable()) == Some(Trilean::True))
-        }
-    });
-    let written: Vec<bool> = futures::stream::iter(batches)
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    assert!(written.iter().all(|ok| *ok), "every delete is durable");
+    write_all_durably(&producer.client, writes, 1000, 8).await;
     let wrote_in = burst.elapsed().unwrap();
     println!("burst written in {:.1} s", wrote_in.as_secs_f64());
 

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::producer::{TestProducer, unique};
+use support::producer::{TestProducer, unique, write_all_durably};
 use support::{Cql, KEYSPACE, cql_nodes, dlq_reader, eventually};
-use wal_proto::v1::{Lifecycle, Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
 const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
@@ -80,24 +80,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
             }
         })
         .collect();
-    for chunk in requests.chunks(500) {
-        let answers = producer
-            .client
-            .write_to_log_batch(WriteToLogBatchRequest {
-                writes: chunk.to_vec(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        for result in answers.results {
-            let durable = result.response.as_ref().map(|a| a.durable());
-            assert_eq!(
-                durable,
-                Some(Trilean::True),
-                "every write of the backlog is stored: {result:?}"
-            );
-        }
-    }
+    write_all_durably(&producer.client, requests, 500, 1).await;
 
     let mut first = spawn_consumer(&dir);
     eventually(

@@ -124,6 +124,42 @@ impl TestProducer {
     }
 }
 
+/// Writes `requests` in batches of `batch`, `concurrency` batches at a time, and asserts every
+/// write is durable (TRUE).
+pub async fn write_all_durably(
+    client: &WriteAheadLogClient<Channel>,
+    requests: Vec<WriteToLogRequest>,
+    batch: usize,
+    concurrency: usize,
+) {
+    use futures::StreamExt as _;
+    use wal_proto::v1::{Trilean, WriteToLogBatchRequest};
+
+    let batches = requests.chunks(batch).map(|chunk| {
+        let mut client = client.clone();
+        let writes = chunk.to_vec();
+        async move {
+            let answers = client
+                .write_to_log_batch(WriteToLogBatchRequest { writes })
+                .await
+                .unwrap()
+                .into_inner();
+            for result in answers.results {
+                let durable = result.response.as_ref().map(|a| a.durable());
+                assert_eq!(
+                    durable,
+                    Some(Trilean::True),
+                    "every write is stored: {result:?}"
+                );
+            }
+        }
+    });
+    futures::stream::iter(batches)
+        .buffer_unordered(concurrency)
+        .collect::<Vec<()>>()
+        .await;
+}
+
 pub fn write(namespace: &str, payload: &[u8]) -> WriteToLogRequest {
     WriteToLogRequest {
         namespace: namespace.to_owned(),

@@ -162,15 +162,17 @@ impl KafkaBackend {
                     },
                     receiver: OnceCell::new(),
                     tiers: Vec::new(),
+                    tier_waits: Vec::new(),
                     prefetch_kib: Some(TIER_PREFETCH_KIB),
                 };
                 (wait, Arc::new(tier))
             })
-            .collect();
+            .collect::<Vec<_>>();
         KafkaQueue {
             backend: Arc::clone(self),
             spec,
             receiver: OnceCell::new(),
+            tier_waits: tiers.iter().map(|(wait, _)| *wait).collect(),
             tiers,
             prefetch_kib: None,
         }
@@ -193,6 +195,8 @@ pub struct KafkaQueue {
     receiver: OnceCell<Receiver>,
     /// The delay tiers, shortest wait first; empty for a tier itself.
     tiers: Vec<(Duration, Arc<KafkaQueue>)>,
+    /// The tiers' waits, kept apart so a requeue picks one without building a list.
+    tier_waits: Vec<Duration>,
     /// The consumer's read-ahead limit, when not librdkafka's default.
     prefetch_kib: Option<u32>,
 }
@@ -481,13 +485,9 @@ impl Queue for KafkaQueue {
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let remaining = entry.deliver_at_micros.saturating_sub(entry::now_micros());
         let remaining = Duration::from_micros(u64::try_from(remaining).unwrap_or(0));
-        let waits: Vec<Duration> = self.tiers.iter().map(|(wait, _)| *wait).collect();
-        let Some(wait) = delay::kafka_tier_for(&waits, remaining) else {
-            return self
-                .produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
-                .await;
-        };
-        let Some((_, tier)) = self.tiers.iter().find(|(w, _)| *w == wait) else {
+        let tier = delay::kafka_tier_for(&self.tier_waits, remaining)
+            .and_then(|wait| self.tiers.iter().find(|(w, _)| *w == wait));
+        let Some((_, tier)) = tier else {
             return self
                 .produce(&self.spec.name, entry, RECORD_LIMIT_BYTES)
                 .await;
