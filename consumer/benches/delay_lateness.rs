@@ -152,6 +152,10 @@ async fn timers(delays: Vec<i64>) -> Lateness {
 async fn wait_for(upstream: &Upstream, total: usize) {
     let max = Duration::from_secs(env_u64("BENCH_MAX_DELAY_S", 120) + 120);
     support::eventually(max, "every entry to arrive", || async {
+        // Counting first: the distinct ids are worth collecting only once enough arrived.
+        if upstream.count() < total {
+            return None;
+        }
         let mut ids: Vec<String> = upstream
             .received()
             .iter()

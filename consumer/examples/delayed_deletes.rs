@@ -16,7 +16,7 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use support::producer::{TestProducer, namespace_with_target, write_all_durably};
-use support::{Upstream, eventually, start_consumer_with};
+use support::{Upstream, eventually, start_consumer};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
@@ -48,7 +48,7 @@ async fn main() {
         ),
     );
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer_with(vec![namespace.clone()], |_| {}).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
 
     println!(
         "writing {entries} deletes to namespace '{}' ({backend:?}), jitter window {jitter_s} s",
@@ -70,11 +70,11 @@ async fn main() {
     println!("burst written in {:.1} s", wrote_in.as_secs_f64());
 
     let limit = Duration::from_secs(jitter_s + 120);
-    let received = eventually(limit, "every delete to arrive", || async {
-        let received = upstream.received();
-        (received.len() >= entries as usize).then_some(received)
+    eventually(limit, "every delete to arrive", || async {
+        (upstream.count() >= entries as usize).then_some(())
     })
     .await;
+    let received = upstream.received();
     consumer.shutdown().await;
     producer.shutdown().await;
 
@@ -97,8 +97,11 @@ async fn main() {
         let bar = "#".repeat(count * 60 / peak);
         println!("{second:>4} s {count:>6} {bar}");
     }
+    // The window's inner seconds: from the first whole second after the burst was written
+    // (deletes due before they were written arrive when they are) to the last full second.
+    let first = (wrote_in.as_secs_f64().ceil() as usize).max(1);
     let window = &per_second[..per_second.len().min(usize::try_from(jitter_s).unwrap())];
-    let inner = &window[1..window.len().saturating_sub(1)];
+    let inner = &window[first.min(window.len())..window.len().saturating_sub(1)];
     let mean = inner.iter().sum::<usize>() as f64 / inner.len().max(1) as f64;
     let spread = inner
         .iter()
@@ -106,13 +109,27 @@ async fn main() {
         .sum::<f64>()
         / inner.len().max(1) as f64;
     println!(
-        "\n{} deletes arrived; within the window (first and last second left out) {:.0}/s on average, min {}, max {}, coefficient of variation {:.1} %",
+        "\n{} deletes arrived; seconds {first} to {} of the window: {:.0}/s on average, min {}, max {}, coefficient of variation {:.1} %",
         received.len(),
+        window.len().saturating_sub(2),
         mean,
         inner.iter().min().unwrap_or(&0),
         inner.iter().max().unwrap_or(&0),
         100.0 * spread.sqrt() / mean.max(1.0)
     );
+    if let Some(peak) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+    {
+        println!(
+            "peak resident memory of this process (producer, consumer and target): {}",
+            peak.trim_start_matches("VmHWM:").trim()
+        );
+    }
     let csv: String = std::iter::once("second,deletes\n".to_owned())
         .chain(
             per_second

@@ -9,6 +9,9 @@ use clap::Parser;
 
 use crate::clients::ClientSettings;
 
+/// See [`ConsumerOptions::max_held`].
+pub const DEFAULT_MAX_HELD: u32 = 8192;
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "wal-consumer",
@@ -69,10 +72,14 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_CONSUMER_MAX_IN_FLIGHT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_in_flight: u32,
 
-    /// Entries per queue that may wait in memory for their deliver-at (retries in backoff, short
-    /// delays) without holding an in-flight slot. Bounds the consumer's memory with
-    /// --max-in-flight: at most the sum of both entries per queue are held.
-    #[arg(long, env = "WAL_CONSUMER_MAX_HELD", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    /// Entries per queue that may wait in memory for their deliver-at (retries in backoff, the
+    /// last seconds of a delay) without holding an in-flight slot. Bounds the consumer's memory
+    /// with --max-in-flight: at most the sum of both entries per queue are held, about 2.5 KiB
+    /// each. A steady stream of delayed entries keeps about its rate times the hold limit (SQS
+    /// 5 s, Kafka 7 s) held (a Kafka entry back from its delay tier waits 2 to 7 s); the default, about 20 MiB,
+    /// keeps up with some 1,500 delayed entries a second per queue. When the slots are used up
+    /// the worker receives no more until held entries come due, and entries come late.
+    #[arg(long, env = "WAL_CONSUMER_MAX_HELD", default_value_t = DEFAULT_MAX_HELD, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub max_held: u32,
 
     /// The longest one apply to a target may take before it counts as a retryable failure.
@@ -129,7 +136,7 @@ impl ConsumerOptions {
             cql_nodes: list("WAL_CQL_NODES", "127.0.0.1:19042"),
             memcached: list("WAL_MEMCACHED", "127.0.0.1:19211"),
             max_in_flight: 256,
-            max_held: 1024,
+            max_held: DEFAULT_MAX_HELD,
             apply_timeout_ms: 10_000,
             shutdown_grace_ms: 30_000,
             provision: true,

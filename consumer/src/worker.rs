@@ -128,7 +128,9 @@ impl Worker {
                                 .await;
                         }
                         Role::Forward(route) => {
-                            tier::forward(&context, &route, delivery, permit, &shutdown).await;
+                            // Boxed, so a held entry's task (the other branch) stays small.
+                            Box::pin(tier::forward(&context, &route, delivery, permit, &shutdown))
+                                .await;
                         }
                     }
                     in_flight.decrement(1.0);

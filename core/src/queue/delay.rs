@@ -13,7 +13,10 @@
 use std::time::Duration;
 
 /// The longest wait the consumer holds in memory on a Kafka queue; anything further is parked.
-pub const KAFKA_HOLD_LIMIT: Duration = Duration::from_secs(10);
+/// As short as the shortest tier allows: an entry further away than this can take that tier and
+/// still come back [`KAFKA_LEAD`] early, and the shorter the hold, the fewer entries a steady
+/// stream of delayed ones keeps in memory at once (rate times hold).
+pub const KAFKA_HOLD_LIMIT: Duration = KAFKA_TIERS[0].saturating_add(KAFKA_LEAD);
 /// How early a parked Kafka entry comes back to its queue: time enough for the two hops it
 /// takes (tier to queue, queue to consumer) so the last stretch is held and the entry is on time.
 pub const KAFKA_LEAD: Duration = Duration::from_secs(2);
@@ -115,7 +118,7 @@ mod tests {
     fn a_queue_gets_the_tiers_its_longest_wait_can_use() {
         assert!(kafka_tiers(Duration::ZERO).is_empty());
         assert!(kafka_tiers(KAFKA_HOLD_LIMIT).is_empty());
-        assert_eq!(kafka_tiers(Duration::from_secs(11)), [KAFKA_TIERS[0]]);
+        assert_eq!(kafka_tiers(Duration::from_secs(8)), [KAFKA_TIERS[0]]);
         assert_eq!(
             kafka_tiers(Duration::from_secs(62)),
             [KAFKA_TIERS[0], KAFKA_TIERS[1]]
@@ -138,8 +141,8 @@ mod tests {
         let tiers = KAFKA_TIERS.to_vec();
         let at = |s: u64| kafka_tier_for(&tiers, Duration::from_secs(s));
         assert_eq!(at(3), None);
-        assert_eq!(at(10), None);
-        assert_eq!(at(11), Some(Duration::from_secs(5)));
+        assert_eq!(at(7), None);
+        assert_eq!(at(8), Some(Duration::from_secs(5)));
         assert_eq!(at(61), Some(Duration::from_secs(5)));
         assert_eq!(at(62), Some(Duration::from_secs(60)));
         assert_eq!(at(86_400), Some(Duration::from_secs(4 * 3600)));

@@ -58,6 +58,12 @@ pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
 /// entries are read only as they come due, so a small read-ahead keeps a large parked backlog
 /// out of memory.
 const TIER_PREFETCH_KIB: u32 = 1024;
+/// How much one fetch takes from each partition of a delay tier, in KiB (librdkafka's default is
+/// 1 MiB). librdkafka fills its read-ahead in a fixed partition order, and when one partition's
+/// fetch fills it the others wait (confluentinc/librdkafka#1854): a tier's first partition was
+/// read on time while the other three fell 50 s behind. Fetches this small leave room in the
+/// read-ahead for every partition of the tier (up to 16).
+const TIER_PARTITION_FETCH_KIB: u32 = 64;
 /// How long `provision` waits for new topics to be served.
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -102,6 +108,9 @@ impl KafkaSettings {
         }
     }
 }
+
+/// How soon a reader whose read-ahead was full fetches again; see `subscribe`.
+const FETCH_QUEUE_BACKOFF: Duration = Duration::from_millis(10);
 
 /// The clients one process shares across all its Kafka queues.
 pub struct KafkaBackend {
@@ -279,8 +288,18 @@ impl KafkaQueue {
         };
         let mut config = ClientConfig::new();
         if let Some(kib) = self.prefetch_kib {
-            config.set("queued.max.messages.kbytes", kib.to_string());
+            config
+                .set("queued.max.messages.kbytes", kib.to_string())
+                .set(
+                    "max.partition.fetch.bytes",
+                    (TIER_PARTITION_FETCH_KIB * 1024).to_string(),
+                );
         }
+        // Once its read-ahead is full, librdkafka postpones the next fetch by this much (1 s by
+        // default). With a small read-ahead (the delay tiers' 1 MiB) that default capped a
+        // tier at 1 MiB a second, about 5,000 entries, and a burst of parked entries came
+        // back seconds late.
+        config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
         let consumer: StreamConsumer<TrackingContext> = config
             .set("bootstrap.servers", &settings.bootstrap_servers)
             .set(
