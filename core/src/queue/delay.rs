@@ -35,10 +35,11 @@ pub const TIER_SUFFIX_MAX: usize = ".delay-15m".len();
 /// The longest wait the consumer holds in memory on an SQS queue; anything further goes back on
 /// the queue with a delay.
 pub const SQS_HOLD_LIMIT: Duration = Duration::from_secs(5);
-/// How early a delayed SQS message becomes visible. SQS counts delays in whole seconds and a
-/// long poll sees a message shortly after it becomes visible (ElasticMQ: within about 40 ms), so
-/// the consumer receives it ahead of time and holds the last stretch itself.
-pub const SQS_LEAD: Duration = Duration::from_secs(1);
+/// How early a delayed SQS message becomes visible. SQS counts delays in whole seconds, so the
+/// consumer receives the message ahead of time and holds the last stretch itself. One second
+/// was not enough margin: on ElasticMQ a long poll sometimes returned a newly visible message
+/// over a second late (p99 lateness 174 ms with 1 s, 38 ms with 2 s, in `delay_lateness`).
+pub const SQS_LEAD: Duration = Duration::from_secs(2);
 /// SQS's longest DelaySeconds: the default step for longer delays.
 pub const SQS_MAX_DELAY: Duration = Duration::from_secs(900);
 
@@ -152,7 +153,11 @@ mod tests {
     fn sqs_delays_are_whole_seconds_a_lead_early_and_at_most_a_step() {
         let step = SQS_MAX_DELAY;
         assert_eq!(sqs_delay(Duration::from_millis(800), step), Duration::ZERO);
-        assert_eq!(sqs_delay(Duration::from_millis(2_900), step).as_secs(), 1);
+        assert_eq!(
+            sqs_delay(Duration::from_millis(2_900), step),
+            Duration::ZERO
+        );
+        assert_eq!(sqs_delay(Duration::from_millis(3_900), step).as_secs(), 1);
         assert_eq!(sqs_delay(Duration::from_secs(3_600), step), step);
         assert_eq!(
             sqs_delay(Duration::from_secs(30), Duration::from_secs(4)).as_secs(),
