@@ -33,13 +33,6 @@ use support::{Received, Upstream, start_consumer_with};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn now_micros() -> i64 {
     i64::try_from(
         SystemTime::now()
@@ -170,7 +163,7 @@ async fn timers(delays: Vec<i64>, head: Duration) -> Lateness {
 }
 
 async fn wait_for(upstream: &Upstream, total: usize) {
-    let max = Duration::from_secs(env_u64("BENCH_MAX_DELAY_S", 120) + 120);
+    let max = Duration::from_secs(support::env_u64("BENCH_MAX_DELAY_S", 120) + 120);
     support::eventually(max, "every entry to arrive", || async {
         // Counting first: the distinct ids are worth collecting only once enough arrived.
         if upstream.count() < total {
@@ -190,9 +183,9 @@ async fn wait_for(upstream: &Upstream, total: usize) {
 
 #[tokio::main]
 async fn main() {
-    let entries = env_u64("BENCH_ENTRIES", 10_000);
-    let max_delay_s = env_u64("BENCH_MAX_DELAY_S", 120);
-    let head = Duration::from_secs(env_u64("BENCH_HEAD_S", 20));
+    let entries = support::env_u64("BENCH_ENTRIES", 10_000);
+    let max_delay_s = support::env_u64("BENCH_MAX_DELAY_S", 120);
+    let head = Duration::from_secs(support::env_u64("BENCH_HEAD_S", 20));
     let sides = std::env::var("BENCH_SIDES").unwrap_or_else(|_| "kafka,sqs,timer".to_owned());
     println!(
         "delay lateness: {entries} entries per side, delays uniform over 1-{max_delay_s} s after a {} s head start; sides run one after another",

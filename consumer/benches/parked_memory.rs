@@ -14,7 +14,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use support::producer::{TestProducer, namespace_json, unique, write_all_durably};
@@ -26,36 +26,12 @@ const DAY_MILLIS: i64 = 86_400_000;
 /// How long the consumer is left alone before its memory is read, once everything is parked.
 const SETTLE: Duration = Duration::from_secs(5);
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn spawn_consumer(namespaces: &std::path::Path, metrics_port: u16) -> Child {
-    let stack = support::local_stack();
-    Command::new(env!("CARGO_BIN_EXE_wal-consumer"))
-        .env("WAL_NAMESPACES", namespaces)
-        .env("WAL_KAFKA_BOOTSTRAP", &stack.kafka_bootstrap)
-        .env("WAL_SQS_ENDPOINT", stack.sqs_endpoint.unwrap())
-        .env(
-            "WAL_CONSUMER_METRICS_LISTEN",
-            format!("127.0.0.1:{metrics_port}"),
-        )
-        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start wal-consumer")
 }
 
 /// The sum of one counter over all its label sets, from the consumer's metrics page.
@@ -135,7 +111,7 @@ async fn measure(backend: Backend, small: u64, large: u64) -> (u64, u64) {
     std::fs::write(dir.join(format!("{}.json", namespace.name)), &config).unwrap();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let metrics_port = free_port();
-    let mut consumer = spawn_consumer(&dir, metrics_port);
+    let mut consumer = support::consumer_process(&dir, &format!("127.0.0.1:{metrics_port}"));
     let with_small = park(
         &producer,
         &namespace.name,
@@ -163,8 +139,8 @@ async fn measure(backend: Backend, small: u64, large: u64) -> (u64, u64) {
 
 #[tokio::main]
 async fn main() {
-    let small = env_u64("PARKED_SMALL", 1_000);
-    let large = env_u64("PARKED_LARGE", 100_000).max(small);
+    let small = support::env_u64("PARKED_SMALL", 1_000);
+    let large = support::env_u64("PARKED_LARGE", 100_000).max(small);
     let backends = std::env::var("PARKED_BACKENDS").unwrap_or_else(|_| "kafka,sqs".to_owned());
     println!("consumer resident memory with entries delayed by a day, parked on the broker");
     println!(

@@ -20,17 +20,10 @@ use support::{Upstream, eventually, start_consumer};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main]
 async fn main() {
-    let entries = env_u64("DEMO_ENTRIES", 100_000);
-    let jitter_s = env_u64("DEMO_JITTER_S", 60);
+    let entries = support::env_u64("DEMO_ENTRIES", 100_000);
+    let jitter_s = support::env_u64("DEMO_JITTER_S", 60);
     let backend = match std::env::var("DEMO_BACKEND").as_deref() {
         Ok("sqs") => Backend::Sqs,
         _ => Backend::Kafka,

@@ -11,28 +11,15 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use support::producer::{TestProducer, unique, write_all_durably};
-use support::{Cql, KEYSPACE, cql_nodes, dlq_reader, eventually};
+use support::{Cql, KEYSPACE, dlq_reader, eventually};
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
 const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
-
-fn spawn_consumer(namespaces: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wal-consumer"))
-        .env("WAL_NAMESPACES", namespaces)
-        .env("WAL_CQL_NODES", cql_nodes().join(","))
-        .env("WAL_CONSUMER_METRICS_LISTEN", "127.0.0.1:0")
-        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start wal-consumer")
-}
 
 /// Entry `i`: its own row, and the shared key's row.
 fn payload(i: i64) -> Vec<u8> {
@@ -82,7 +69,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         .collect();
     write_all_durably(&producer.client, requests, 500, 1).await;
 
-    let mut first = spawn_consumer(&dir);
+    let mut first = support::consumer_process(&dir, "127.0.0.1:0");
     eventually(
         Duration::from_secs(120),
         "the first consumer to apply some entries",
@@ -97,7 +84,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         "the kill landed before the backlog was applied ({at_kill} rows)"
     );
 
-    let mut second = spawn_consumer(&dir);
+    let mut second = support::consumer_process(&dir, "127.0.0.1:0");
     eventually(
         Duration::from_secs(180),
         "the restarted consumer to apply every entry",

@@ -11,8 +11,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -67,20 +65,6 @@ fn early_arrivals(received: &[Received]) -> Vec<String> {
         .collect()
 }
 
-fn spawn_consumer(namespaces: &Path) -> Child {
-    let stack = support::local_stack();
-    Command::new(env!("CARGO_BIN_EXE_wal-consumer"))
-        .env("WAL_NAMESPACES", namespaces)
-        .env("WAL_KAFKA_BOOTSTRAP", &stack.kafka_bootstrap)
-        .env("WAL_SQS_ENDPOINT", stack.sqs_endpoint.unwrap())
-        .env("WAL_CONSUMER_METRICS_LISTEN", "127.0.0.1:0")
-        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start wal-consumer")
-}
-
 /// Entries with delays of 1 to 40 s, a consumer SIGKILLed while they wait (held in memory,
 /// parked on the broker), then restarted: every entry arrives, none before its deliver-at.
 async fn never_early_across_a_kill(backend: Backend) {
@@ -91,7 +75,7 @@ async fn never_early_across_a_kill(backend: Backend) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{}.json", namespace.name)), &config).unwrap();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let mut first = spawn_consumer(&dir);
+    let mut first = support::consumer_process(&dir, "127.0.0.1:0");
 
     let mut ids = BTreeSet::new();
     for i in 0..40 {
@@ -116,7 +100,7 @@ async fn never_early_across_a_kill(backend: Backend) {
     let at_kill = upstream.received().len();
     assert!(at_kill < ids.len(), "the kill landed while entries waited");
 
-    let mut second = spawn_consumer(&dir);
+    let mut second = support::consumer_process(&dir, "127.0.0.1:0");
     let arrived = eventually(
         Duration::from_secs(120),
         "every entry to arrive",

@@ -56,6 +56,35 @@ pub async fn start_consumer_with(
         .spawn()
 }
 
+/// A `wal-consumer` process on the local stack reading the namespace files in `namespaces`, its
+/// metrics on `metrics_listen` (`127.0.0.1:0` when nobody reads them). Only integration tests and
+/// benches know where cargo built the binary.
+pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> std::process::Child {
+    let Some(binary) = option_env!("CARGO_BIN_EXE_wal-consumer") else {
+        panic!("the wal-consumer binary is known to integration tests and benches only");
+    };
+    let stack = local_stack();
+    std::process::Command::new(binary)
+        .env("WAL_NAMESPACES", namespaces)
+        .env("WAL_KAFKA_BOOTSTRAP", &stack.kafka_bootstrap)
+        .env("WAL_SQS_ENDPOINT", stack.sqs_endpoint.unwrap_or_default())
+        .env("WAL_CQL_NODES", cql_nodes().join(","))
+        .env("WAL_CONSUMER_METRICS_LISTEN", metrics_listen)
+        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start wal-consumer")
+}
+
+/// A number from the environment, for the benches' and demos' tunables.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Polls `check` until it returns `Some`, for at most `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where

@@ -296,9 +296,8 @@ impl KafkaQueue {
                 );
         }
         // Once its read-ahead is full, librdkafka postpones the next fetch by this much (1 s by
-        // default). With a small read-ahead (the delay tiers' 1 MiB) that default capped a
-        // tier at 1 MiB a second, about 5,000 entries, and a burst of parked entries came
-        // back seconds late.
+        // default), a second's stall each time a small read-ahead (the delay tiers' 1 MiB)
+        // fills; short, so a tier that was full reads on as soon as it has room.
         config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
         let consumer: StreamConsumer<TrackingContext> = config
             .set("bootstrap.servers", &settings.bootstrap_servers)
