@@ -56,8 +56,9 @@ impl Producer {
         })
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The namespaces being served; it stays readable after `serve` took the producer.
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry)
     }
 
     /// Serves until `shutdown` completes, then reports NOT_SERVING on the health service, stops

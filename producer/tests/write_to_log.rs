@@ -7,6 +7,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::{
@@ -407,7 +408,14 @@ async fn graceful_shutdown_answers_every_write_in_flight_truthfully() {
             tokio::spawn(async move { client.write_to_log(request).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Shut down once the producer holds writes, whatever the machine's load: a fixed pause
+    // sometimes ended before any request had arrived.
+    let runtime = Arc::clone(producer.registry.get(&ns.name).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runtime.admission.in_flight() == 0 {
+        assert!(Instant::now() < deadline, "no write reached the producer");
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
     let started = Instant::now();
     producer.shutdown().await;
     let drained_in = started.elapsed();

@@ -16,6 +16,7 @@ use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::sqs::{SqsBackend, SqsSettings};
 use wal_core::queue::{Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
+use wal_producer::registry::Registry;
 use wal_producer::{Producer, ProducerOptions};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
@@ -73,6 +74,7 @@ pub struct TestProducer {
     pub client: WriteAheadLogClient<Channel>,
     pub channel: Channel,
     pub address: std::net::SocketAddr,
+    pub registry: Arc<Registry>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -93,6 +95,7 @@ impl TestProducer {
             .unwrap_or_else(|e| {
                 panic!("producer start (is the stack up? scripts/stack up): {e:#}")
             });
+        let registry = producer.registry();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -108,6 +111,7 @@ impl TestProducer {
             client: WriteAheadLogClient::new(channel.clone()),
             channel,
             address,
+            registry,
             stop: Some(stop),
             server: Some(server),
         }

@@ -64,6 +64,9 @@ const TIER_PREFETCH_KIB: u32 = 1024;
 /// read on time while the other three fell 50 s behind. Fetches this small leave room in the
 /// read-ahead for every partition of the tier (up to 16).
 const TIER_PARTITION_FETCH_KIB: u32 = 64;
+/// How often `produce` sends a record again after librdkafka reported it delivered without an
+/// offset, before answering that it may not be stored.
+const UNCONFIRMED_RESENDS: u32 = 2;
 /// How long `provision` waits for new topics to be served.
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -356,24 +359,55 @@ impl KafkaQueue {
                 key.len()
             )));
         }
-        let record = FutureRecord::to(topic).key(key).payload(&value);
-        // send_result fails only when librdkafka refuses the record outright (its queue is
-        // full, for example): then nothing left this process.
-        let delivery = self
-            .backend
-            .producer
-            .send_result(record)
-            .map_err(|(error, _)| not_stored(error.to_string()))?;
-        match delivery.await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err((error, _))) => match classify::durability_of(&error) {
-                Durability::NotStored => Err(not_stored(error.to_string())),
-                Durability::Unknown => Err(unknown(error.to_string())),
-            },
-            Err(_canceled) => Err(unknown(
-                "the producer shut down before the broker answered".to_owned(),
-            )),
+        for attempt in 0..=UNCONFIRMED_RESENDS {
+            // Once a send was reported delivered without an offset, the record may be stored,
+            // so no later failure can be answered as "not stored".
+            let refused = |reason: String| match attempt {
+                0 => not_stored(reason),
+                _ => unknown(reason),
+            };
+            let record = FutureRecord::to(topic).key(key).payload(&value);
+            // send_result fails only when librdkafka refuses the record outright (its queue is
+            // full, for example): then this send did not leave the process.
+            let delivery = self
+                .backend
+                .producer
+                .send_result(record)
+                .map_err(|(error, _)| refused(error.to_string()))?;
+            match delivery.await {
+                Ok(Ok(delivered)) if delivered.offset >= 0 => return Ok(()),
+                // No offset: librdkafka acknowledged the record implicitly, because a later
+                // batch of its partition succeeded. That later batch proves nothing when it was
+                // the producer's first on the partition to reach the broker, which then accepts
+                // any sequence number: after a "not leader" error on a new topic the earlier
+                // batch was never written (confluentinc/confluent-kafka-go#921, seen here as
+                // TRUE answers for entries missing from the topic). Sending again costs a
+                // duplicate at worst, which consumers absorb by the entry's id.
+                Ok(Ok(_)) => {
+                    tracing::warn!(
+                        topic,
+                        entry_id = %entry.id,
+                        attempt,
+                        "the broker's acknowledgement carried no offset; sending the entry again"
+                    );
+                }
+                Ok(Err((error, _))) => {
+                    return match classify::durability_of(&error) {
+                        Durability::NotStored => Err(refused(error.to_string())),
+                        Durability::Unknown => Err(unknown(error.to_string())),
+                    };
+                }
+                Err(_canceled) => {
+                    return Err(unknown(
+                        "the producer shut down before the broker answered".to_owned(),
+                    ));
+                }
+            }
         }
+        Err(unknown(format!(
+            "the broker acknowledged the entry {} times without an offset, so it may not be stored",
+            UNCONFIRMED_RESENDS + 1
+        )))
     }
 
     /// Waits until the broker's metadata lists every topic with its partitions. CreateTopics
