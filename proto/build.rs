@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "wal/v1/write.proto",
         "wal/v1/entry.proto",
         "wal/v1/target.proto",
+        "wal/v1/control.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -248,6 +248,12 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// queue's visible messages. For metrics and operators, never for correctness.
     async fn backlog(&self) -> Result<Option<u64>, QueueError>;
 
+    /// How many entries the queue holds that no consumer has finished: on Kafka, past the
+    /// namespace consumer group's committed offsets (everything kept, when the group never
+    /// committed); on SQS, its visible, in-flight and delayed messages. Approximate on SQS. The
+    /// control plane asks it before a queue or DLQ is dropped from its namespace.
+    async fn unfinished(&self) -> Result<u64, QueueError>;
+
     /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
     /// with its attempt count incremented and the failure recorded, then acknowledges the
     /// original. The retry schedule thus lives on the queue and survives a consumer restart.

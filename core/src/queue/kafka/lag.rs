@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use rdkafka::Offset;
-use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+use super::KafkaSettings;
 
 /// How long each broker call of a lag reading may take.
 const LAG_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,7 +19,31 @@ pub(super) fn group_lag<C: ConsumerContext>(
     topic: &str,
 ) -> Result<u64, KafkaError> {
     let assignment = consumer.assignment()?;
-    let committed = consumer.committed_offsets(assignment, LAG_TIMEOUT)?;
+    lag_of(consumer, topic, assignment)
+}
+
+/// The namespace consumer group's lag on every partition of `topic`, read without joining the
+/// group (an offset fetch only, so running consumers are not disturbed). Blocks on the broker.
+pub(super) fn unfinished(settings: &KafkaSettings, topic: &str) -> Result<u64, KafkaError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &settings.bootstrap_servers)
+        .set("group.id", format!("{}{topic}", settings.group_prefix))
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(topic), LAG_TIMEOUT)?;
+    let mut partitions = TopicPartitionList::new();
+    for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
+        partitions.add_partition(topic, partition.id());
+    }
+    lag_of(&consumer, topic, partitions)
+}
+
+fn lag_of<C: Consumer<X>, X: ConsumerContext>(
+    consumer: &C,
+    topic: &str,
+    partitions: TopicPartitionList,
+) -> Result<u64, KafkaError> {
+    let committed = consumer.committed_offsets(partitions, LAG_TIMEOUT)?;
     let mut lag = 0u64;
     for partition in committed.elements_for_topic(topic) {
         let (low, high) = consumer.fetch_watermarks(topic, partition.partition(), LAG_TIMEOUT)?;

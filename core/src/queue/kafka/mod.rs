@@ -35,7 +35,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use self::lag::group_lag;
+use self::lag::{group_lag, unfinished};
 use self::offsets::OffsetTracker;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
@@ -672,6 +672,16 @@ impl Queue for KafkaQueue {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
             Err(e) => Err(self.error(Operation::Close, true, e)),
         }
+    }
+
+    async fn unfinished(&self) -> Result<u64, QueueError> {
+        let settings = self.backend.settings.clone();
+        let topic = self.spec.name.clone();
+        // Broker calls that block, so on a blocking thread.
+        tokio::task::spawn_blocking(move || unfinished(&settings, &topic))
+            .await
+            .map_err(|e| self.error(Operation::Backlog, true, e))?
+            .map_err(|e| self.error(Operation::Backlog, true, e))
     }
 
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {

@@ -427,6 +427,18 @@ impl Queue for SqsQueue {
         self.count(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
             .await
     }
+
+    async fn unfinished(&self) -> Result<u64, QueueError> {
+        let mut total = 0;
+        for attribute in [
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+        ] {
+            total += self.count(attribute).await?.unwrap_or(0);
+        }
+        Ok(total)
+    }
 }
 
 impl SqsQueue {

@@ -1,0 +1,103 @@
+//! `walctl`: the operator's command line for the platform.
+//!
+//! Exit codes scripts can rely on:
+//! 0 done; 1 the control plane or a broker failed or could not be reached (retrying may help);
+//! 2 bad arguments or a bad file (fix the command); 3 refused by the control plane's rules
+//! (the message says which); 4 not found.
+
+mod namespace;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tonic::Code;
+
+use crate::output::Format;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "walctl",
+    version,
+    about = "Operate the write-ahead-log platform"
+)]
+struct Cli {
+    /// The control plane's gRPC address.
+    #[arg(
+        long,
+        global = true,
+        env = "WAL_CONTROL_PLANE",
+        default_value = "http://127.0.0.1:50060"
+    )]
+    control_plane: String,
+
+    /// How results are printed: tables for people, JSON for scripts.
+    #[arg(long, short, global = true, value_enum, default_value_t = Format::Table)]
+    output: Format,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Namespace configs: apply, inspect, compare and their history.
+    #[command(subcommand)]
+    Namespace(namespace::Command),
+}
+
+/// A failure, with the exit code that classifies it.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    /// What the control plane answered, classified for the exit code.
+    pub fn from_status(status: &tonic::Status, doing: &str) -> Self {
+        let code = match status.code() {
+            Code::InvalidArgument => 2,
+            Code::FailedPrecondition | Code::Aborted => 3,
+            Code::NotFound => 4,
+            _ => 1,
+        };
+        Self {
+            code,
+            message: format!("{doing}: {}", status.message()),
+        }
+    }
+
+    pub fn unreachable(address: &str, error: impl std::fmt::Display) -> Self {
+        Self {
+            code: 1,
+            message: format!(
+                "cannot reach the control plane at {address}: {error}. Is wal-control-plane running? Set --control-plane or WAL_CONTROL_PLANE to its address"
+            ),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Namespace(command) => {
+            namespace::run(command, &cli.control_plane, cli.output).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("walctl: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `wal-control-plane`: serves the namespace registry.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+use wal_control_plane::options::ControlPlaneOptions;
+use wal_control_plane::server::ControlPlane;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let options = ControlPlaneOptions::parse();
+    match run(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("wal-control-plane: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
+    let control_plane = ControlPlane::start(&options).await?;
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    tracing::info!(listen = %options.listen, store = %options.store, "wal-control-plane ready");
+    control_plane
+        .serve(listener, wal_core::process::shutdown_signal())
+        .await
+}

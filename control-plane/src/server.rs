@@ -1,0 +1,55 @@
+//! The control plane as a whole: store opened, brokers connected, gRPC served with health and
+//! reflection until the shutdown signal.
+
+use std::future::Future;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
+
+use crate::options::ControlPlaneOptions;
+use crate::provision::Provisioner;
+use crate::service::RegistryService;
+use crate::store::NamespaceStore;
+
+#[derive(Debug)]
+pub struct ControlPlane {
+    service: RegistryService,
+}
+
+impl ControlPlane {
+    pub async fn start(options: &ControlPlaneOptions) -> anyhow::Result<Self> {
+        let store = NamespaceStore::connect(&options.store)
+            .await
+            .context("opening the namespace store")?;
+        let provisioner = Provisioner::connect(&options.brokers()).await?;
+        Ok(Self {
+            service: RegistryService::new(store, provisioner),
+        })
+    }
+
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<NamespaceRegistryServer<RegistryService>>()
+            .await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .context("building gRPC reflection")?;
+        Server::builder()
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(NamespaceRegistryServer::new(self.service))
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
+            .await
+            .context("gRPC server")
+    }
+}

@@ -1,0 +1,297 @@
+//! The `NamespaceRegistry` gRPC service: validate, check the update's rules, provision, store.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
+use wal_namespaces::Namespace;
+use wal_proto::v1::namespace_registry_server::NamespaceRegistry;
+use wal_proto::v1::{
+    ApplyRequest, ApplyResponse, DeleteRequest, GetRequest, HistoryRequest, HistoryResponse,
+    ListRequest, ListResponse, NamespaceVersion, ValidateResponse,
+};
+
+use crate::changes::{self, Forbidden};
+use crate::provision::Provisioner;
+use crate::store::{NamespaceStore, NewVersion, StoreError, StoredVersion};
+
+#[derive(Debug)]
+pub struct RegistryService {
+    store: NamespaceStore,
+    provisioner: Provisioner,
+    /// One change at a time in this process; writers in other processes are caught by the
+    /// store's version check instead.
+    changing: Mutex<()>,
+}
+
+/// What an apply would do, worked out before anything is provisioned or stored.
+struct Plan {
+    namespace: Namespace,
+    value: Value,
+    latest: Option<StoredVersion>,
+    changes: Vec<String>,
+    /// The stored config equals the applied one.
+    unchanged: bool,
+}
+
+impl RegistryService {
+    pub fn new(store: NamespaceStore, provisioner: Provisioner) -> Self {
+        Self {
+            store,
+            provisioner,
+            changing: Mutex::new(()),
+        }
+    }
+
+    async fn plan(&self, config_json: &str) -> Result<Plan, Status> {
+        let namespace = wal_namespaces::parse(config_json, "the applied config")
+            .map_err(|errors| Status::invalid_argument(errors.to_string()))?;
+        let value: Value = serde_json::from_str(config_json)
+            .map_err(|e| Status::invalid_argument(format!("the config is not JSON: {e}")))?;
+        let latest = self
+            .store
+            .latest(&namespace.name)
+            .await
+            .map_err(store_status)?;
+        let old = match latest.as_ref().and_then(|v| v.config.as_deref()) {
+            Some(text) => Some(stored_config(&namespace.name, text)?),
+            None => None,
+        };
+        let mut others = Vec::new();
+        for version in self.store.current().await.map_err(store_status)? {
+            if version.name != namespace.name
+                && let Some(text) = &version.config
+            {
+                others.push(stored_config(&version.name, text)?);
+            }
+        }
+        changes::check_update(old.as_ref(), &namespace, &others).map_err(forbidden)?;
+        if let Some(old) = &old {
+            for (what, name) in changes::dropped(old, &namespace) {
+                let config = old
+                    .queues
+                    .iter()
+                    .find(|q| q.name == name || q.dlq == name)
+                    .ok_or_else(|| Status::internal("a dropped queue is not in the old config"))?;
+                let entries = self
+                    .provisioner
+                    .unfinished(old, config, what == "DLQ")
+                    .await
+                    .map_err(|e| Status::unavailable(format!("{e:#}")))?;
+                if entries > 0 {
+                    return Err(forbidden(Forbidden::StillHolds {
+                        what,
+                        queue: name,
+                        entries,
+                    }));
+                }
+            }
+        }
+        let (changes, unchanged) = match (&old, latest.as_ref().and_then(|v| v.config.as_ref())) {
+            (Some(old), Some(text)) => {
+                let before: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                (changes::changed_paths(&before, &value), *old == namespace)
+            }
+            _ => (vec!["created".to_owned()], false),
+        };
+        Ok(Plan {
+            namespace,
+            value,
+            latest,
+            changes,
+            unchanged,
+        })
+    }
+}
+
+/// A stored config that no longer parses (written by an older, laxer version): an operator must
+/// look, so it is named rather than skipped.
+fn stored_config(name: &str, text: &str) -> Result<Namespace, Status> {
+    wal_namespaces::parse(text, &format!("the stored config of '{name}'")).map_err(|errors| {
+        Status::internal(format!(
+            "the stored config of namespace '{name}' no longer validates: {errors}"
+        ))
+    })
+}
+
+fn forbidden(rule: Forbidden) -> Status {
+    Status::failed_precondition(rule.to_string())
+}
+
+fn store_status(error: StoreError) -> Status {
+    match error {
+        StoreError::Conflict { .. } => Status::aborted(error.to_string()),
+        _ => Status::unavailable(error.to_string()),
+    }
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn version_message(version: StoredVersion) -> NamespaceVersion {
+    NamespaceVersion {
+        deleted: version.is_deleted(),
+        name: version.name,
+        version: version.version,
+        config_json: version.config.unwrap_or_default(),
+        author: version.author,
+        created_at_micros: version.created_at_micros,
+        changes: version.changes,
+    }
+}
+
+fn author_of(author: &str) -> Result<&str, Status> {
+    let author = author.trim();
+    if author.is_empty() || author.len() > 256 {
+        return Err(Status::invalid_argument(
+            "author must name who applies the change (1 to 256 characters)",
+        ));
+    }
+    Ok(author)
+}
+
+#[tonic::async_trait]
+impl NamespaceRegistry for RegistryService {
+    async fn apply(
+        &self,
+        request: Request<ApplyRequest>,
+    ) -> Result<Response<ApplyResponse>, Status> {
+        let request = request.into_inner();
+        let author = author_of(&request.author)?;
+        let _one_at_a_time = self.changing.lock().await;
+        let plan = self.plan(&request.config_json).await?;
+        // Provisioned on every apply, changed or not, so applying again repairs a queue deleted
+        // by hand; a failure stores nothing, and the apply can simply be repeated.
+        let created = self
+            .provisioner
+            .provision(&plan.namespace)
+            .await
+            .map_err(|e| Status::unavailable(format!("{e:#}")))?;
+        if plan.unchanged
+            && let Some(latest) = plan.latest
+        {
+            return Ok(Response::new(ApplyResponse {
+                version: Some(version_message(latest)),
+                changed: false,
+                created,
+            }));
+        }
+        let config = serde_json::to_string_pretty(&plan.value)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let stored = self
+            .store
+            .add(NewVersion {
+                name: &plan.namespace.name,
+                version: plan.latest.as_ref().map_or(0, |v| v.version) + 1,
+                config: Some(&config),
+                author,
+                created_at_micros: now_micros(),
+                changes: &plan.changes,
+            })
+            .await
+            .map_err(store_status)?;
+        tracing::info!(namespace = %stored.name, version = stored.version, author, changes = ?stored.changes, created = ?created, "namespace applied");
+        Ok(Response::new(ApplyResponse {
+            version: Some(version_message(stored)),
+            changed: true,
+            created,
+        }))
+    }
+
+    async fn validate(
+        &self,
+        request: Request<ApplyRequest>,
+    ) -> Result<Response<ValidateResponse>, Status> {
+        let plan = self.plan(&request.into_inner().config_json).await?;
+        Ok(Response::new(ValidateResponse {
+            new_namespace: plan.latest.as_ref().is_none_or(StoredVersion::is_deleted),
+            changes: if plan.unchanged {
+                Vec::new()
+            } else {
+                plan.changes
+            },
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<GetRequest>,
+    ) -> Result<Response<NamespaceVersion>, Status> {
+        let GetRequest { name, version } = request.into_inner();
+        let found = if version == 0 {
+            self.store.latest(&name).await
+        } else {
+            self.store.version(&name, version).await
+        }
+        .map_err(store_status)?;
+        match found {
+            Some(version) => Ok(Response::new(version_message(version))),
+            None if version == 0 => Err(Status::not_found(format!(
+                "no namespace '{name}'; `walctl namespace list` shows those there are"
+            ))),
+            None => Err(Status::not_found(format!(
+                "namespace '{name}' has no version {version}; `walctl namespace history {name}` lists them"
+            ))),
+        }
+    }
+
+    async fn list(&self, _: Request<ListRequest>) -> Result<Response<ListResponse>, Status> {
+        let current = self.store.current().await.map_err(store_status)?;
+        Ok(Response::new(ListResponse {
+            namespaces: current.into_iter().map(version_message).collect(),
+        }))
+    }
+
+    async fn history(
+        &self,
+        request: Request<HistoryRequest>,
+    ) -> Result<Response<HistoryResponse>, Status> {
+        let name = request.into_inner().name;
+        let versions = self.store.history(&name).await.map_err(store_status)?;
+        if versions.is_empty() {
+            return Err(Status::not_found(format!("no namespace '{name}'")));
+        }
+        Ok(Response::new(HistoryResponse {
+            versions: versions.into_iter().map(version_message).collect(),
+        }))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<DeleteRequest>,
+    ) -> Result<Response<NamespaceVersion>, Status> {
+        let request = request.into_inner();
+        let author = author_of(&request.author)?;
+        let _one_at_a_time = self.changing.lock().await;
+        let latest = self
+            .store
+            .latest(&request.name)
+            .await
+            .map_err(store_status)?;
+        let Some(latest) = latest.filter(|v| !v.is_deleted()) else {
+            return Err(Status::not_found(format!(
+                "no namespace '{}' to delete",
+                request.name
+            )));
+        };
+        let stored = self
+            .store
+            .add(NewVersion {
+                name: &request.name,
+                version: latest.version + 1,
+                config: None,
+                author,
+                created_at_micros: now_micros(),
+                changes: &["deleted".to_owned()],
+            })
+            .await
+            .map_err(store_status)?;
+        tracing::info!(namespace = %stored.name, version = stored.version, author, "namespace deleted; its queues stay on the brokers");
+        Ok(Response::new(version_message(stored)))
+    }
+}

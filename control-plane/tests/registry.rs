@@ -1,0 +1,317 @@
+//! The control plane against the real stack: applying a namespace creates its topics, queues and
+//! DLQs on the brokers; applying again changes nothing; updates that would strand data are
+//! refused with their reason and leave the stored version as it was.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+mod support;
+
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use support::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
+use tonic::Code;
+use tonic::transport::Channel;
+use wal_core::entry::{ENTRY_VERSION, Entry};
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::{Queue as _, QueueSpec};
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_proto::v1::{ApplyRequest, GetRequest, HistoryRequest};
+
+fn apply(config: String) -> ApplyRequest {
+    ApplyRequest {
+        config_json: config,
+        author: "test-operator".into(),
+    }
+}
+
+fn kafka_topics() -> Vec<String> {
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(10))
+        .unwrap();
+    metadata
+        .topics()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect()
+}
+
+async fn sqs_queue_exists(name: &str) -> bool {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .endpoint_url(sqs_endpoint())
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "x", "x", None, None, "test",
+        ))
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn applying_a_kafka_namespace_creates_its_topics_and_applying_again_changes_nothing() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let topic = format!("{name}-q0");
+    // A delay limit over the hold limit: the queue needs delay tiers as well.
+    let text = config(
+        &name,
+        "KAFKA",
+        &[&topic],
+        r#", "delay_limits": {"max_delay_ms": 3600000}"#,
+    );
+
+    let first = client
+        .apply(apply(text.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(first.changed);
+    let version = first.version.unwrap();
+    assert_eq!(
+        (version.version, version.author.as_str()),
+        (1, "test-operator")
+    );
+    assert_eq!(version.changes, ["created"]);
+    let topics = kafka_topics();
+    for expected in [topic.clone(), format!("{topic}-dlq")] {
+        assert!(
+            first.created.contains(&expected),
+            "{expected} not reported in {:?}",
+            first.created
+        );
+        assert!(
+            topics.contains(&expected),
+            "{expected} is not on the broker"
+        );
+    }
+    let tiers: Vec<&String> = first
+        .created
+        .iter()
+        .filter(|t| t.starts_with(&format!("{topic}.delay-")))
+        .collect();
+    assert!(
+        !tiers.is_empty(),
+        "no delay tier created: {:?}",
+        first.created
+    );
+    assert!(tiers.iter().all(|t| topics.contains(t)));
+
+    let again = client.apply(apply(text)).await.unwrap().into_inner();
+    assert!(!again.changed);
+    assert!(
+        again.created.is_empty(),
+        "created on the second apply: {:?}",
+        again.created
+    );
+    assert_eq!(again.version.unwrap().version, 1);
+    assert_eq!(
+        client
+            .history(HistoryRequest { name })
+            .await
+            .unwrap()
+            .into_inner()
+            .versions
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn applying_an_sqs_namespace_creates_its_queue_and_dlq() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    let applied = client
+        .apply(apply(config(&name, "SQS", &[&queue], "")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(applied.changed);
+    assert!(sqs_queue_exists(&queue).await);
+    assert!(sqs_queue_exists(&format!("{queue}-dlq")).await);
+}
+
+#[tokio::test]
+async fn an_update_is_a_new_version_that_names_what_changed() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let topic = format!("{name}-q0");
+    client
+        .apply(apply(config(&name, "KAFKA", &[&topic], "")))
+        .await
+        .unwrap();
+    let limit = r#", "rate_limit": {"writes_per_second": 50}"#;
+    let updated = client
+        .apply(apply(config(&name, "KAFKA", &[&topic], limit)))
+        .await
+        .unwrap()
+        .into_inner();
+    let version = updated.version.unwrap();
+    assert_eq!(version.version, 2);
+    assert_eq!(version.changes, ["rate_limit"]);
+    // The old version stays readable as it was.
+    let first = client
+        .get(GetRequest {
+            name: name.clone(),
+            version: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!first.config_json.contains("rate_limit"));
+}
+
+/// The stored version of `name`, to check a refusal left it alone.
+async fn stored_version(
+    client: &mut NamespaceRegistryClient<Channel>,
+    name: &str,
+) -> (i64, String) {
+    let current = client
+        .get(GetRequest {
+            name: name.into(),
+            version: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    (current.version, current.config_json)
+}
+
+#[tokio::test]
+async fn moving_a_queue_to_another_backend_is_refused_and_nothing_changes() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    client
+        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap();
+    let before = stored_version(&mut client, &name).await;
+
+    let refused = client
+        .apply(apply(config(&name, "SQS", &[&queue], "")))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains(&format!("queue '{queue}' is on kafka")),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(stored_version(&mut client, &name).await, before);
+    assert!(
+        !sqs_queue_exists(&queue).await,
+        "the refused apply provisioned the SQS queue"
+    );
+}
+
+#[tokio::test]
+async fn a_new_namespace_cannot_take_over_another_ones_queues() {
+    let mut client = control_plane().await;
+    let owner = unique("cp");
+    let queue = format!("{owner}-q0");
+    client
+        .apply(apply(config(&owner, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap();
+
+    let renamed = unique("cp");
+    let refused = client
+        .apply(apply(config(&renamed, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains(&format!("belongs to namespace '{owner}'")),
+        "{}",
+        refused.message()
+    );
+    let missing = client
+        .get(GetRequest {
+            name: renamed,
+            version: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn a_queue_that_holds_entries_cannot_be_dropped_and_an_empty_one_can() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let (kept, full, empty) = (
+        format!("{name}-q0"),
+        format!("{name}-q1"),
+        format!("{name}-q2"),
+    );
+    client
+        .apply(apply(config(&name, "KAFKA", &[&kept, &full, &empty], "")))
+        .await
+        .unwrap();
+    // One entry on the queue to be dropped, acknowledged by the broker.
+    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
+    let queue = backend.queue(QueueSpec::new(&name, &full, &format!("{full}-dlq")));
+    let entry = Entry {
+        version: ENTRY_VERSION,
+        id: "waiting".into(),
+        namespace: name.clone(),
+        ..Entry::default()
+    };
+    queue.enqueue(&entry).await.unwrap();
+    let before = stored_version(&mut client, &name).await;
+
+    let refused = client
+        .apply(apply(config(&name, "KAFKA", &[&kept, &empty], "")))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains(&format!("queue '{full}' still holds 1 entries")),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(stored_version(&mut client, &name).await, before);
+
+    let dropped = client
+        .apply(apply(config(&name, "KAFKA", &[&kept, &full], "")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(dropped.version.unwrap().version, 2);
+}
+
+#[tokio::test]
+async fn a_config_that_does_not_validate_is_refused_naming_the_field() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let bad = config(
+        &name,
+        "KAFKA",
+        &[&format!("{name}-q0")],
+        r#", "rate_limit": {"writes_per_second": "fast"}"#,
+    );
+    let refused = client.apply(apply(bad)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("rate_limit.writes_per_second"),
+        "{}",
+        refused.message()
+    );
+}

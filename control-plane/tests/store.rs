@@ -1,0 +1,215 @@
+//! The namespace store's conformance suite: every check runs against the embedded SQLite store
+//! and against the real PostgreSQL that `scripts/stack up` starts (WAL_POSTGRES_URL).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError};
+
+/// A fresh, empty store of the named engine.
+async fn fresh(engine: &str) -> NamespaceStore {
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    match engine {
+        "sqlite" => {
+            let path = std::env::temp_dir().join(format!("wal-store-{unique}.db"));
+            NamespaceStore::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap()
+        }
+        _ => {
+            let admin_url = std::env::var("WAL_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://wal@127.0.0.1:15432/postgres".into());
+            // A database per test, so tests run in parallel without seeing each other's rows.
+            let database = format!("store_{unique}");
+            sqlx::any::install_default_drivers();
+            let admin = sqlx::AnyPool::connect(&admin_url)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("PostgreSQL at {admin_url} (is the stack up? scripts/stack up): {e}")
+                });
+            // The name is made here, of hex digits: nothing to inject.
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                .execute(&admin)
+                .await
+                .unwrap();
+            admin.close().await;
+            let base = admin_url.rsplit_once('/').unwrap().0;
+            NamespaceStore::connect(&format!("{base}/{database}"))
+                .await
+                .unwrap()
+        }
+    }
+}
+
+fn version<'a>(
+    name: &'a str,
+    version: i64,
+    config: Option<&'a str>,
+    changes: &'a [String],
+) -> NewVersion<'a> {
+    NewVersion {
+        name,
+        version,
+        config,
+        author: "alice",
+        created_at_micros: 1_000 * version,
+        changes,
+    }
+}
+
+async fn versions_are_kept_and_read_back(store: NamespaceStore) {
+    let created = ["created".to_owned()];
+    let changed = ["rate_limit.writes_per_second".to_owned()];
+    assert!(store.latest("orders").await.unwrap().is_none());
+    store
+        .add(version("orders", 1, Some("{\"v\":1}"), &created))
+        .await
+        .unwrap();
+    let second = store
+        .add(version("orders", 2, Some("{\"v\":2}"), &changed))
+        .await
+        .unwrap();
+
+    assert_eq!(store.latest("orders").await.unwrap(), Some(second.clone()));
+    let first = store.version("orders", 1).await.unwrap().unwrap();
+    assert_eq!(first.config.as_deref(), Some("{\"v\":1}"));
+    assert_eq!(first.author, "alice");
+    assert_eq!(first.created_at_micros, 1_000);
+    assert_eq!(first.changes, created);
+    let history = store.history("orders").await.unwrap();
+    assert_eq!(
+        history.iter().map(|v| v.version).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(history[1], second);
+    assert!(store.version("orders", 3).await.unwrap().is_none());
+}
+
+async fn a_taken_or_skipped_version_is_a_conflict(store: NamespaceStore) {
+    let none: [String; 0] = [];
+    store
+        .add(version("orders", 1, Some("{}"), &none))
+        .await
+        .unwrap();
+    // Another writer already stored version 1: this one read before it.
+    let taken = store
+        .add(version("orders", 1, Some("{\"x\":1}"), &none))
+        .await;
+    assert!(
+        matches!(taken, Err(StoreError::Conflict { .. })),
+        "{taken:?}"
+    );
+    let skipped = store.add(version("orders", 3, Some("{}"), &none)).await;
+    assert!(
+        matches!(skipped, Err(StoreError::Conflict { .. })),
+        "{skipped:?}"
+    );
+    // What was stored is what the first writer wrote.
+    assert_eq!(
+        store
+            .latest("orders")
+            .await
+            .unwrap()
+            .unwrap()
+            .config
+            .as_deref(),
+        Some("{}")
+    );
+}
+
+async fn current_lists_the_latest_of_each_and_skips_deleted(store: NamespaceStore) {
+    let none: [String; 0] = [];
+    store
+        .add(version("b-ns", 1, Some("{\"b\":1}"), &none))
+        .await
+        .unwrap();
+    store
+        .add(version("a-ns", 1, Some("{\"a\":1}"), &none))
+        .await
+        .unwrap();
+    store
+        .add(version("a-ns", 2, Some("{\"a\":2}"), &none))
+        .await
+        .unwrap();
+    store
+        .add(version("gone", 1, Some("{}"), &none))
+        .await
+        .unwrap();
+    store.add(version("gone", 2, None, &none)).await.unwrap();
+
+    let current = store.current().await.unwrap();
+    let listed: Vec<(&str, i64)> = current
+        .iter()
+        .map(|v| (v.name.as_str(), v.version))
+        .collect();
+    assert_eq!(listed, [("a-ns", 2), ("b-ns", 1)]);
+    // A deletion is a version like any other, and the versions before it stay readable.
+    let gone = store.latest("gone").await.unwrap().unwrap();
+    assert!(gone.is_deleted());
+    assert_eq!(store.history("gone").await.unwrap().len(), 2);
+}
+
+async fn concurrent_writers_of_one_version_leave_one_winner(store: NamespaceStore) {
+    let none: [String; 0] = [];
+    store
+        .add(version("orders", 1, Some("{}"), &none))
+        .await
+        .unwrap();
+    let writers = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let config = format!("{{\"writer\":{i}}}");
+            let none: [String; 0] = [];
+            store
+                .add(version("orders", 2, Some(&config), &none))
+                .await
+                .is_ok()
+        })
+    });
+    let wins = futures_count(writers).await;
+    assert_eq!(wins, 1, "exactly one writer may store version 2");
+    assert_eq!(store.history("orders").await.unwrap().len(), 2);
+}
+
+async fn futures_count(tasks: impl Iterator<Item = tokio::task::JoinHandle<bool>>) -> usize {
+    let mut wins = 0;
+    for task in tasks.collect::<Vec<_>>() {
+        wins += usize::from(task.await.unwrap());
+    }
+    wins
+}
+
+macro_rules! conformance {
+    ($($check:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test]
+            async fn $check() {
+                super::$check(super::fresh("sqlite").await).await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test]
+            async fn $check() {
+                super::$check(super::fresh("postgres").await).await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    versions_are_kept_and_read_back,
+    a_taken_or_skipped_version_is_a_conflict,
+    current_lists_the_latest_of_each_and_skips_deleted,
+    concurrent_writers_of_one_version_leave_one_winner,
+);
+
+#[tokio::test]
+async fn a_store_url_of_another_kind_is_refused_with_the_expected_forms() {
+    let refused = NamespaceStore::connect("mysql://localhost/db")
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains("mysql://localhost/db") && message.contains("sqlite://PATH"),
+        "{message}"
+    );
+}

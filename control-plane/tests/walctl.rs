@@ -1,0 +1,133 @@
+//! walctl as an operator's shell sees it: exit codes scripts can rely on, and messages that say
+//! what was wrong, for bad arguments, bad files, an unreachable control plane and refusals.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::process::Output;
+
+use support::{config, control_plane_at, unique};
+
+async fn walctl(args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .args(&args)
+        .env_remove("WAL_CONTROL_PLANE")
+        .output()
+        .await
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn write_file(text: &str) -> String {
+    let path = std::env::temp_dir().join(format!("{}.json", unique("walctl")));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn bad_arguments_and_bad_files_exit_2_naming_the_problem() {
+    let unknown = walctl(&["namespace", "frobnicate"]).await;
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("frobnicate"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    let missing = walctl(&["namespace", "apply", "-f", "/no/such/file.json"]).await;
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("cannot read /no/such/file.json"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let name = unique("cp");
+    let bad = write_file(&config(
+        &name,
+        "KAFKA",
+        &["q"],
+        r#", "rate_limit": {"burst": -1}"#,
+    ));
+    let invalid = walctl(&["namespace", "validate", "-f", &bad]).await;
+    assert_eq!(invalid.status.code(), Some(2));
+    let message = stderr(&invalid);
+    assert!(
+        message.contains(&bad) && message.contains("rate_limit.burst"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_control_plane_exits_1_and_says_where_it_looked() {
+    let name = unique("cp");
+    let file = write_file(&config(&name, "KAFKA", &[&format!("{name}-q0")], ""));
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("http://127.0.0.1:{port}");
+    let output = walctl(&[
+        "--control-plane",
+        &address,
+        "namespace",
+        "apply",
+        "-f",
+        &file,
+    ])
+    .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains(&format!("cannot reach the control plane at {address}")),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
+async fn apply_get_and_refusals_exit_with_their_codes() {
+    let (_client, address) = control_plane_at().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    let file = write_file(&config(&name, "KAFKA", &[&queue], ""));
+    let cp = ["--control-plane", address.as_str()];
+
+    let applied =
+        walctl(&[&cp[..], &["-o", "json", "namespace", "apply", "-f", &file]].concat()).await;
+    assert_eq!(applied.status.code(), Some(0), "{}", stderr(&applied));
+    let answer: serde_json::Value = serde_json::from_slice(&applied.stdout).unwrap();
+    assert_eq!(answer["changed"], true);
+    assert_eq!(answer["version"]["version"], 1);
+
+    let listed = walctl(&[&cp[..], &["namespace", "list"]].concat()).await;
+    assert_eq!(listed.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&name));
+
+    let moved = write_file(&config(&name, "SQS", &[&queue], ""));
+    let refused = walctl(&[&cp[..], &["namespace", "apply", "-f", &moved]].concat()).await;
+    assert_eq!(refused.status.code(), Some(3));
+    assert!(
+        stderr(&refused).contains("is on kafka"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let diff = walctl(&[&cp[..], &["namespace", "diff", "-f", &moved]].concat()).await;
+    assert_eq!(diff.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("persistence_configurations"));
+
+    let absent = walctl(&[&cp[..], &["namespace", "get", "no-such-namespace"]].concat()).await;
+    assert_eq!(absent.status.code(), Some(4));
+    assert!(
+        stderr(&absent).contains("no namespace 'no-such-namespace'"),
+        "{}",
+        stderr(&absent)
+    );
+}
