@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use wal_namespaces::Namespace;
+use wal_namespaces::{Backend, Namespace, QueueConfig};
 
 /// An update refused, with the rule it breaks and what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,50 +35,86 @@ pub enum Forbidden {
     },
 }
 
+/// A field that differs between two configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedField {
+    /// For people: `queues[1].name`.
+    pub path: String,
+    /// For `Value::pointer`: `/queues/1/name` (keys with dots or slashes stay one segment).
+    pub pointer: String,
+}
+
 /// The JSON paths whose values differ between two configs, in order (`queues[1].name`, ...).
 /// Arrays are compared element by element.
 pub fn changed_paths(old: &Value, new: &Value) -> Vec<String> {
-    let mut paths = Vec::new();
-    walk("", old, new, &mut paths);
-    paths
+    changed_fields(old, new)
+        .into_iter()
+        .map(|f| f.path)
+        .collect()
 }
 
-fn walk(path: &str, old: &Value, new: &Value, paths: &mut Vec<String>) {
+/// Like [`changed_paths`], with a JSON pointer to each field.
+pub fn changed_fields(old: &Value, new: &Value) -> Vec<ChangedField> {
+    let mut fields = Vec::new();
+    let root = ChangedField {
+        path: String::new(),
+        pointer: String::new(),
+    };
+    walk(&root, old, new, &mut fields);
+    fields
+}
+
+fn walk(at: &ChangedField, old: &Value, new: &Value, fields: &mut Vec<ChangedField>) {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
             let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             for key in keys {
-                let child = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
+                let child = ChangedField {
+                    path: if at.path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{}.{key}", at.path)
+                    },
+                    pointer: format!(
+                        "{}/{}",
+                        at.pointer,
+                        key.replace('~', "~0").replace('/', "~1")
+                    ),
                 };
                 match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => walk(&child, x, y, paths),
-                    _ => paths.push(child),
+                    (Some(x), Some(y)) => walk(&child, x, y, fields),
+                    _ => fields.push(child),
                 }
             }
         }
         (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                walk(&format!("{path}[{i}]"), x, y, paths);
+                let child = ChangedField {
+                    path: format!("{}[{i}]", at.path),
+                    pointer: format!("{}/{i}", at.pointer),
+                };
+                walk(&child, x, y, fields);
             }
         }
-        _ if old != new => paths.push(if path.is_empty() {
-            "(whole config)".to_owned()
+        _ if old != new => fields.push(if at.path.is_empty() {
+            ChangedField {
+                path: "(whole config)".to_owned(),
+                pointer: String::new(),
+            }
         } else {
-            path.to_owned()
+            at.clone()
         }),
         _ => {}
     }
 }
 
-/// Every queue and DLQ name a namespace uses.
-pub fn queue_names(namespace: &Namespace) -> BTreeSet<&str> {
+/// Every queue and DLQ a namespace uses, with its backend: a Kafka topic and an SQS queue of the
+/// same name are different queues.
+pub fn queue_names(namespace: &Namespace) -> BTreeSet<(Backend, &str)> {
     namespace
         .queues
         .iter()
-        .flat_map(|q| [q.name.as_str(), q.dlq.as_str()])
+        .flat_map(|q| [(q.backend, q.name.as_str()), (q.backend, q.dlq.as_str())])
         .collect()
 }
 
@@ -89,22 +125,21 @@ pub fn check_update(
     new: &Namespace,
     others: &[Namespace],
 ) -> Result<(), Forbidden> {
+    let mine = queue_names(new);
     if let Some(old) = old {
-        for queue in &new.queues {
-            if let Some(before) = old.queues.iter().find(|q| q.name == queue.name)
-                && before.backend != queue.backend
-            {
+        // A queue that is gone from its backend but named on the other one has moved.
+        for (backend, name) in queue_names(old).difference(&mine) {
+            if let Some((to, _)) = mine.iter().find(|(b, n)| n == name && b != backend) {
                 return Err(Forbidden::BackendChanged {
-                    queue: queue.name.clone(),
-                    from: before.backend.to_string(),
-                    to: queue.backend.to_string(),
+                    queue: (*name).to_owned(),
+                    from: backend.to_string(),
+                    to: to.to_string(),
                 });
             }
         }
     }
-    let mine = queue_names(new);
     for other in others.iter().filter(|o| o.name != new.name) {
-        if let Some(queue) = queue_names(other).intersection(&mine).next() {
+        if let Some((_, queue)) = queue_names(other).intersection(&mine).next() {
             return Err(Forbidden::QueueOwned {
                 queue: (*queue).to_owned(),
                 owner: other.name.clone(),
@@ -114,17 +149,41 @@ pub fn check_update(
     Ok(())
 }
 
-/// The queues and DLQs the update drops, with whether each is a queue or a DLQ: each must be
-/// empty before the update is stored.
-pub fn dropped(old: &Namespace, new: &Namespace) -> Vec<(&'static str, String)> {
+/// A queue or DLQ an update drops: it must be empty before the update is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped<'a> {
+    /// The old config's queue (for a dropped DLQ, the queue it served).
+    pub queue: &'a QueueConfig,
+    pub dlq: bool,
+}
+
+impl Dropped<'_> {
+    pub fn what(&self) -> &'static str {
+        if self.dlq { "DLQ" } else { "queue" }
+    }
+
+    pub fn name(&self) -> &str {
+        if self.dlq {
+            &self.queue.dlq
+        } else {
+            &self.queue.name
+        }
+    }
+}
+
+/// The queues and DLQs the update drops. A DLQ shared by several queues is listed once.
+pub fn dropped<'a>(old: &'a Namespace, new: &Namespace) -> Vec<Dropped<'a>> {
     let kept = queue_names(new);
+    let mut seen = BTreeSet::new();
     let mut dropped = Vec::new();
     for queue in &old.queues {
-        if !kept.contains(queue.name.as_str()) {
-            dropped.push(("queue", queue.name.clone()));
-        }
-        if !kept.contains(queue.dlq.as_str()) {
-            dropped.push(("DLQ", queue.dlq.clone()));
+        for dlq in [false, true] {
+            let name = if dlq { &queue.dlq } else { &queue.name };
+            if !kept.contains(&(queue.backend, name.as_str()))
+                && seen.insert((queue.backend, name.as_str()))
+            {
+                dropped.push(Dropped { queue, dlq });
+            }
         }
     }
     dropped
@@ -172,6 +231,22 @@ mod tests {
     }
 
     #[test]
+    fn pointers_keep_dotted_keys_whole() {
+        let old = json!({"config": {"a.b": 1}});
+        let new = json!({"config": {"a.b": 2}});
+        let fields = changed_fields(&old, &new);
+        assert_eq!(fields[0].path, "config.a.b");
+        assert_eq!(new.pointer(&fields[0].pointer), Some(&json!(2)));
+    }
+
+    #[test]
+    fn same_names_on_two_backends_are_two_queues() {
+        let kafka = namespace("orders", &[("x", "kafka")]);
+        let sqs = namespace("payments", &[("x", "sqs")]);
+        assert!(check_update(None, &sqs, std::slice::from_ref(&kafka)).is_ok());
+    }
+
+    #[test]
     fn a_queue_keeps_its_backend() {
         let old = namespace("orders", &[("orders-q", "kafka")]);
         let new = namespace("orders", &[("orders-q", "sqs")]);
@@ -200,10 +275,9 @@ mod tests {
     fn dropping_a_queue_lists_it_and_its_dlq() {
         let old = namespace("orders", &[("a", "kafka"), ("b", "kafka")]);
         let new = namespace("orders", &[("a", "kafka")]);
-        assert_eq!(
-            dropped(&old, &new),
-            vec![("queue", "b".to_owned()), ("DLQ", "b-dlq".to_owned())]
-        );
-        assert!(dropped(&old, &old).is_empty());
+        let dropped = dropped(&old, &new);
+        let names: Vec<(&str, &str)> = dropped.iter().map(|d| (d.what(), d.name())).collect();
+        assert_eq!(names, [("queue", "b"), ("DLQ", "b-dlq")]);
+        assert!(super::dropped(&old, &old).is_empty());
     }
 }

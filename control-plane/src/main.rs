@@ -31,7 +31,9 @@ async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
-    tracing::info!(listen = %options.listen, store = %options.store, "wal-control-plane ready");
+    // The engine only: a PostgreSQL URL may carry a password.
+    let store = options.store.split("://").next().unwrap_or_default();
+    tracing::info!(listen = %options.listen, store, "wal-control-plane ready");
     control_plane
         .serve(listener, wal_core::process::shutdown_signal())
         .await

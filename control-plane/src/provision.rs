@@ -79,7 +79,9 @@ impl Provisioner {
         config: &QueueConfig,
         dlq: bool,
     ) -> anyhow::Result<u64> {
-        let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq);
+        // With the longest wait, so a Kafka queue's count includes its delay tiers.
+        let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
+            .with_longest_wait(namespace.longest_wait());
         let (name, spec) = match spec.dead_letters() {
             Some(dead_letters) if dlq => (&config.dlq, dead_letters),
             _ => (&config.name, spec),

@@ -54,12 +54,20 @@ impl RegistryService {
             .latest(&namespace.name)
             .await
             .map_err(store_status)?;
-        let old = match latest.as_ref().and_then(|v| v.config.as_deref()) {
+        // Judged against the last config even when the namespace was deleted since: its queues
+        // and their entries are still on the brokers.
+        let last = self
+            .store
+            .last_config(&namespace.name)
+            .await
+            .map_err(store_status)?;
+        let old = match last.as_ref().and_then(|v| v.config.as_deref()) {
             Some(text) => Some(stored_config(&namespace.name, text)?),
             None => None,
         };
+        // Deleted namespaces keep their queues too: nobody else may take them.
         let mut others = Vec::new();
-        for version in self.store.current().await.map_err(store_status)? {
+        for version in self.store.last_configs().await.map_err(store_status)? {
             if version.name != namespace.name
                 && let Some(text) = &version.config
             {
@@ -68,27 +76,23 @@ impl RegistryService {
         }
         changes::check_update(old.as_ref(), &namespace, &others).map_err(forbidden)?;
         if let Some(old) = &old {
-            for (what, name) in changes::dropped(old, &namespace) {
-                let config = old
-                    .queues
-                    .iter()
-                    .find(|q| q.name == name || q.dlq == name)
-                    .ok_or_else(|| Status::internal("a dropped queue is not in the old config"))?;
+            for dropped in changes::dropped(old, &namespace) {
                 let entries = self
                     .provisioner
-                    .unfinished(old, config, what == "DLQ")
+                    .unfinished(old, dropped.queue, dropped.dlq)
                     .await
                     .map_err(|e| Status::unavailable(format!("{e:#}")))?;
                 if entries > 0 {
                     return Err(forbidden(Forbidden::StillHolds {
-                        what,
-                        queue: name,
+                        what: dropped.what(),
+                        queue: dropped.name().to_owned(),
                         entries,
                     }));
                 }
             }
         }
-        let (changes, unchanged) = match (&old, latest.as_ref().and_then(|v| v.config.as_ref())) {
+        let current = latest.as_ref().and_then(|v| v.config.as_ref());
+        let (changes, unchanged) = match (&old, current) {
             (Some(old), Some(text)) => {
                 let before: Value = serde_json::from_str(text).unwrap_or(Value::Null);
                 (changes::changed_paths(&before, &value), *old == namespace)
@@ -208,9 +212,11 @@ impl NamespaceRegistry for RegistryService {
         request: Request<ApplyRequest>,
     ) -> Result<Response<ValidateResponse>, Status> {
         let plan = self.plan(&request.into_inner().config_json).await?;
+        let new_namespace = plan.latest.as_ref().is_none_or(StoredVersion::is_deleted);
         Ok(Response::new(ValidateResponse {
-            new_namespace: plan.latest.as_ref().is_none_or(StoredVersion::is_deleted),
-            changes: if plan.unchanged {
+            new_namespace,
+            // As the proto says: empty for a new namespace or no change.
+            changes: if plan.unchanged || new_namespace {
                 Vec::new()
             } else {
                 plan.changes

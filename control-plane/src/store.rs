@@ -188,6 +188,35 @@ impl NamespaceStore {
         row.map(|row| self.version_of(&row)).transpose()
     }
 
+    /// The namespace's latest version that has a config: the current one, or for a deleted
+    /// namespace the one before its deletion. A deleted namespace's queues stay on the brokers,
+    /// so the update rules still judge a re-created namespace against it.
+    pub async fn last_config(&self, name: &str) -> Result<Option<StoredVersion>, StoreError> {
+        let query = select_versions!(
+            "WHERE name = $1 AND config IS NOT NULL ORDER BY version DESC LIMIT 1"
+        );
+        let row = sqlx::query(query)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.database(e))?;
+        row.map(|row| self.version_of(&row)).transpose()
+    }
+
+    /// [`last_config`](Self::last_config) of every namespace, deleted ones included, by name.
+    pub async fn last_configs(&self) -> Result<Vec<StoredVersion>, StoreError> {
+        let query = select_versions!(
+            "v WHERE config IS NOT NULL AND version = (SELECT MAX(version) FROM namespace_versions w
+               WHERE w.name = v.name AND w.config IS NOT NULL)
+             ORDER BY name"
+        );
+        let rows = sqlx::query(query)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.database(e))?;
+        rows.iter().map(|row| self.version_of(row)).collect()
+    }
+
     /// One version of a namespace.
     pub async fn version(
         &self,

@@ -16,7 +16,7 @@ use wal_core::entry::{ENTRY_VERSION, Entry};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-use wal_proto::v1::{ApplyRequest, GetRequest, HistoryRequest};
+use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest};
 
 fn apply(config: String) -> ApplyRequest {
     ApplyRequest {
@@ -314,4 +314,56 @@ async fn a_config_that_does_not_validate_is_refused_naming_the_field() {
         "{}",
         refused.message()
     );
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    client
+        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap();
+    let deleted = client
+        .delete(DeleteRequest {
+            name: name.clone(),
+            author: "test-operator".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(deleted.deleted);
+    assert_eq!(deleted.version, 2);
+
+    // Its entries are still on Kafka: neither a re-created namespace nor another one may strand them.
+    let moved = client
+        .apply(apply(config(&name, "SQS", &[&queue], "")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        moved.code(),
+        Code::FailedPrecondition,
+        "{}",
+        moved.message()
+    );
+    let taken = client
+        .apply(apply(config(&unique("cp"), "KAFKA", &[&queue], "")))
+        .await
+        .unwrap_err();
+    assert!(
+        taken
+            .message()
+            .contains(&format!("belongs to namespace '{name}'")),
+        "{}",
+        taken.message()
+    );
+
+    let recreated = client
+        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(recreated.changed);
+    assert_eq!(recreated.version.unwrap().version, 3);
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
-use wal_control_plane::changes::changed_paths;
+use wal_control_plane::changes::changed_fields;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{
     ApplyRequest, DeleteRequest, GetRequest, HistoryRequest, ListRequest, NamespaceVersion,
@@ -245,36 +245,37 @@ fn read_config(path: &Path) -> Result<String, Failure> {
 }
 
 fn print_diff(name: &str, old: &Value, new: &Value, format: Format) {
-    let paths = if old.is_null() {
+    let fields = if old.is_null() {
         Vec::new()
     } else {
-        changed_paths(old, new)
+        changed_fields(old, new)
     };
-    let value_at = |value: &Value, path: &str| {
-        let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
-        value.pointer(&pointer).cloned().unwrap_or(Value::Null)
-    };
+    // Absent on one side: shown as null.
+    let value_at =
+        |value: &Value, pointer: &str| value.pointer(pointer).cloned().unwrap_or(Value::Null);
     match format {
         Format::Json => output::print_json(&json!({
             "namespace": name,
             "new_namespace": old.is_null(),
-            "changes": paths.iter().map(|p| json!({
-                "path": p, "stored": value_at(old, p), "file": value_at(new, p),
+            "changes": fields.iter().map(|f| json!({
+                "path": f.path,
+                "stored": value_at(old, &f.pointer),
+                "file": value_at(new, &f.pointer),
             })).collect::<Vec<_>>(),
         })),
         Format::Table if old.is_null() => {
             println!("namespace '{name}' is not stored: applying the file creates it")
         }
-        Format::Table if paths.is_empty() => {
+        Format::Table if fields.is_empty() => {
             println!("namespace '{name}': the file matches the stored config")
         }
         Format::Table => {
             let mut table = output::table(&["field", "stored", "file"]);
-            for path in &paths {
+            for field in &fields {
                 table.add_row([
-                    path.clone(),
-                    value_at(old, path).to_string(),
-                    value_at(new, path).to_string(),
+                    field.path.clone(),
+                    value_at(old, &field.pointer).to_string(),
+                    value_at(new, &field.pointer).to_string(),
                 ]);
             }
             println!("{table}");

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use super::KafkaSettings;
@@ -32,8 +33,19 @@ pub(super) fn unfinished(settings: &KafkaSettings, topic: &str) -> Result<u64, K
         .create()?;
     let metadata = consumer.fetch_metadata(Some(topic), LAG_TIMEOUT)?;
     let mut partitions = TopicPartitionList::new();
-    for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
-        partitions.add_partition(topic, partition.id());
+    for described in metadata.topics() {
+        match described.error() {
+            None => {}
+            // A topic that was never created holds nothing.
+            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => continue,
+            Some(error) => return Err(KafkaError::MetadataFetch(error.into())),
+        }
+        for partition in described.partitions() {
+            partitions.add_partition(topic, partition.id());
+        }
+    }
+    if partitions.count() == 0 {
+        return Ok(0);
     }
     lag_of(&consumer, topic, partitions)
 }

@@ -382,7 +382,8 @@ impl KafkaQueue {
                 // any sequence number: after a "not leader" error on a new topic the earlier
                 // batch was never written (confluentinc/confluent-kafka-go#921, seen here as
                 // TRUE answers for entries missing from the topic). Sending again costs a
-                // duplicate at worst, which consumers absorb by the entry's id.
+                // duplicate at worst, which targets absorb: they apply idempotently by the
+                // entry's id (DESIGN §4.2). The copy may land after a later entry of its key.
                 Ok(Ok(_)) => {
                     tracing::warn!(
                         topic,
@@ -676,12 +677,22 @@ impl Queue for KafkaQueue {
 
     async fn unfinished(&self) -> Result<u64, QueueError> {
         let settings = self.backend.settings.clone();
-        let topic = self.spec.name.clone();
+        // Entries parked on the delay tiers belong to the queue as much as those on its topic.
+        let mut topics = vec![self.spec.name.clone()];
+        topics.extend(
+            self.delay_tiers()
+                .iter()
+                .map(|t| t.queue.spec().name.clone()),
+        );
         // Broker calls that block, so on a blocking thread.
-        tokio::task::spawn_blocking(move || unfinished(&settings, &topic))
-            .await
-            .map_err(|e| self.error(Operation::Backlog, true, e))?
-            .map_err(|e| self.error(Operation::Backlog, true, e))
+        tokio::task::spawn_blocking(move || {
+            topics.iter().try_fold(0, |sum, topic| {
+                Ok::<u64, KafkaError>(sum + unfinished(&settings, topic)?)
+            })
+        })
+        .await
+        .map_err(|e| self.error(Operation::Backlog, true, e))?
+        .map_err(|e| self.error(Operation::Backlog, true, e))
     }
 
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {
