@@ -131,3 +131,98 @@ async fn apply_get_and_refusals_exit_with_their_codes() {
         stderr(&absent)
     );
 }
+
+/// A producer on a free port serving one new Kafka namespace; returns its address and the name.
+async fn producer() -> (String, String) {
+    let name = unique("cp");
+    let target = r#", "default_target": {"kind": "cql", "settings": {"table": "t"}}"#;
+    let text = config(&name, "KAFKA", &[&format!("{name}-q0")], target);
+    let namespace = wal_namespaces::parse(&text, "test").unwrap();
+    let options = wal_producer::ProducerOptions::for_local_stack(std::path::PathBuf::new());
+    let producer = wal_producer::Producer::start(&options, vec![namespace])
+        .await
+        .unwrap_or_else(|e| panic!("producer start (is the stack up? scripts/stack up): {e:#}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(producer.serve(listener, std::future::pending()));
+    (address, name)
+}
+
+#[tokio::test]
+async fn write_prints_the_durable_answer_and_exits_by_it() {
+    let (address, name) = producer().await;
+    let producer = ["--producer", address.as_str()];
+
+    let written = walctl(
+        &[
+            &[
+                "-o",
+                "json",
+                "write",
+                &name,
+                "hello",
+                "--idempotency-id",
+                "w-1",
+                "--delay",
+                "2s",
+            ][..],
+            &producer[..],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(written.status.code(), Some(0), "{}", stderr(&written));
+    let answer: serde_json::Value = serde_json::from_slice(&written.stdout).unwrap();
+    assert_eq!(answer["durable"], "TRUE");
+    assert_eq!(answer["entry_id"], "w-1");
+
+    let file = write_file("{\"payload\": \"from a file\"}");
+    let from_file = walctl(&[&["write", &name, "--file", &file][..], &producer[..]].concat()).await;
+    assert_eq!(from_file.status.code(), Some(0), "{}", stderr(&from_file));
+    assert!(String::from_utf8_lossy(&from_file.stdout).starts_with("TRUE entry "));
+
+    let unknown = walctl(&[&["write", "no-such-namespace", "x"][..], &producer[..]].concat()).await;
+    assert_eq!(unknown.status.code(), Some(4), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no-such-namespace"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    // Past the namespace's delay limit (30 days by default): refused before anything is stored.
+    let too_far = walctl(
+        &[
+            &["write", &name, "x", "--delay", "40days"][..],
+            &producer[..],
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(too_far.status.code(), Some(2), "{}", stderr(&too_far));
+    assert!(stderr(&too_far).contains("delay"), "{}", stderr(&too_far));
+}
+
+#[tokio::test]
+async fn write_arguments_are_checked_before_anything_is_sent() {
+    let bad_delay = walctl(&["write", "ns", "x", "--delay", "soon"]).await;
+    assert_eq!(bad_delay.status.code(), Some(2));
+    assert!(
+        stderr(&bad_delay).contains("--delay"),
+        "{}",
+        stderr(&bad_delay)
+    );
+
+    let both = walctl(&["write", "ns", "x", "--file", "/tmp/p"]).await;
+    assert_eq!(both.status.code(), Some(2));
+
+    let neither = walctl(&["write", "ns"]).await;
+    assert_eq!(neither.status.code(), Some(2));
+
+    let half_target = walctl(&["write", "ns", "x", "--target-kind", "cql"]).await;
+    assert_eq!(half_target.status.code(), Some(2));
+    assert!(
+        stderr(&half_target).contains("--target-settings"),
+        "{}",
+        stderr(&half_target)
+    );
+}

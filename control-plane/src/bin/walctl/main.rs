@@ -1,12 +1,14 @@
 //! `walctl`: the operator's command line for the platform.
 //!
 //! Exit codes scripts can rely on:
-//! 0 done; 1 the control plane or a broker failed or could not be reached (retrying may help);
-//! 2 bad arguments or a bad file (fix the command); 3 refused by the control plane's rules
-//! (the message says which); 4 not found.
+//! 0 done; 1 the control plane, the producer or a broker failed or could not be reached, or the
+//! producer shed the write (retrying may help); 2 bad arguments or a bad file (fix the command);
+//! 3 refused by the control plane's rules (the message says which); 4 not found; for `write`,
+//! 5 FALSE (not stored: retry freely) and 6 UNKNOWN (retry with the same --idempotency-id).
 
 mod namespace;
 mod output;
+mod write;
 
 use std::process::ExitCode;
 
@@ -44,6 +46,8 @@ enum Command {
     /// Namespace configs: apply, inspect, compare and their history.
     #[command(subcommand)]
     Namespace(namespace::Command),
+    /// Send one WriteToLog and print the durable answer (TRUE, FALSE or UNKNOWN).
+    Write(write::Write),
 }
 
 /// A failure, with the exit code that classifies it.
@@ -75,6 +79,23 @@ impl Failure {
         }
     }
 
+    /// An outcome the output already described: only the exit code is left to give.
+    pub fn quiet(code: u8) -> Self {
+        Self {
+            code,
+            message: String::new(),
+        }
+    }
+
+    pub fn unreachable_producer(address: &str, error: impl std::fmt::Display) -> Self {
+        Self {
+            code: 1,
+            message: format!(
+                "cannot reach the producer at {address}: {error}. Is wal-producer running? Set --producer or WAL_PRODUCER to its address"
+            ),
+        }
+    }
+
     pub fn unreachable(address: &str, error: impl std::fmt::Display) -> Self {
         Self {
             code: 1,
@@ -92,11 +113,14 @@ async fn main() -> ExitCode {
         Command::Namespace(command) => {
             namespace::run(command, &cli.control_plane, cli.output).await
         }
+        Command::Write(write) => write::run(write, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("walctl: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("walctl: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }

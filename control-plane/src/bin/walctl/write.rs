@@ -1,0 +1,121 @@
+//! `walctl write`: one WriteToLog from the shell, with the durable answer printed and returned
+//! as the exit code.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
+
+use crate::Failure;
+use crate::output::{self, Format};
+
+#[derive(Debug, Args)]
+pub struct Write {
+    /// The namespace to write to.
+    namespace: String,
+    /// The payload as text; or give --file.
+    #[arg(conflicts_with = "file", required_unless_present = "file")]
+    payload: Option<String>,
+    /// Read the payload from a file, or from standard input with -.
+    #[arg(short, long)]
+    file: Option<PathBuf>,
+    /// The producer's gRPC address.
+    #[arg(long, env = "WAL_PRODUCER", default_value = "http://127.0.0.1:50051")]
+    producer: String,
+    /// Deliver no earlier than this after now: 90s, 15m, 2h, 3days.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    delay: Duration,
+    /// Spread delivery over a window this wide (0s: the namespace's default).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    jitter: Duration,
+    /// The partition key: entries with one key keep their order.
+    #[arg(long, default_value = "")]
+    key: String,
+    /// The entry's id; writing again with the same id is safe after an UNKNOWN answer.
+    #[arg(long, default_value = "")]
+    idempotency_id: String,
+    /// The target kind (cql, cache, kafka, http, region); the namespace's default when unset.
+    #[arg(long, requires = "target_settings")]
+    target_kind: Option<String>,
+    /// The target's settings as a JSON object.
+    #[arg(long, requires = "target_kind")]
+    target_settings: Option<String>,
+}
+
+/// Exit codes of `write` beyond the common ones: FALSE (definitely not stored, retry freely) and
+/// UNKNOWN (retry with the same --idempotency-id).
+const EXIT_FALSE: u8 = 5;
+const EXIT_UNKNOWN: u8 = 6;
+
+pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
+    let payload = match (&write.payload, &write.file) {
+        (Some(text), _) => text.clone().into_bytes(),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut bytes = Vec::new();
+            std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+                Failure::usage(format!("reading the payload from standard input: {e}"))
+            })?;
+            bytes
+        }
+        (None, Some(path)) => std::fs::read(path).map_err(|e| {
+            Failure::usage(format!(
+                "cannot read the payload file {}: {e}",
+                path.display()
+            ))
+        })?,
+        (None, None) => return Err(Failure::usage("give a payload or --file")),
+    };
+    let millis = |d: Duration, flag: &str| {
+        i64::try_from(d.as_millis()).map_err(|_| Failure::usage(format!("--{flag} is too long")))
+    };
+    let request = WriteToLogRequest {
+        namespace: write.namespace.clone(),
+        payload,
+        lifecycle: Some(Lifecycle {
+            delay_millis: millis(write.delay, "delay")?,
+            jitter_millis: millis(write.jitter, "jitter")?,
+            original_write_time_micros: 0,
+        }),
+        target: write.target_kind.map(|kind| Target {
+            kind,
+            settings_json: write.target_settings.unwrap_or_default(),
+        }),
+        idempotency_id: write.idempotency_id,
+        key: write.key,
+    };
+    let mut client = WriteAheadLogClient::connect(write.producer.clone())
+        .await
+        .map_err(|e| Failure::unreachable_producer(&write.producer, e))?;
+    let response = client
+        .write_to_log(request)
+        .await
+        .map_err(|s| Failure::from_status(&s, "write refused"))?
+        .into_inner();
+    let durable = response.durable();
+    let word = match durable {
+        Trilean::True => "TRUE",
+        Trilean::False => "FALSE",
+        _ => "UNKNOWN",
+    };
+    match format {
+        Format::Json => output::print_json(&json!({
+            "namespace": write.namespace,
+            "durable": word,
+            "entry_id": response.entry_id,
+            "message": response.message,
+        })),
+        Format::Table if response.message.is_empty() => {
+            println!("{word} entry {}", response.entry_id)
+        }
+        Format::Table => println!("{word} entry {}: {}", response.entry_id, response.message),
+    }
+    match durable {
+        Trilean::True => Ok(()),
+        Trilean::False => Err(Failure::quiet(EXIT_FALSE)),
+        _ => Err(Failure::quiet(EXIT_UNKNOWN)),
+    }
+}
