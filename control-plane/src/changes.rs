@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
+use wal_core::queue::delay::{KAFKA_TIERS, tier_topic};
 use wal_namespaces::{Backend, Namespace, QueueConfig};
 
 /// An update refused, with the rule it breaks and what to do instead.
@@ -118,6 +119,26 @@ pub fn queue_names(namespace: &Namespace) -> BTreeSet<(Backend, &str)> {
         .collect()
 }
 
+/// Every name a namespace holds on the brokers: its queues and DLQs, and on Kafka each queue's
+/// delay tiers, all four of them whether its limits need them yet or not, so that raising a
+/// delay limit later never collides with another namespace's topic.
+pub fn owned_names(namespace: &Namespace) -> BTreeSet<(Backend, String)> {
+    let mut names: BTreeSet<(Backend, String)> = queue_names(namespace)
+        .into_iter()
+        .map(|(backend, name)| (backend, name.to_owned()))
+        .collect();
+    for queue in namespace
+        .queues
+        .iter()
+        .filter(|q| q.backend == Backend::Kafka)
+    {
+        for tier in KAFKA_TIERS {
+            names.insert((Backend::Kafka, tier_topic(&queue.name, tier)));
+        }
+    }
+    names
+}
+
 /// The checks that need only the configs: backends kept, and no queue taken from another
 /// namespace (`others` are the other namespaces' current configs).
 pub fn check_update(
@@ -138,10 +159,11 @@ pub fn check_update(
             }
         }
     }
+    let claimed = owned_names(new);
     for other in others.iter().filter(|o| o.name != new.name) {
-        if let Some((_, queue)) = queue_names(other).intersection(&mine).next() {
+        if let Some((_, queue)) = owned_names(other).intersection(&claimed).next() {
             return Err(Forbidden::QueueOwned {
-                queue: (*queue).to_owned(),
+                queue: queue.clone(),
                 owner: other.name.clone(),
             });
         }
@@ -237,6 +259,20 @@ mod tests {
         let fields = changed_fields(&old, &new);
         assert_eq!(fields[0].path, "config.a.b");
         assert_eq!(new.pointer(&fields[0].pointer), Some(&json!(2)));
+    }
+
+    #[test]
+    fn a_kafka_queue_owns_its_delay_tier_names() {
+        let owner = namespace("orders", &[("orders-q", "kafka")]);
+        let squatter = namespace("other", &[("orders-q.delay-1m", "kafka")]);
+        let refused = check_update(None, &squatter, std::slice::from_ref(&owner)).unwrap_err();
+        assert_eq!(
+            refused,
+            Forbidden::QueueOwned {
+                queue: "orders-q.delay-1m".into(),
+                owner: "orders".into()
+            }
+        );
     }
 
     #[test]
