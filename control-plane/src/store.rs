@@ -79,6 +79,9 @@ macro_rules! select_versions {
     };
 }
 
+/// A query of [`select_versions!`] with its arguments bound.
+type VersionsQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
 #[derive(Debug, Clone)]
 pub struct NamespaceStore {
     pool: AnyPool,
@@ -180,12 +183,7 @@ impl NamespaceStore {
     /// The latest version of a namespace (a deletion included), if it ever existed.
     pub async fn latest(&self, name: &str) -> Result<Option<StoredVersion>, StoreError> {
         let query = select_versions!("WHERE name = $1 ORDER BY version DESC LIMIT 1");
-        let row = sqlx::query(query)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.database(e))?;
-        row.map(|row| self.version_of(&row)).transpose()
+        self.one(sqlx::query(query).bind(name)).await
     }
 
     /// The namespace's latest version that has a config: the current one, or for a deleted
@@ -195,12 +193,7 @@ impl NamespaceStore {
         let query = select_versions!(
             "WHERE name = $1 AND config IS NOT NULL ORDER BY version DESC LIMIT 1"
         );
-        let row = sqlx::query(query)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.database(e))?;
-        row.map(|row| self.version_of(&row)).transpose()
+        self.one(sqlx::query(query).bind(name)).await
     }
 
     /// [`last_config`](Self::last_config) of every namespace, deleted ones included, by name.
@@ -210,11 +203,7 @@ impl NamespaceStore {
                WHERE w.name = v.name AND w.config IS NOT NULL)
              ORDER BY name"
         );
-        let rows = sqlx::query(query)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.database(e))?;
-        rows.iter().map(|row| self.version_of(row)).collect()
+        self.all(sqlx::query(query)).await
     }
 
     /// One version of a namespace.
@@ -224,24 +213,13 @@ impl NamespaceStore {
         version: i64,
     ) -> Result<Option<StoredVersion>, StoreError> {
         let query = select_versions!("WHERE name = $1 AND version = $2");
-        let row = sqlx::query(query)
-            .bind(name)
-            .bind(version)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.database(e))?;
-        row.map(|row| self.version_of(&row)).transpose()
+        self.one(sqlx::query(query).bind(name).bind(version)).await
     }
 
     /// Every version of a namespace, oldest first.
     pub async fn history(&self, name: &str) -> Result<Vec<StoredVersion>, StoreError> {
         let query = select_versions!("WHERE name = $1 ORDER BY version");
-        let rows = sqlx::query(query)
-            .bind(name)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.database(e))?;
-        rows.iter().map(|row| self.version_of(row)).collect()
+        self.all(sqlx::query(query).bind(name)).await
     }
 
     /// The current version of every namespace that is not deleted, by name.
@@ -252,7 +230,21 @@ impl NamespaceStore {
                AND config IS NOT NULL
              ORDER BY name"
         );
-        let rows = sqlx::query(query)
+        self.all(sqlx::query(query)).await
+    }
+
+    /// The version a query selects, if any.
+    async fn one(&self, query: VersionsQuery<'_>) -> Result<Option<StoredVersion>, StoreError> {
+        let row = query
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.database(e))?;
+        row.map(|row| self.version_of(&row)).transpose()
+    }
+
+    /// Every version a query selects, in its order.
+    async fn all(&self, query: VersionsQuery<'_>) -> Result<Vec<StoredVersion>, StoreError> {
+        let rows = query
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.database(e))?;

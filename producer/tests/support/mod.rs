@@ -295,19 +295,9 @@ pub async fn kafka_log(topic: &str) -> Vec<Entry> {
         let mut list = TopicPartitionList::new();
         let mut ends = std::collections::BTreeMap::new();
         for partition in partitions {
-            // A partition of a topic created moments ago may not have its leader yet
-            // (NotLeaderForPartition): ask again until it has.
-            let settle = std::time::Instant::now() + Duration::from_secs(30);
-            let (low, high) = loop {
-                match consumer.fetch_watermarks(&topic, partition, timeout) {
-                    Ok(watermarks) => break watermarks,
-                    Err(error) if std::time::Instant::now() < settle => {
-                        eprintln!("watermarks of {topic} [{partition}]: {error}; asking again");
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
-                    Err(error) => panic!("watermarks of {topic} [{partition}]: {error}"),
-                }
-            };
+            let (low, high) = consumer
+                .fetch_watermarks(&topic, partition, timeout)
+                .unwrap();
             if high > low {
                 list.add_partition_offset(&topic, partition, Offset::Beginning)
                     .unwrap();

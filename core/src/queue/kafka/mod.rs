@@ -411,9 +411,9 @@ impl KafkaQueue {
         )))
     }
 
-    /// Waits until the broker's metadata lists every topic with its partitions. CreateTopics
-    /// returns once the controller has the topic, before every broker serves it; a queue is
-    /// provisioned when it can be used.
+    /// Waits until the broker's metadata lists every topic with its partitions and each
+    /// partition's leader answers for it. CreateTopics returns once the controller has the
+    /// topic, before every broker serves it; a queue is provisioned when it can be used.
     async fn await_metadata(&self, topics: &[&str]) -> Result<(), QueueError> {
         let deadline = Instant::now() + PROVISION_TIMEOUT;
         for topic in topics {
@@ -422,12 +422,21 @@ impl KafkaQueue {
                 let name = (*topic).to_owned();
                 // fetch_metadata blocks on the network; keep it off the async workers.
                 let visible = tokio::task::spawn_blocking(move || {
-                    let metadata = backend
-                        .admin
-                        .inner()
-                        .fetch_metadata(Some(&name), Duration::from_secs(5))?;
-                    Ok::<bool, KafkaError>(metadata.topics().iter().any(|t| {
+                    let client = backend.admin.inner();
+                    let metadata = client.fetch_metadata(Some(&name), Duration::from_secs(5))?;
+                    let Some(described) = metadata.topics().iter().find(|t| {
                         t.name() == name && t.error().is_none() && !t.partitions().is_empty()
+                    }) else {
+                        return Ok::<bool, KafkaError>(false);
+                    };
+                    // Listed is not yet served: a partition whose leader has not taken it up
+                    // answers NOT_LEADER, to a producer (whose failed first batch librdkafka may
+                    // then count as delivered, see `produce`) and to a reader alike. A
+                    // watermark query goes to the leader, so every partition must answer one.
+                    Ok(described.partitions().iter().all(|p| {
+                        client
+                            .fetch_watermarks(&name, p.id(), Duration::from_secs(5))
+                            .is_ok()
                     }))
                 })
                 .await
