@@ -8,3 +8,4 @@ pub mod provision;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod watch;

@@ -44,6 +44,12 @@ impl ControlPlane {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1()
             .context("building gRPC reflection")?;
+        let announcer = self.service.announcer();
+        let shutdown = async move {
+            shutdown.await;
+            // Open watches would otherwise keep the server waiting for ever.
+            announcer.stop();
+        };
         Server::builder()
             .add_service(health_service)
             .add_service(reflection)

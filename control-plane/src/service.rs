@@ -9,12 +9,13 @@ use wal_namespaces::Namespace;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistry;
 use wal_proto::v1::{
     ApplyRequest, ApplyResponse, DeleteRequest, GetRequest, HistoryRequest, HistoryResponse,
-    ListRequest, ListResponse, NamespaceVersion, ValidateResponse,
+    ListRequest, ListResponse, NamespaceVersion, ValidateResponse, WatchRequest,
 };
 
 use crate::changes::{self, Forbidden};
 use crate::provision::Provisioner;
 use crate::store::{NamespaceStore, NewVersion, StoreError, StoredVersion};
+use crate::watch::{Announcer, SnapshotStream};
 
 #[derive(Debug)]
 pub struct RegistryService {
@@ -23,6 +24,7 @@ pub struct RegistryService {
     /// One change at a time in this process; writers in other processes are caught by the
     /// store's version check instead.
     changing: Mutex<()>,
+    announcer: Announcer,
 }
 
 /// What an apply would do, worked out before anything is provisioned or stored.
@@ -41,7 +43,13 @@ impl RegistryService {
             store,
             provisioner,
             changing: Mutex::new(()),
+            announcer: Announcer::default(),
         }
+    }
+
+    /// Ends the open watches when the server shuts down.
+    pub fn announcer(&self) -> Announcer {
+        self.announcer.clone()
     }
 
     async fn plan(&self, config_json: &str) -> Result<Plan, Status> {
@@ -199,6 +207,7 @@ impl NamespaceRegistry for RegistryService {
             })
             .await
             .map_err(store_status)?;
+        self.announcer.stored();
         tracing::info!(namespace = %stored.name, version = stored.version, author, changes = ?stored.changes, created = ?created, "namespace applied");
         Ok(Response::new(ApplyResponse {
             version: Some(version_message(stored)),
@@ -297,7 +306,17 @@ impl NamespaceRegistry for RegistryService {
             })
             .await
             .map_err(store_status)?;
+        self.announcer.stored();
         tracing::info!(namespace = %stored.name, version = stored.version, author, "namespace deleted; its queues stay on the brokers");
         Ok(Response::new(version_message(stored)))
+    }
+
+    type WatchStream = SnapshotStream;
+
+    async fn watch(&self, _: Request<WatchRequest>) -> Result<Response<SnapshotStream>, Status> {
+        Ok(Response::new(
+            self.announcer
+                .snapshots(self.store.clone(), version_message),
+        ))
     }
 }

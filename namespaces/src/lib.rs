@@ -8,13 +8,14 @@
 //! expected. Each queue gets a DLQ, `<queue>-dlq`, when the config names none.
 
 mod error;
+pub mod feed;
 pub mod file;
 mod load;
 mod model;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{load_dir, load_file, parse};
+pub use load::{ConfigText, load_dir, load_file, parse, parse_all, read_dir};
 pub use model::*;
 pub use validate::KAFKA_TOPIC_MAX;
 

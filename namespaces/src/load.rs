@@ -34,17 +34,44 @@ pub fn parse(text: &str, origin: &str) -> Result<Namespace, ConfigErrors> {
     validate(file, origin, spelling)
 }
 
+/// One namespace config as text, with where it came from: a file, or a control plane version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigText {
+    pub origin: String,
+    /// The text, or why it could not be read.
+    pub text: Result<String, String>,
+}
+
+impl ConfigText {
+    fn parse(&self) -> Result<Namespace, ConfigErrors> {
+        match &self.text {
+            Ok(text) => parse(text, &self.origin),
+            Err(reason) => Err(ConfigErrors::one(&self.origin, "", reason.clone())),
+        }
+    }
+}
+
 /// Reads and validates one namespace file.
 pub fn load_file(path: &Path) -> Result<Namespace, ConfigErrors> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigErrors::one(&origin, "", format!("cannot read the file: {e}")))?;
-    parse(&text, &origin)
+    read_file(path).parse()
+}
+
+fn read_file(path: &Path) -> ConfigText {
+    ConfigText {
+        origin: path.display().to_string(),
+        text: std::fs::read_to_string(path).map_err(|e| format!("cannot read the file: {e}")),
+    }
 }
 
 /// Reads every `*.json` file in `dir` (one namespace each), and checks that no two define the
 /// same namespace or use the same queue. Reports the problems of every file, not just the first.
 pub fn load_dir(dir: &Path) -> Result<Vec<Namespace>, ConfigErrors> {
+    parse_all(&read_dir(dir)?)
+}
+
+/// The text of every `*.json` file in `dir`, in name order: what [`load_dir`] parses, and what
+/// a folder watcher compares to see whether anything changed.
+pub fn read_dir(dir: &Path) -> Result<Vec<ConfigText>, ConfigErrors> {
     let origin = dir.display().to_string();
     let entries = std::fs::read_dir(dir)
         .map_err(|e| ConfigErrors::one(&origin, "", format!("cannot read the folder: {e}")))?;
@@ -54,15 +81,20 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Namespace>, ConfigErrors> {
         .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
         .collect();
     paths.sort();
+    Ok(paths.iter().map(|path| read_file(path)).collect())
+}
 
+/// Parses a set of namespace configs that are served together, and checks that no two define
+/// the same namespace or use the same queue. Reports every problem, not just the first.
+pub fn parse_all(configs: &[ConfigText]) -> Result<Vec<Namespace>, ConfigErrors> {
     let mut namespaces = Vec::new();
     let mut problems = Vec::new();
-    // name -> file; (backend, queue or DLQ) -> (namespace, file)
+    // name -> origin; (backend, queue or DLQ) -> (namespace, origin)
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     let mut owners: BTreeMap<(Backend, String), (String, String)> = BTreeMap::new();
-    for path in paths {
-        let origin = path.display().to_string();
-        let namespace = match load_file(&path) {
+    for config in configs {
+        let origin = config.origin.clone();
+        let namespace = match config.parse() {
             Ok(namespace) => namespace,
             Err(errors) => {
                 problems.extend(errors.0);

@@ -1,4 +1,5 @@
-//! `wal-producer`: serves WriteToLog for the namespaces in a folder of configs.
+//! `wal-producer`: serves WriteToLog for the namespaces in a folder of configs or a control
+//! plane, and follows their changes while it runs.
 
 use std::process::ExitCode;
 
@@ -7,6 +8,7 @@ use clap::Parser;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
+use wal_namespaces::feed::{Feed, FeedError};
 use wal_producer::{Producer, ProducerOptions, metrics};
 
 #[tokio::main]
@@ -18,17 +20,17 @@ async fn main() -> ExitCode {
         )
         .init();
     let options = ProducerOptions::parse();
-    let namespaces = match wal_namespaces::load_dir(&options.namespaces) {
-        Ok(namespaces) => namespaces,
-        Err(errors) => {
-            eprintln!(
-                "wal-producer: the namespace configs in {} are invalid:\n{errors}",
-                options.namespaces.display()
-            );
-            return ExitCode::from(2);
+    let feed = match Feed::open(options.source()).await {
+        Ok(feed) => feed,
+        Err(error) => {
+            eprintln!("wal-producer: {}: {error}", options.source());
+            return ExitCode::from(match error {
+                FeedError::Invalid(_) => 2,
+                FeedError::Unreachable(_) => 1,
+            });
         }
     };
-    match run(options, namespaces).await {
+    match run(options, feed).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("wal-producer: {error:#}");
@@ -37,10 +39,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(
-    options: ProducerOptions,
-    namespaces: Vec<wal_namespaces::Namespace>,
-) -> anyhow::Result<()> {
+async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
     PrometheusBuilder::new()
         .with_http_listener(options.metrics_listen)
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), metrics::WRITE_BUCKETS)?
@@ -48,18 +47,23 @@ async fn run(
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
-    let names: Vec<String> = namespaces.iter().map(|ns| ns.name.clone()).collect();
-    let producer = Producer::start(&options, namespaces).await?;
+    let producer = Producer::start(&options, feed.namespaces().to_vec()).await?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     tracing::info!(
         listen = %options.listen,
         metrics = %options.metrics_listen,
-        namespaces = ?names,
+        namespaces = ?producer.registry().names(),
+        source = %feed.source(),
         "wal-producer ready"
     );
-    producer
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let following = tokio::spawn(producer.live().follow(feed, shutdown.clone()));
+    let served = producer
         .serve(listener, wal_core::process::shutdown_signal())
-        .await
+        .await;
+    shutdown.cancel();
+    let _ = following.await;
+    served
 }

@@ -57,6 +57,7 @@ impl Outcome {
 }
 
 pub fn describe() {
+    wal_namespaces::feed::describe_metrics();
     describe_counter!(
         REQUESTS,
         "WriteToLog requests by namespace and outcome (true, false, unknown, invalid, not_found, shed)"

@@ -22,9 +22,15 @@ pub struct ProducerOptions {
     )]
     pub metrics_listen: SocketAddr,
 
-    /// The folder of namespace configs, one JSON file per namespace.
+    /// The folder of namespace configs, one JSON file per namespace, read again every second:
+    /// changes apply without a restart. Not used with --control-plane.
     #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
     pub namespaces: PathBuf,
+
+    /// Take the namespaces from this control plane (e.g. http://127.0.0.1:50060) and follow
+    /// its changes, instead of reading --namespaces.
+    #[arg(long, env = "WAL_CONTROL_PLANE")]
+    pub control_plane: Option<String>,
 
     /// Kafka bootstrap servers for namespaces on Kafka.
     #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
@@ -62,6 +68,14 @@ pub struct ProducerOptions {
 }
 
 impl ProducerOptions {
+    /// Where the namespaces come from.
+    pub fn source(&self) -> wal_namespaces::feed::Source {
+        match &self.control_plane {
+            Some(url) => wal_namespaces::feed::Source::ControlPlane(url.clone()),
+            None => wal_namespaces::feed::Source::Folder(self.namespaces.clone()),
+        }
+    }
+
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
     }
@@ -74,6 +88,7 @@ impl ProducerOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             namespaces,
+            control_plane: None,
             kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
             sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
             sqs_region: "us-east-1".to_owned(),

@@ -37,6 +37,27 @@ impl NamespaceRuntime {
 #[derive(Debug, Default)]
 pub struct Registry {
     namespaces: BTreeMap<String, Arc<NamespaceRuntime>>,
+    /// The backend clients and CQL sessions, kept for the next set of namespaces to share.
+    backends: Backends,
+    storages: BTreeMap<String, Arc<DurableStorage>>,
+}
+
+/// How one set of namespaces differs from the set before.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl std::fmt::Display for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "added {:?}, changed {:?}, removed {:?}",
+            self.added, self.changed, self.removed
+        )
+    }
 }
 
 impl Registry {
@@ -46,13 +67,44 @@ impl Registry {
         options: &ProducerOptions,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
+        let (registry, _) = Self::default().next(options, namespaces).await?;
+        Ok(registry)
+    }
+
+    /// The registry for a new set of namespaces. A namespace whose config is unchanged keeps its
+    /// runtime (admission state, queue handles); clients and CQL sessions are shared with this
+    /// registry, and only what is missing is connected.
+    pub async fn next(
+        &self,
+        options: &ProducerOptions,
+        namespaces: Vec<Namespace>,
+    ) -> anyhow::Result<(Self, Changes)> {
         let uses = |backend| {
             namespaces
                 .iter()
                 .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
         };
         check_kafka_buffer(&namespaces)?;
-        warn_unmapped_clusters(options, &namespaces);
+        let mut changes = Changes::default();
+        for ns in &namespaces {
+            match self.namespaces.get(&ns.name) {
+                None => changes.added.push(ns.name.clone()),
+                Some(old) if old.config != *ns => changes.changed.push(ns.name.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.removed = self
+            .namespaces
+            .keys()
+            .filter(|name| !namespaces.iter().any(|ns| &ns.name == *name))
+            .cloned()
+            .collect();
+        let fresh: Vec<Namespace> = namespaces
+            .iter()
+            .filter(|ns| changes.added.contains(&ns.name) || changes.changed.contains(&ns.name))
+            .cloned()
+            .collect();
+        warn_unmapped_clusters(options, &fresh);
         let kafka = uses(Backend::Kafka).then(|| {
             let mut settings = KafkaSettings::new(&options.kafka_bootstrap);
             settings.delivery_timeout = options.write_timeout();
@@ -67,12 +119,22 @@ impl Registry {
             settings.delay_step = Duration::from_secs(options.sqs_delay_step_secs);
             settings
         });
-        let backends = Backends::connect(kafka, sqs)
+        let backends = self
+            .backends
+            .with_missing(kafka, sqs)
             .await
             .context("configuring the Kafka producer")?;
-        let mut storages: BTreeMap<String, Arc<DurableStorage>> = BTreeMap::new();
+        let mut storages = self.storages.clone();
         let mut registry = Self::default();
         for config in namespaces {
+            if let Some(same) = self.namespaces.get(&config.name)
+                && same.config == config
+            {
+                registry
+                    .namespaces
+                    .insert(config.name.clone(), Arc::clone(same));
+                continue;
+            }
             let durable = match &config.durable_storage {
                 None => None,
                 Some(durable) => Some(match storages.get(&durable.keyspace) {
@@ -113,7 +175,13 @@ impl Registry {
                 .namespaces
                 .insert(runtime.config.name.clone(), Arc::new(runtime));
         }
-        Ok(registry)
+        registry.backends = backends;
+        registry.storages = storages;
+        Ok((registry, changes))
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.namespaces.keys().cloned().collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<NamespaceRuntime>> {
@@ -131,8 +199,17 @@ impl Registry {
 
     /// Creates every queue and DLQ that does not exist yet.
     pub async fn provision(&self) -> anyhow::Result<Vec<ProvisionReport>> {
+        self.provision_only(&self.names()).await
+    }
+
+    /// Creates the missing queues and DLQs of the named namespaces.
+    pub async fn provision_only(&self, names: &[String]) -> anyhow::Result<Vec<ProvisionReport>> {
         let mut reports = Vec::new();
-        for runtime in self.namespaces.values() {
+        let chosen = self
+            .namespaces
+            .values()
+            .filter(|runtime| names.contains(&runtime.config.name));
+        for runtime in chosen {
             for queue in &runtime.queues {
                 let report = queue
                     .provision()

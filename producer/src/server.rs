@@ -11,6 +11,7 @@ use tonic::transport::server::TcpIncoming;
 use wal_namespaces::Namespace;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
 
+use crate::live::LiveRegistry;
 use crate::options::ProducerOptions;
 use crate::registry::Registry;
 use crate::service::WriteService;
@@ -20,10 +21,12 @@ const REQUEST_OVERHEAD_BYTES: usize = 1024 * 1024;
 /// Requests one connection may have in progress at once. With the decode limit this bounds what
 /// one connection can make the producer hold before admission control sees a request.
 const STREAMS_PER_CONNECTION: u32 = 256;
+/// The smallest payload ceiling: a namespace's default payload limit.
+const PAYLOAD_CEILING_FLOOR: usize = 1024 * 1024;
 
 #[derive(Debug)]
 pub struct Producer {
-    registry: Arc<Registry>,
+    live: Arc<LiveRegistry>,
     service: WriteService,
     /// The largest request decoded: the largest payload any namespace here accepts, plus room.
     max_request_bytes: usize,
@@ -35,7 +38,7 @@ impl Producer {
         options: &ProducerOptions,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        let registry = Arc::new(Registry::build(options, namespaces).await?);
+        let registry = Registry::build(options, namespaces).await?;
         if options.provision {
             for report in registry.provision().await? {
                 if !report.created.is_empty() {
@@ -43,22 +46,30 @@ impl Producer {
                 }
             }
         }
+        // Namespaces added later are served up to this payload size; the floor leaves room for
+        // the default limit (1 MiB) when the producer starts with few or small namespaces.
+        let payload_ceiling = registry.largest_payload_limit().max(PAYLOAD_CEILING_FLOOR);
+        let live = Arc::new(LiveRegistry::new(registry, options, payload_ceiling));
         let service = WriteService::new(
-            Arc::clone(&registry),
+            Arc::clone(&live),
             &options.region,
             options.write_timeout(),
         );
-        let max_request_bytes = registry.largest_payload_limit() + REQUEST_OVERHEAD_BYTES;
         Ok(Self {
-            registry,
+            live,
             service,
-            max_request_bytes,
+            max_request_bytes: payload_ceiling + REQUEST_OVERHEAD_BYTES,
         })
     }
 
-    /// The namespaces being served; it stays readable after `serve` took the producer.
+    /// The namespaces being served now.
     pub fn registry(&self) -> Arc<Registry> {
-        Arc::clone(&self.registry)
+        self.live.current()
+    }
+
+    /// Where reloads go; it stays usable after `serve` took the producer.
+    pub fn live(&self) -> Arc<LiveRegistry> {
+        Arc::clone(&self.live)
     }
 
     /// Serves until `shutdown` completes, then reports NOT_SERVING on the health service, stops

@@ -18,7 +18,8 @@ use wal_proto::v1::{
 };
 
 use crate::metrics::{self, NamespaceMetrics, Outcome};
-use crate::registry::{NamespaceRuntime, Registry};
+use crate::live::LiveRegistry;
+use crate::registry::NamespaceRuntime;
 use crate::{request, status};
 
 /// Extra time the producer gives a queue beyond its own write timeout before it stops waiting
@@ -27,7 +28,7 @@ const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct WriteService {
-    registry: Arc<Registry>,
+    registry: Arc<LiveRegistry>,
     region: String,
     write_timeout: Duration,
     /// Requests naming no configured namespace.
@@ -35,7 +36,7 @@ pub struct WriteService {
 }
 
 impl WriteService {
-    pub fn new(registry: Arc<Registry>, region: &str, write_timeout: Duration) -> Self {
+    pub fn new(registry: Arc<LiveRegistry>, region: &str, write_timeout: Duration) -> Self {
         Self {
             registry,
             region: region.to_owned(),
@@ -207,7 +208,7 @@ impl WriteService {
             entry_id = field::Empty,
             outcome = field::Empty,
         );
-        let Some(runtime) = self.registry.get(&request.namespace).cloned() else {
+        let Some(runtime) = self.registry.current().get(&request.namespace).cloned() else {
             self.unknown.request(Outcome::NotFound, started.elapsed());
             return Err(status::unknown_namespace(&request.namespace));
         };

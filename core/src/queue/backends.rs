@@ -9,7 +9,7 @@ use super::kafka::{KafkaBackend, KafkaSettings};
 use super::sqs::{SqsBackend, SqsSettings};
 use super::{Backend, Queue, QueueSpec};
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Backends {
     kafka: Option<Arc<KafkaBackend>>,
     sqs: Option<Arc<SqsBackend>>,
@@ -28,6 +28,24 @@ impl Backends {
             None => None,
         };
         Ok(Self { kafka, sqs })
+    }
+
+    /// These backends plus those settings are given for that are not connected yet: a namespace
+    /// added at run time may be the first on a backend. Connected clients are shared, not remade.
+    pub async fn with_missing(
+        &self,
+        kafka: Option<KafkaSettings>,
+        sqs: Option<SqsSettings>,
+    ) -> Result<Self, KafkaError> {
+        let missing = Self::connect(
+            kafka.filter(|_| self.kafka.is_none()),
+            sqs.filter(|_| self.sqs.is_none()),
+        )
+        .await?;
+        Ok(Self {
+            kafka: self.kafka.clone().or(missing.kafka),
+            sqs: self.sqs.clone().or(missing.sqs),
+        })
     }
 
     /// A handle on one queue, or `None` when its backend was not connected.

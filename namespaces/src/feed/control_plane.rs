@@ -1,0 +1,150 @@
+//! Following a control plane's `Watch` stream. A lost stream is opened again with backoff while
+//! the namespaces in use stay as they are: a control plane restart never stops writes.
+
+use std::time::Duration;
+
+use tonic::Streaming;
+use tonic::transport::Endpoint;
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_proto::v1::{NamespaceSnapshot, WatchRequest};
+
+use crate::load::{ConfigText, parse_all};
+use crate::model::Namespace;
+
+use super::FeedError;
+
+/// How long a starting process waits for the control plane's first snapshot.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(15);
+
+#[derive(Debug)]
+pub(super) struct Follower {
+    url: String,
+    stream: Option<Streaming<NamespaceSnapshot>>,
+    /// The (name, version) pairs of the last snapshot seen; a reconnect repeats it.
+    seen: Vec<(String, i64)>,
+    retry: Duration,
+}
+
+impl Follower {
+    pub(super) async fn open(url: &str) -> Result<(Self, Vec<Namespace>), FeedError> {
+        let mut follower = Self {
+            url: url.to_owned(),
+            stream: None,
+            seen: Vec::new(),
+            retry: RETRY_FIRST,
+        };
+        let first = tokio::time::timeout(STARTUP_WAIT, async {
+            loop {
+                match follower.receive().await {
+                    Ok(snapshot) => return Ok(snapshot),
+                    Err(reason) => {
+                        tracing::warn!(control_plane = %follower.url, %reason, "waiting for the control plane");
+                        follower.pause().await;
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            FeedError::Unreachable(format!(
+                "no namespaces from the control plane at {url} within {STARTUP_WAIT:?}; is it running (wal-control-plane, or scripts/up) and is the address right?"
+            ))
+        })?;
+        let first = first?;
+        let namespaces = follower.parse(first).map_err(|reason| {
+            FeedError::Unreachable(format!(
+                "the control plane's namespaces do not validate here: {reason}"
+            ))
+        })?;
+        Ok((follower, namespaces))
+    }
+
+    pub(super) async fn next(&mut self) -> Result<Vec<Namespace>, String> {
+        loop {
+            match self.receive().await {
+                Ok(snapshot) => {
+                    let versions = versions(&snapshot);
+                    if versions == self.seen {
+                        continue;
+                    }
+                    return self.parse(snapshot);
+                }
+                Err(reason) => {
+                    tracing::warn!(control_plane = %self.url, %reason, "lost the control plane's watch; the namespaces in use stay as they are");
+                    self.pause().await;
+                }
+            }
+        }
+    }
+
+    /// The next snapshot, watching again if the stream is not open.
+    async fn receive(&mut self) -> Result<NamespaceSnapshot, String> {
+        if self.stream.is_none() {
+            self.stream = Some(self.watch().await?);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err("no stream".to_owned());
+        };
+        match stream.message().await {
+            Ok(Some(snapshot)) => {
+                self.retry = RETRY_FIRST;
+                Ok(snapshot)
+            }
+            Ok(None) => {
+                self.stream = None;
+                Err("the control plane ended the watch".to_owned())
+            }
+            Err(status) => {
+                self.stream = None;
+                Err(format!("{}: {}", status.code(), status.message()))
+            }
+        }
+    }
+
+    async fn watch(&self) -> Result<Streaming<NamespaceSnapshot>, String> {
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| format!("'{}' is not a control plane address: {e}", self.url))?
+            .connect_timeout(Duration::from_secs(5))
+            // A control plane that vanished without closing the connection is noticed.
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(5))
+            .keep_alive_while_idle(true);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let response = NamespaceRegistryClient::new(channel)
+            .watch(WatchRequest {})
+            .await
+            .map_err(|status| format!("{}: {}", status.code(), status.message()))?;
+        Ok(response.into_inner())
+    }
+
+    async fn pause(&mut self) {
+        tokio::time::sleep(self.retry).await;
+        self.retry = (self.retry * 2).min(RETRY_MAX);
+    }
+
+    fn parse(&mut self, snapshot: NamespaceSnapshot) -> Result<Vec<Namespace>, String> {
+        self.seen = versions(&snapshot);
+        let texts: Vec<ConfigText> = snapshot
+            .namespaces
+            .into_iter()
+            .map(|v| ConfigText {
+                origin: format!("control plane: {} version {}", v.name, v.version),
+                text: Ok(v.config_json),
+            })
+            .collect();
+        parse_all(&texts).map_err(|errors| errors.to_string())
+    }
+}
+
+fn versions(snapshot: &NamespaceSnapshot) -> Vec<(String, i64)> {
+    snapshot
+        .namespaces
+        .iter()
+        .map(|v| (v.name.clone(), v.version))
+        .collect()
+}

@@ -1,0 +1,92 @@
+//! The namespaces a running producer serves, replaced whole when a new set arrives. A write
+//! holds the namespace runtime it started with (admission slot, queue handle) until it is
+//! answered, so a reload never fails or drops one; writes arriving after see the new set.
+//!
+//! While a changed namespace's old writes finish, its old and new admission both count: for a
+//! moment it may have up to twice its `max_in_flight` writes in flight.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use anyhow::bail;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use wal_namespaces::Namespace;
+use wal_namespaces::feed::Feed;
+
+use crate::options::ProducerOptions;
+use crate::registry::{Changes, Registry};
+
+#[derive(Debug)]
+pub struct LiveRegistry {
+    current: RwLock<Arc<Registry>>,
+    options: ProducerOptions,
+    /// The largest payload the gRPC server decodes, fixed when it starts.
+    payload_ceiling: usize,
+    /// One reload at a time, so two cannot both build from the same old set.
+    reloading: Mutex<()>,
+}
+
+impl LiveRegistry {
+    pub fn new(registry: Registry, options: &ProducerOptions, payload_ceiling: usize) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(registry)),
+            options: options.clone(),
+            payload_ceiling,
+            reloading: Mutex::new(()),
+        }
+    }
+
+    /// The set being served now.
+    pub fn current(&self) -> Arc<Registry> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Serves `namespaces` from now on, or explains why this producer cannot (then the set in
+    /// use stays). With `--provision`, the queues of added and changed namespaces are created.
+    pub async fn reload(&self, namespaces: Vec<Namespace>) -> anyhow::Result<Changes> {
+        let _one_at_a_time = self.reloading.lock().await;
+        for ns in &namespaces {
+            if ns.payload_limit_bytes > self.payload_ceiling {
+                bail!(
+                    "namespace '{}' accepts payloads of up to {} bytes, but this producer decodes requests of at most {} (set at start from its largest namespace); restart the producer to serve it",
+                    ns.name,
+                    ns.payload_limit_bytes,
+                    self.payload_ceiling
+                );
+            }
+        }
+        let old = self.current();
+        let (next, changes) = old.next(&self.options, namespaces).await?;
+        if self.options.provision {
+            let fresh: Vec<String> = changes
+                .added
+                .iter()
+                .chain(&changes.changed)
+                .cloned()
+                .collect();
+            for report in next.provision_only(&fresh).await? {
+                if !report.created.is_empty() {
+                    tracing::info!(created = ?report.created, "provisioned");
+                }
+            }
+        }
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        Ok(changes)
+    }
+}
+
+impl LiveRegistry {
+    /// Applies each new set of namespaces from `feed` until `shutdown`.
+    pub async fn follow(self: Arc<Self>, mut feed: Feed, shutdown: CancellationToken) {
+        loop {
+            let namespaces = tokio::select! {
+                () = shutdown.cancelled() => return,
+                namespaces = feed.next() => namespaces,
+            };
+            match self.reload(namespaces.clone()).await {
+                Ok(changes) => feed.applied(namespaces, &changes.to_string()),
+                Err(error) => feed.refused(&format!("{error:#}")),
+            }
+        }
+    }
+}
