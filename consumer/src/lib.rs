@@ -4,6 +4,7 @@
 
 pub mod backoff;
 pub mod clients;
+pub mod crew;
 pub mod delivery;
 mod json;
 pub mod metrics;

@@ -1,4 +1,5 @@
-//! `wal-consumer`: delivers the entries of the namespaces in a folder of configs.
+//! `wal-consumer`: delivers the entries of the namespaces in a folder of configs or a control
+//! plane, and follows their changes while it runs.
 
 use std::process::ExitCode;
 
@@ -8,6 +9,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use wal_consumer::{Consumer, ConsumerOptions, metrics};
+use wal_namespaces::feed::{Feed, FeedError};
 
 /// The name the health service reports under.
 const HEALTH_SERVICE: &str = "wal.consumer";
@@ -21,17 +23,17 @@ async fn main() -> ExitCode {
         )
         .init();
     let options = ConsumerOptions::parse();
-    let namespaces = match wal_namespaces::load_dir(&options.namespaces) {
-        Ok(namespaces) => namespaces,
-        Err(errors) => {
-            eprintln!(
-                "wal-consumer: the namespace configs in {} are invalid:\n{errors}",
-                options.namespaces.display()
-            );
-            return ExitCode::from(2);
+    let feed = match Feed::open(options.source()).await {
+        Ok(feed) => feed,
+        Err(error) => {
+            eprintln!("wal-consumer: {}: {error}", options.source());
+            return ExitCode::from(match error {
+                FeedError::Invalid(_) => 2,
+                FeedError::Unreachable(_) => 1,
+            });
         }
     };
-    match run(options, namespaces).await {
+    match run(options, feed).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("wal-consumer: {error:#}");
@@ -40,10 +42,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(
-    options: ConsumerOptions,
-    namespaces: Vec<wal_namespaces::Namespace>,
-) -> anyhow::Result<()> {
+async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
     PrometheusBuilder::new()
         .with_http_listener(options.metrics_listen)
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), metrics::BUCKETS)?
@@ -51,7 +50,7 @@ async fn run(
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
-    let consumer = Consumer::start(&options, namespaces).await?;
+    let consumer = Consumer::start(&options, feed.namespaces().to_vec()).await?;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
@@ -65,7 +64,7 @@ async fn run(
             .add_service(health_service)
             .serve_with_incoming(incoming),
     );
-    tracing::info!(queues = ?consumer.queues(), metrics = %options.metrics_listen, health = %options.health_listen, "wal-consumer ready");
+    tracing::info!(queues = ?consumer.queues(), source = %feed.source(), metrics = %options.metrics_listen, health = %options.health_listen, "wal-consumer ready");
 
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
@@ -82,7 +81,7 @@ async fn run(
             .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::NotServing)
             .await;
     });
-    consumer.run(shutdown).await;
+    consumer.run_following(Some(feed), shutdown).await;
     health_server.abort();
     tracing::info!("wal-consumer stopped");
     Ok(())

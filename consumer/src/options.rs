@@ -19,9 +19,15 @@ pub const DEFAULT_MAX_HELD: u32 = 8192;
     about = "Delivers a namespace's entries to their targets"
 )]
 pub struct ConsumerOptions {
-    /// The folder of namespace configs, one JSON file per namespace.
+    /// The folder of namespace configs, one JSON file per namespace, read again every second:
+    /// changes apply without a restart. Not used with --control-plane.
     #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
     pub namespaces: PathBuf,
+
+    /// Take the namespaces from this control plane (e.g. http://127.0.0.1:50060) and follow
+    /// its changes, instead of reading --namespaces.
+    #[arg(long, env = "WAL_CONTROL_PLANE")]
+    pub control_plane: Option<String>,
 
     /// Where Prometheus metrics are served (GET /metrics).
     #[arg(
@@ -97,6 +103,14 @@ pub struct ConsumerOptions {
 }
 
 impl ConsumerOptions {
+    /// Where the namespaces come from.
+    pub fn source(&self) -> wal_namespaces::feed::Source {
+        match &self.control_plane {
+            Some(url) => wal_namespaces::feed::Source::ControlPlane(url.clone()),
+            None => wal_namespaces::feed::Source::Folder(self.namespaces.clone()),
+        }
+    }
+
     pub fn apply_timeout(&self) -> Duration {
         Duration::from_millis(self.apply_timeout_ms)
     }
@@ -126,6 +140,7 @@ impl ConsumerOptions {
             |name: &str, default: &str| env(name, default).split(',').map(str::to_owned).collect();
         Self {
             namespaces,
+            control_plane: None,
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             health_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),

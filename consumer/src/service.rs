@@ -1,31 +1,33 @@
-//! The consumer as a whole: one worker per namespace queue, sharing the target clients, run
-//! until shutdown.
+//! The consumer as a whole: a crew of workers per namespace, sharing the target clients, run
+//! until shutdown. Following a feed, it adds, replaces and stops crews as namespaces are added,
+//! changed and removed, without touching the others.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use wal_core::entry::Target as TargetSpec;
+use wal_core::queue::Backends;
 use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
+use wal_namespaces::feed::{Feed, SetChanges};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::clients::Clients;
-use crate::delivery::{Deliverer, DeliverySettings, QueueContext};
-use crate::metrics::QueueMetrics;
+use crate::crew::{Crew, RunningCrew};
+use crate::delivery::{Deliverer, DeliverySettings};
 use crate::options::ConsumerOptions;
 use crate::target::TargetRegistry;
-use crate::tier::TierRoute;
-use crate::worker::{Role, Worker};
 
 #[derive(Debug)]
 pub struct Consumer {
-    workers: Vec<Worker>,
+    options: ConsumerOptions,
     deliverer: Arc<Deliverer>,
+    /// Grows as namespaces on another backend arrive; clients are never remade.
+    backends: Backends,
+    /// Built by `start`, started by `run`.
+    crews: Vec<Crew>,
 }
 
 impl Consumer {
@@ -35,76 +37,59 @@ impl Consumer {
         options: &ConsumerOptions,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        check_clusters(options, &namespaces)?;
         let clients = Arc::new(Clients::new(options.client_settings())?);
         let targets = TargetRegistry::builtin(Arc::clone(&clients));
-        let namespaces: Vec<Namespace> = namespaces
+        let settings = DeliverySettings {
+            apply_timeout: options.apply_timeout(),
+        };
+        let mut consumer = Self {
+            options: options.clone(),
+            deliverer: Arc::new(Deliverer::new(targets, clients, settings)),
+            backends: Backends::default(),
+            crews: Vec::new(),
+        };
+        let (crews, _) = consumer.build(&[], namespaces).await?;
+        consumer.crews = crews;
+        Ok(consumer)
+    }
+
+    /// Crews for the namespaces of `next` that are not among `running` as they are, and how
+    /// `next` differs from `running`. Fails, changing nothing that runs, when a namespace cannot
+    /// be served here.
+    async fn build(
+        &mut self,
+        running: &[&Namespace],
+        next: Vec<Namespace>,
+    ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
+        check_clusters(&self.options, &next)?;
+        let next: Vec<Namespace> = next
             .into_iter()
             .filter(|ns| match &ns.default_target {
-                Some(target) if !targets.knows(&target.kind) => {
+                Some(target) if !self.deliverer.targets().knows(&target.kind) => {
                     tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");
                     false
                 }
                 _ => true,
             })
             .collect();
-        let settings = DeliverySettings {
-            apply_timeout: options.apply_timeout(),
-        };
-        let deliverer = Arc::new(Deliverer::new(targets, clients, settings));
-        let backends = connect_backends(options, &namespaces).await?;
-        let mut workers = Vec::new();
-        for namespace in namespaces {
-            let namespace = Arc::new(namespace);
-            let default_target = namespace.default_target.as_ref().map(|t| TargetSpec {
-                kind: t.kind.clone(),
-                settings_json: t.settings_json.clone(),
-            });
-            for config in &namespace.queues {
-                let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
-                    .with_longest_wait(namespace.longest_wait());
-                let queue = backends
-                    .queue(queue_backend(config.backend), spec)
-                    .context("no client for the queue's backend")?;
-                if options.provision {
-                    queue
-                        .provision()
-                        .await
-                        .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
-                }
-                let context = |queue: Arc<dyn Queue>| QueueContext {
-                    namespace: Arc::clone(&namespace),
-                    metrics: Arc::new(QueueMetrics::new(&namespace.name, &queue.spec().name)),
-                    queue,
-                    default_target: default_target.clone(),
-                    in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
-                    held: Arc::new(Semaphore::new(options.max_held as usize)),
-                };
-                let worker = |context, role| Worker {
-                    context,
-                    deliverer: Arc::clone(&deliverer),
-                    grace: options.shutdown_grace(),
-                    role,
-                };
-                // A Kafka queue's delay tiers are read alongside it, each by a worker that
-                // moves entries on as they come due.
-                for tier in queue.delay_tiers() {
-                    let route = TierRoute {
-                        home: Arc::clone(&queue),
-                        wait: tier.wait,
-                    };
-                    workers.push(worker(context(tier.queue), Role::Forward(route)));
-                }
-                workers.push(worker(context(Arc::clone(&queue)), Role::Deliver));
+        let changes = SetChanges::between(running.iter().copied(), &next);
+        self.backends = connect_backends(&self.options, &self.backends, &next).await?;
+        let mut crews = Vec::new();
+        for namespace in next {
+            if changes.is_fresh(&namespace.name) {
+                crews.push(
+                    Crew::build(&self.options, &self.backends, &self.deliverer, namespace).await?,
+                );
             }
         }
-        Ok(Self { workers, deliverer })
+        Ok((crews, changes))
     }
 
     /// The queues this consumer reads, as `namespace/queue`.
     pub fn queues(&self) -> Vec<String> {
-        self.workers
+        self.crews
             .iter()
+            .flat_map(|crew| &crew.workers)
             .map(|w| {
                 format!(
                     "{}/{}",
@@ -122,19 +107,67 @@ impl Consumer {
     /// Runs every worker until `shutdown` is cancelled, then waits for each to finish its
     /// entries in progress (or hand them back) and close its queue.
     pub async fn run(self, shutdown: CancellationToken) {
-        let tasks = TaskTracker::new();
-        for worker in self.workers {
-            tasks.spawn(worker.run(shutdown.clone()));
+        self.run_following(None, shutdown).await;
+    }
+
+    /// As [`Consumer::run`], applying each new set of namespaces from `feed` while it runs.
+    pub async fn run_following(mut self, mut feed: Option<Feed>, shutdown: CancellationToken) {
+        let mut running: BTreeMap<String, RunningCrew> = std::mem::take(&mut self.crews)
+            .into_iter()
+            .map(|crew| (crew.namespace.name.clone(), crew.start(&shutdown)))
+            .collect();
+        if let Some(feed) = feed.as_mut() {
+            loop {
+                let next = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    next = feed.next() => next,
+                };
+                match self.reload(&mut running, next.clone(), &shutdown).await {
+                    Ok(changes) => feed.applied(next, &changes.to_string()),
+                    Err(error) => feed.refused(&format!("{error:#}")),
+                }
+            }
         }
-        tasks.close();
-        tasks.wait().await;
+        shutdown.cancelled().await;
+        for crew in running.values() {
+            crew.stopped().await;
+        }
+    }
+
+    /// Replaces the crews of changed namespaces, stops those of removed ones and starts those of
+    /// added ones. A replaced crew stops first (its entries in progress finish or go back, its
+    /// acknowledgements are committed), so its queue's new reader picks up where it left off.
+    async fn reload(
+        &mut self,
+        running: &mut BTreeMap<String, RunningCrew>,
+        next: Vec<Namespace>,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<SetChanges> {
+        let current: Vec<&Namespace> = running.values().map(|c| c.namespace.as_ref()).collect();
+        let (crews, changes) = self.build(&current, next).await?;
+        let leaving: Vec<RunningCrew> = changes
+            .changed
+            .iter()
+            .chain(&changes.removed)
+            .filter_map(|name| running.remove(name))
+            .collect();
+        futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
+        for crew in crews {
+            running.insert(crew.namespace.name.clone(), crew.start(shutdown));
+        }
+        Ok(changes)
     }
 
     /// Runs in the background; the handle stops it.
     pub fn spawn(self) -> ConsumerHandle {
+        self.spawn_following(None)
+    }
+
+    /// Runs in the background following `feed`; the handle stops it.
+    pub fn spawn_following(self, feed: Option<Feed>) -> ConsumerHandle {
         let shutdown = CancellationToken::new();
         let deliverer = Arc::clone(&self.deliverer);
-        let task = tokio::spawn(self.run(shutdown.clone()));
+        let task = tokio::spawn(self.run_following(feed, shutdown.clone()));
         ConsumerHandle {
             shutdown,
             task,
@@ -165,7 +198,7 @@ impl ConsumerHandle {
 }
 
 /// A namespace that delivers to CQL or keeps claim checks there needs CQL nodes: better refused
-/// at start-up than found out entry by entry.
+/// at start-up (or reload) than found out entry by entry.
 fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<()> {
     if !options.cql_nodes.is_empty() {
         return Ok(());
@@ -182,9 +215,10 @@ fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow
     Ok(())
 }
 
-/// The backend clients the namespaces' queues need, with the consumer's settings.
+/// `connected` plus the backend clients the namespaces' queues need that it lacks.
 async fn connect_backends(
     options: &ConsumerOptions,
+    connected: &Backends,
     namespaces: &[Namespace],
 ) -> anyhow::Result<Backends> {
     let uses = |backend| {
@@ -200,15 +234,8 @@ async fn connect_backends(
             None => SqsSettings::aws(&options.sqs_region),
         }
     });
-    Backends::connect(kafka, sqs)
+    connected
+        .with_missing(kafka, sqs)
         .await
         .context("configuring Kafka")
-}
-
-/// The queue layer's name for a namespace's backend.
-fn queue_backend(backend: Backend) -> QueueBackend {
-    match backend {
-        Backend::Kafka => QueueBackend::Kafka,
-        Backend::Sqs => QueueBackend::Sqs,
-    }
 }

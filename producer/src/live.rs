@@ -11,10 +11,10 @@ use anyhow::bail;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use wal_namespaces::Namespace;
-use wal_namespaces::feed::Feed;
+use wal_namespaces::feed::{Feed, SetChanges};
 
 use crate::options::ProducerOptions;
-use crate::registry::{Changes, Registry};
+use crate::registry::Registry;
 
 #[derive(Debug)]
 pub struct LiveRegistry {
@@ -43,7 +43,7 @@ impl LiveRegistry {
 
     /// Serves `namespaces` from now on, or explains why this producer cannot (then the set in
     /// use stays). With `--provision`, the queues of added and changed namespaces are created.
-    pub async fn reload(&self, namespaces: Vec<Namespace>) -> anyhow::Result<Changes> {
+    pub async fn reload(&self, namespaces: Vec<Namespace>) -> anyhow::Result<SetChanges> {
         let _one_at_a_time = self.reloading.lock().await;
         for ns in &namespaces {
             if ns.payload_limit_bytes > self.payload_ceiling {

@@ -10,6 +10,7 @@ use wal_core::durable::{DurableSettings, DurableStorage};
 use wal_core::queue::kafka::{KafkaSettings, PRODUCER_BUFFER_MESSAGES};
 use wal_core::queue::sqs::SqsSettings;
 use wal_core::queue::{Backend as QueueBackend, Backends, ProvisionReport, Queue, QueueSpec};
+use wal_namespaces::feed::SetChanges;
 use wal_namespaces::{Backend, Namespace};
 
 use crate::admission::Admission;
@@ -42,24 +43,6 @@ pub struct Registry {
     storages: BTreeMap<String, Arc<DurableStorage>>,
 }
 
-/// How one set of namespaces differs from the set before.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Changes {
-    pub added: Vec<String>,
-    pub changed: Vec<String>,
-    pub removed: Vec<String>,
-}
-
-impl std::fmt::Display for Changes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "added {:?}, changed {:?}, removed {:?}",
-            self.added, self.changed, self.removed
-        )
-    }
-}
-
 impl Registry {
     /// Connects what the namespaces need: a Kafka producer if any is on Kafka, an SQS client if
     /// any is on SQS, a CQL session per durable-storage keyspace.
@@ -78,30 +61,17 @@ impl Registry {
         &self,
         options: &ProducerOptions,
         namespaces: Vec<Namespace>,
-    ) -> anyhow::Result<(Self, Changes)> {
+    ) -> anyhow::Result<(Self, SetChanges)> {
         let uses = |backend| {
             namespaces
                 .iter()
                 .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
         };
         check_kafka_buffer(&namespaces)?;
-        let mut changes = Changes::default();
-        for ns in &namespaces {
-            match self.namespaces.get(&ns.name) {
-                None => changes.added.push(ns.name.clone()),
-                Some(old) if old.config != *ns => changes.changed.push(ns.name.clone()),
-                Some(_) => {}
-            }
-        }
-        changes.removed = self
-            .namespaces
-            .keys()
-            .filter(|name| !namespaces.iter().any(|ns| &ns.name == *name))
-            .cloned()
-            .collect();
+        let changes = SetChanges::between(self.namespaces.values().map(|r| &r.config), &namespaces);
         let fresh: Vec<Namespace> = namespaces
             .iter()
-            .filter(|ns| changes.added.contains(&ns.name) || changes.changed.contains(&ns.name))
+            .filter(|ns| changes.is_fresh(&ns.name))
             .cloned()
             .collect();
         warn_unmapped_clusters(options, &fresh);

@@ -50,11 +50,8 @@ impl Producer {
         // the default limit (1 MiB) when the producer starts with few or small namespaces.
         let payload_ceiling = registry.largest_payload_limit().max(PAYLOAD_CEILING_FLOOR);
         let live = Arc::new(LiveRegistry::new(registry, options, payload_ceiling));
-        let service = WriteService::new(
-            Arc::clone(&live),
-            &options.region,
-            options.write_timeout(),
-        );
+        let service =
+            WriteService::new(Arc::clone(&live), &options.region, options.write_timeout());
         Ok(Self {
             live,
             service,

@@ -17,8 +17,8 @@ use wal_proto::v1::{
     WriteToLogResponse,
 };
 
-use crate::metrics::{self, NamespaceMetrics, Outcome};
 use crate::live::LiveRegistry;
+use crate::metrics::{self, NamespaceMetrics, Outcome};
 use crate::registry::NamespaceRuntime;
 use crate::{request, status};
 

@@ -45,15 +45,29 @@ pub async fn start_consumer_with(
     namespaces: Vec<Namespace>,
     adjust: impl FnOnce(&mut ConsumerOptions),
 ) -> ConsumerHandle {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .try_init();
+    init_tracing();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     adjust(&mut options);
     Consumer::start(&options, namespaces)
         .await
         .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
         .spawn()
+}
+
+/// Logs as RUST_LOG says (nothing when unset), once per test binary.
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+}
+
+/// Starts a consumer in-process serving `feed`'s namespaces and applying its changes.
+pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> ConsumerHandle {
+    init_tracing();
+    Consumer::start(&local_stack(), feed.namespaces().to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
+        .spawn_following(Some(feed))
 }
 
 /// A `wal-consumer` process on the local stack reading the namespace files in `namespaces`, its

@@ -83,7 +83,7 @@ pub struct Feed {
 #[derive(Debug)]
 enum Changes {
     Folder(folder::FolderChanges),
-    ControlPlane(control_plane::Follower),
+    ControlPlane(Box<control_plane::Follower>),
 }
 
 impl Feed {
@@ -97,7 +97,7 @@ impl Feed {
             }
             Source::ControlPlane(url) => {
                 let (follower, current) = control_plane::Follower::open(url).await?;
-                (Changes::ControlPlane(follower), current)
+                (Changes::ControlPlane(Box::new(follower)), current)
             }
         };
         Ok(Self {
@@ -162,6 +162,49 @@ impl Feed {
             s.refused += 1;
             s.refusal = Some(reason.to_owned());
         });
+    }
+}
+
+/// How one set of namespaces differs from the set before, by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SetChanges {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl SetChanges {
+    pub fn between<'a>(old: impl IntoIterator<Item = &'a Namespace>, new: &[Namespace]) -> Self {
+        let old: Vec<&Namespace> = old.into_iter().collect();
+        let mut changes = Self::default();
+        for ns in new {
+            match old.iter().find(|o| o.name == ns.name) {
+                None => changes.added.push(ns.name.clone()),
+                Some(o) if *o != ns => changes.changed.push(ns.name.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.removed = old
+            .iter()
+            .filter(|o| !new.iter().any(|ns| ns.name == o.name))
+            .map(|o| o.name.clone())
+            .collect();
+        changes
+    }
+
+    /// Whether `name` is added or changed: what needs building anew.
+    pub fn is_fresh(&self, name: &str) -> bool {
+        self.added.iter().chain(&self.changed).any(|n| n == name)
+    }
+}
+
+impl std::fmt::Display for SetChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "added {:?}, changed {:?}, removed {:?}",
+            self.added, self.changed, self.removed
+        )
     }
 }
 

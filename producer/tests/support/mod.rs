@@ -75,6 +75,8 @@ pub struct TestProducer {
     pub channel: Channel,
     pub address: std::net::SocketAddr,
     pub registry: Arc<Registry>,
+    /// Where reloads go; `live.current()` is the set served now.
+    pub live: Arc<wal_producer::live::LiveRegistry>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -88,6 +90,19 @@ impl TestProducer {
         namespaces: Vec<Namespace>,
         adjust: impl FnOnce(&mut ProducerOptions),
     ) -> Self {
+        Self::launch(namespaces, adjust, None).await
+    }
+
+    /// A producer serving `feed`'s namespaces and applying its changes until shut down.
+    pub async fn start_following(feed: wal_namespaces::feed::Feed) -> Self {
+        Self::launch(feed.namespaces().to_vec(), |_| {}, Some(feed)).await
+    }
+
+    async fn launch(
+        namespaces: Vec<Namespace>,
+        adjust: impl FnOnce(&mut ProducerOptions),
+        feed: Option<wal_namespaces::feed::Feed>,
+    ) -> Self {
         let mut options = ProducerOptions::for_local_stack(PathBuf::new());
         adjust(&mut options);
         let producer = Producer::start(&options, namespaces)
@@ -95,7 +110,13 @@ impl TestProducer {
             .unwrap_or_else(|e| {
                 panic!("producer start (is the stack up? scripts/stack up): {e:#}")
             });
+        if let Some(feed) = feed {
+            // Ends with the test's runtime.
+            let never = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(producer.live().follow(feed, never));
+        }
         let registry = producer.registry();
+        let live = producer.live();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -112,6 +133,7 @@ impl TestProducer {
             channel,
             address,
             registry,
+            live,
             stop: Some(stop),
             server: Some(server),
         }

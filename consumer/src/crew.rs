@@ -1,0 +1,126 @@
+//! A namespace's crew: the workers for its queues and their delay tiers, run under a token of
+//! their own so a reload can stop one namespace's workers and leave the others reading.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use wal_core::entry::Target as TargetSpec;
+use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
+use wal_namespaces::{Backend, Namespace};
+
+use crate::delivery::{Deliverer, QueueContext};
+use crate::metrics::QueueMetrics;
+use crate::options::ConsumerOptions;
+use crate::tier::TierRoute;
+use crate::worker::{Role, Worker};
+
+/// A namespace's workers, built and not yet running.
+#[derive(Debug)]
+pub struct Crew {
+    pub namespace: Arc<Namespace>,
+    pub workers: Vec<Worker>,
+}
+
+/// A crew at work.
+#[derive(Debug)]
+pub struct RunningCrew {
+    pub namespace: Arc<Namespace>,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Crew {
+    /// Handles on the namespace's queues (created first with `options.provision`) and a worker
+    /// for each queue and each of its delay tiers.
+    pub async fn build(
+        options: &ConsumerOptions,
+        backends: &Backends,
+        deliverer: &Arc<Deliverer>,
+        namespace: Namespace,
+    ) -> anyhow::Result<Self> {
+        let namespace = Arc::new(namespace);
+        let default_target = namespace.default_target.as_ref().map(|t| TargetSpec {
+            kind: t.kind.clone(),
+            settings_json: t.settings_json.clone(),
+        });
+        let mut workers = Vec::new();
+        for config in &namespace.queues {
+            let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
+                .with_longest_wait(namespace.longest_wait());
+            let queue = backends
+                .queue(queue_backend(config.backend), spec)
+                .context("no client for the queue's backend")?;
+            if options.provision {
+                queue
+                    .provision()
+                    .await
+                    .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
+            }
+            let context = |queue: Arc<dyn Queue>| QueueContext {
+                namespace: Arc::clone(&namespace),
+                metrics: Arc::new(QueueMetrics::new(&namespace.name, &queue.spec().name)),
+                queue,
+                default_target: default_target.clone(),
+                in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
+                held: Arc::new(Semaphore::new(options.max_held as usize)),
+            };
+            let worker = |context, role| Worker {
+                context,
+                deliverer: Arc::clone(deliverer),
+                grace: options.shutdown_grace(),
+                role,
+            };
+            // A Kafka queue's delay tiers are read alongside it, each by a worker that moves
+            // entries on as they come due.
+            for tier in queue.delay_tiers() {
+                let route = TierRoute {
+                    home: Arc::clone(&queue),
+                    wait: tier.wait,
+                };
+                workers.push(worker(context(tier.queue), Role::Forward(route)));
+            }
+            workers.push(worker(context(Arc::clone(&queue)), Role::Deliver));
+        }
+        Ok(Self { namespace, workers })
+    }
+
+    /// Starts every worker; they stop when `shutdown` is cancelled or the crew is stopped.
+    pub fn start(self, shutdown: &CancellationToken) -> RunningCrew {
+        let stop = shutdown.child_token();
+        let tasks = TaskTracker::new();
+        for worker in self.workers {
+            tasks.spawn(worker.run(stop.clone()));
+        }
+        tasks.close();
+        RunningCrew {
+            namespace: self.namespace,
+            stop,
+            tasks,
+        }
+    }
+}
+
+impl RunningCrew {
+    /// Stops receiving, lets the entries in progress finish (or hands them back, within the
+    /// shutdown grace) and closes the queues, committing what was acknowledged.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.tasks.wait().await;
+    }
+
+    /// Waits until every worker has stopped.
+    pub async fn stopped(&self) {
+        self.tasks.wait().await;
+    }
+}
+
+/// The queue layer's name for a namespace's backend.
+fn queue_backend(backend: Backend) -> QueueBackend {
+    match backend {
+        Backend::Kafka => QueueBackend::Kafka,
+        Backend::Sqs => QueueBackend::Sqs,
+    }
+}
