@@ -123,6 +123,7 @@ mod tests {
                     dead_lettered_at_micros: 0,
                     origin_region: "local".into(),
                     trace_context: trace.into_iter().collect(),
+                    redrives: attempt % 4,
                 },
             )
     }

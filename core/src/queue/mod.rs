@@ -302,6 +302,21 @@ pub fn retry_copy(original: &Entry, deliver_at_micros: i64, failure: &Failure) -
     retry
 }
 
+/// The copy a redrive puts back on the entry's queue from its DLQ: due now, with a fresh attempt
+/// count (the namespace's retry policy applies again in full) and its redrive count + 1. The id,
+/// key and payload stay, so an idempotent target applies a repeated redrive once; the last error
+/// stays too, for whoever reads the entry later.
+pub fn redrive_copy(dead: &Entry) -> Entry {
+    let now = entry::now_micros();
+    let mut copy = dead.clone();
+    copy.attempt = 0;
+    copy.deliver_at_micros = now;
+    copy.enqueued_at_micros = now;
+    copy.dead_lettered_at_micros = 0;
+    copy.redrives = dead.redrives.saturating_add(1);
+    copy
+}
+
 /// The copy [`Queue::dead_letter`] puts on the DLQ: the entry (or, for an undecodable message,
 /// an entry holding its first bytes) with the reason, class and time recorded.
 pub fn dead_letter_copy(spec: &QueueSpec, delivery: &Delivery, failure: &Failure) -> Entry {

@@ -6,6 +6,7 @@
 //! 3 refused by the control plane's rules (the message says which); 4 not found; for `write`,
 //! 5 FALSE (not stored: retry freely) and 6 UNKNOWN (retry with the same --idempotency-id).
 
+mod dlq;
 mod namespace;
 mod output;
 mod write;
@@ -48,6 +49,8 @@ enum Command {
     Namespace(namespace::Command),
     /// Send one WriteToLog and print the durable answer (TRUE, FALSE or UNKNOWN).
     Write(write::Write),
+    /// Dead letters: list them, show one, redrive them to their queue.
+    Dlq(dlq::Dlq),
 }
 
 /// A failure, with the exit code that classifies it.
@@ -87,6 +90,21 @@ impl Failure {
         }
     }
 
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            code: 4,
+            message: message.into(),
+        }
+    }
+
+    /// A broker failed or could not be reached: retrying may help.
+    pub fn broker(message: impl Into<String>) -> Self {
+        Self {
+            code: 1,
+            message: message.into(),
+        }
+    }
+
     pub fn unreachable_producer(address: &str, error: impl std::fmt::Display) -> Self {
         Self {
             code: 1,
@@ -114,6 +132,7 @@ async fn main() -> ExitCode {
             namespace::run(command, &cli.control_plane, cli.output).await
         }
         Command::Write(write) => write::run(write, cli.output).await,
+        Command::Dlq(command) => dlq::run(command, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,6 +16,7 @@
 mod classify;
 mod lag;
 mod offsets;
+pub mod scan;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

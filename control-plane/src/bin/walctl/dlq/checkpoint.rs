@@ -1,0 +1,117 @@
+//! A redrive's progress on Kafka DLQs, kept in a file after every redriven entry: where each DLQ
+//! partition is to be read from next. Running the same redrive again (same namespace, same
+//! filter) continues from there: after an interruption, or later for entries dead-lettered since.
+//! A kill between an entry's redrive and the file's update redrives that one entry again, with
+//! the same id, so an idempotent target applies it once. SQS DLQs need no file: a redriven
+//! message is deleted from its DLQ.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Failure;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub namespace: String,
+    pub filter: String,
+    /// DLQ topic -> partition -> the next offset to read.
+    pub positions: BTreeMap<String, BTreeMap<i32, i64>>,
+    /// Entries redriven under this checkpoint, over all runs.
+    pub redriven: u64,
+}
+
+impl Checkpoint {
+    /// Where a redrive of `namespace` with `filter` keeps its progress by default: under
+    /// `$XDG_STATE_HOME/walctl` (else `~/.local/state/walctl`).
+    pub fn default_path(namespace: &str, filter: &str) -> PathBuf {
+        let base = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
+            })
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("walctl")
+            .join(format!("redrive-{namespace}-{:016x}.json", fnv1a(filter)))
+    }
+
+    /// The checkpoint at `path`, if there is one.
+    pub fn load(path: &Path) -> Result<Option<Self>, Failure> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => {
+                return Err(Failure::usage(format!(
+                    "cannot read the checkpoint {}: {error}",
+                    path.display()
+                )));
+            }
+        };
+        serde_json::from_str(&text).map(Some).map_err(|error| {
+            Failure::usage(format!(
+                "the checkpoint {} is not a walctl redrive checkpoint ({error}); pass --from-start to start over, or --checkpoint to use another file",
+                path.display()
+            ))
+        })
+    }
+
+    /// Writes the checkpoint to a temporary file, syncs it and renames it into place, so the
+    /// file is always either the old checkpoint or the new one.
+    pub fn save(&self, path: &Path) -> Result<(), Failure> {
+        let failed = |error: std::io::Error| {
+            Failure::usage(format!(
+                "cannot write the checkpoint {}: {error}",
+                path.display()
+            ))
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+        }
+        let temporary = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(self).map_err(|e| failed(std::io::Error::other(e)))?;
+        let mut file = std::fs::File::create(&temporary).map_err(failed)?;
+        file.write_all(&text).map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+        std::fs::rename(&temporary, path).map_err(failed)
+    }
+}
+
+/// FNV-1a: a short name for a filter that stays the same from one build to the next (std's
+/// hasher does not promise that).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_checkpoint_loads_back_and_a_bad_one_says_what_to_do() {
+        let dir = std::env::temp_dir().join(format!("walctl-checkpoint-{}", std::process::id()));
+        let path = dir.join("c.json");
+        assert_eq!(Checkpoint::load(&path).unwrap(), None);
+        let checkpoint = Checkpoint {
+            namespace: "ns".into(),
+            filter: "f".into(),
+            positions: [("dlq".to_owned(), [(0, 17), (3, 4)].into())].into(),
+            redriven: 21,
+        };
+        checkpoint.save(&path).unwrap();
+        assert_eq!(Checkpoint::load(&path).unwrap(), Some(checkpoint));
+        std::fs::write(&path, "not json").unwrap();
+        let bad = Checkpoint::load(&path).unwrap_err();
+        assert!(bad.message.contains("--from-start"), "{}", bad.message);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn filters_name_stable_files() {
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

@@ -1,0 +1,313 @@
+//! `walctl dlq redrive`: dead letters back onto their namespace queue, at a bounded rate, each at
+//! most `--max-redrives` times over its life, resumable after an interruption.
+//!
+//! Every redrive writes the copy to the queue first and records it as done second (Kafka: the
+//! checkpoint; SQS: deleting the DLQ message), so an interruption between the two redrives that
+//! entry once more, never loses it. The copy keeps the entry's id, which an idempotent target
+//! (CQL with the entry's write time, an http target honouring Idempotency-Key) applies once.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use governor::{Quota, RateLimiter};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use wal_core::queue::redrive_copy;
+use wal_namespaces::Backend;
+
+use super::checkpoint::Checkpoint;
+use super::filter::{Filter, FilterArgs, Verdict};
+use super::source::{DeadLetters, QueuePair, SQS_MAX_HELD, release};
+use crate::Failure;
+use crate::output::{Format, print_json, table};
+
+#[derive(Debug, clap::Args)]
+pub struct RedriveArgs {
+    /// The namespace whose DLQs to redrive.
+    namespace: String,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Entries redriven per second at most, so a recovering target is not flooded.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    rate: u32,
+    /// Entries already redriven this many times stay in the DLQ: one that keeps failing is not
+    /// sent round for ever.
+    #[arg(long, default_value_t = 3)]
+    max_redrives: u32,
+    /// Report what would be redriven; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where the progress on Kafka DLQs is kept (default: one file per namespace and filter,
+    /// under $XDG_STATE_HOME/walctl or ~/.local/state/walctl).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Ignore the checkpoint and read the Kafka DLQs from their start (entries redriven before
+    /// are redriven again, within --max-redrives).
+    #[arg(long)]
+    from_start: bool,
+}
+
+impl RedriveArgs {
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+}
+
+type Limiter = RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    governor::clock::DefaultClock,
+>;
+
+/// What a run did.
+#[derive(Debug, Default)]
+struct Report {
+    read: u64,
+    redriven: u64,
+    passed: BTreeMap<&'static str, u64>,
+}
+
+struct Run<'a> {
+    args: &'a RedriveArgs,
+    filter: Filter,
+    limiter: Limiter,
+    report: Report,
+    bar: ProgressBar,
+}
+
+pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result<(), Failure> {
+    let filter = args.filter.filter(SystemTime::now())?;
+    let path = args
+        .checkpoint
+        .clone()
+        .unwrap_or_else(|| Checkpoint::default_path(&args.namespace, &filter.describe()));
+    let mut checkpoint = match Checkpoint::load(&path)? {
+        Some(saved) if !args.from_start => {
+            if saved.filter != filter.describe() || saved.namespace != args.namespace {
+                return Err(Failure::usage(format!(
+                    "the checkpoint {} belongs to another redrive (namespace '{}', {}); pass another --checkpoint or --from-start",
+                    path.display(),
+                    saved.namespace,
+                    saved.filter
+                )));
+            }
+            if !saved.positions.is_empty() && format == Format::Table {
+                eprintln!(
+                    "walctl: continuing the redrive in {} ({} redriven before)",
+                    path.display(),
+                    saved.redriven
+                );
+            }
+            saved
+        }
+        _ => Checkpoint {
+            namespace: args.namespace.clone(),
+            filter: filter.describe(),
+            ..Checkpoint::default()
+        },
+    };
+    let per_second = NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN);
+    let bar = if format == Format::Table {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} read, {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut run = Run {
+        args: &args,
+        filter,
+        // A burst of one: the rate holds from the first entry, not after a burst.
+        limiter: RateLimiter::direct(Quota::per_second(per_second).allow_burst(NonZeroU32::MIN)),
+        report: Report::default(),
+        bar,
+    };
+    for pair in &dead.queues {
+        run.bar.set_message(pair.dlq_name.clone());
+        match pair.backend {
+            Backend::Kafka => run.kafka(&dead, pair, &mut checkpoint, &path).await?,
+            Backend::Sqs => run.sqs(pair).await?,
+        }
+    }
+    run.bar.finish_and_clear();
+    print(&args, &run.report, &path, format);
+    Ok(())
+}
+
+impl Run<'_> {
+    async fn kafka(
+        &mut self,
+        dead: &DeadLetters,
+        pair: &QueuePair,
+        checkpoint: &mut Checkpoint,
+        path: &std::path::Path,
+    ) -> Result<(), Failure> {
+        let from = checkpoint
+            .positions
+            .get(&pair.dlq_name)
+            .cloned()
+            .unwrap_or_default();
+        let mut scan = dead.scan(&pair.dlq_name, from.clone()).await?;
+        let unread: i64 = scan
+            .ends
+            .iter()
+            .map(|(p, end)| end - from.get(p).copied().unwrap_or(0).min(*end))
+            .sum();
+        self.bar.inc_length(u64::try_from(unread).unwrap_or(0));
+        let mut unsaved = 0;
+        while let Some(record) = scan.records.recv().await {
+            let record = record
+                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name)))?;
+            let verdict = match &record.entry {
+                Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
+                Err(_) => Verdict::Pass("undecodable"),
+            };
+            let redriven = match (&verdict, &record.entry) {
+                (Verdict::Take, Ok(entry)) => self.redrive(pair, entry).await?,
+                _ => false,
+            };
+            self.count(&verdict);
+            if self.args.dry_run {
+                continue;
+            }
+            checkpoint
+                .positions
+                .entry(pair.dlq_name.clone())
+                .or_default()
+                .insert(record.partition, record.offset + 1);
+            unsaved += 1;
+            // Saved after each redrive, so a kill repeats at most one; passed-over entries
+            // are only read again, so those are saved in batches.
+            if redriven {
+                checkpoint.redriven += 1;
+            }
+            if redriven || unsaved >= 100 {
+                checkpoint.save(path)?;
+                unsaved = 0;
+            }
+        }
+        if !self.args.dry_run {
+            // Also records the ends of partitions that had nothing to read.
+            for (partition, end) in &scan.ends {
+                let positions = checkpoint
+                    .positions
+                    .entry(pair.dlq_name.clone())
+                    .or_default();
+                let at = positions.entry(*partition).or_insert(*end);
+                *at = (*at).max(*end);
+            }
+            checkpoint.save(path)?;
+        }
+        Ok(())
+    }
+
+    async fn sqs(&mut self, pair: &QueuePair) -> Result<(), Failure> {
+        let backlog = pair.dlq.backlog().await.ok().flatten().unwrap_or(0);
+        self.bar.inc_length(backlog);
+        // Passed-over messages stay hidden until the end, so this run does not read them twice.
+        let mut passed = Vec::new();
+        'receiving: loop {
+            let batch = pair
+                .dlq
+                .receive(10, Duration::from_secs(1))
+                .await
+                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name)))?;
+            if batch.is_empty() {
+                break;
+            }
+            for delivery in batch {
+                let verdict = match &delivery.entry {
+                    Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
+                    Err(_) => Verdict::Pass("undecodable"),
+                };
+                self.count(&verdict);
+                let redriven = match (&verdict, &delivery.entry) {
+                    (Verdict::Take, Ok(entry)) => self.redrive(pair, entry).await?,
+                    _ => false,
+                };
+                if redriven {
+                    pair.dlq.acknowledge(&delivery).await.map_err(|e| {
+                        Failure::broker(format!(
+                            "an entry was redriven but could not be deleted from DLQ '{}' ({e}); it will be redriven again by the next run",
+                            pair.dlq_name
+                        ))
+                    })?;
+                } else {
+                    passed.push(delivery);
+                }
+                if passed.len() >= SQS_MAX_HELD {
+                    eprintln!(
+                        "walctl: {SQS_MAX_HELD} messages of DLQ '{}' passed over; run again for the rest",
+                        pair.dlq_name
+                    );
+                    break 'receiving;
+                }
+            }
+        }
+        release(pair, &passed).await;
+        Ok(())
+    }
+
+    /// Puts the entry's redrive copy on its queue (not in a dry run); whether it did.
+    async fn redrive(
+        &mut self,
+        pair: &QueuePair,
+        entry: &wal_core::entry::Entry,
+    ) -> Result<bool, Failure> {
+        if self.args.dry_run {
+            return Ok(false);
+        }
+        self.limiter.until_ready().await;
+        pair.home.requeue(&redrive_copy(entry)).await.map_err(|e| {
+            Failure::broker(format!(
+                "redriving entry {} to queue '{}': {e}; nothing was lost, run the redrive again",
+                entry.id,
+                pair.home.spec().name
+            ))
+        })?;
+        self.report.redriven += 1;
+        Ok(true)
+    }
+
+    fn count(&mut self, verdict: &Verdict) {
+        self.report.read += 1;
+        self.bar.inc(1);
+        match verdict {
+            Verdict::Take if self.args.dry_run => {
+                *self.report.passed.entry("would be redriven").or_default() += 1;
+            }
+            Verdict::Take => {}
+            Verdict::Pass(reason) => *self.report.passed.entry(reason).or_default() += 1,
+        }
+    }
+}
+
+fn print(args: &RedriveArgs, report: &Report, checkpoint: &std::path::Path, format: Format) {
+    match format {
+        Format::Json => print_json(&json!({
+            "namespace": args.namespace,
+            "dry_run": args.dry_run,
+            "read": report.read,
+            "redriven": report.redriven,
+            "left": report.passed,
+            "checkpoint": checkpoint.display().to_string(),
+        })),
+        Format::Table => {
+            let mut out = table(&["", "ENTRIES"]);
+            out.add_row(vec!["read".to_owned(), report.read.to_string()]);
+            out.add_row(vec!["redriven".to_owned(), report.redriven.to_string()]);
+            for (reason, count) in &report.passed {
+                out.add_row(vec![format!("left: {reason}"), count.to_string()]);
+            }
+            println!("{out}");
+            if args.dry_run {
+                println!("dry run: nothing was redriven");
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Reading a topic's records straight from its partitions, without a consumer group: for the
+//! operator's DLQ tools, which must neither disturb the namespace's consumers nor depend on a
+//! group's position. A scan reads each partition from a given offset up to its end as it was
+//! when the scan began, so records added meanwhile wait for the next scan.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message as _;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tokio::sync::mpsc;
+
+use super::KafkaSettings;
+use crate::entry::{self, CodecError, Entry};
+
+/// How long each broker call of a scan may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Records read ahead of the caller.
+const READ_AHEAD: usize = 256;
+/// A scan that receives nothing this long, short of its ends, fails rather than hang.
+const STALL_LIMIT: Duration = Duration::from_secs(30);
+
+/// One record of a scan.
+#[derive(Debug)]
+pub struct Scanned {
+    pub partition: i32,
+    pub offset: i64,
+    pub entry: Result<Entry, CodecError>,
+}
+
+/// A scan under way: where it stops, and its records in offset order per partition.
+#[derive(Debug)]
+pub struct Scan {
+    /// Each partition's end when the scan began: the offset after its last record.
+    pub ends: BTreeMap<i32, i64>,
+    pub records: mpsc::Receiver<Result<Scanned, KafkaError>>,
+}
+
+/// Starts reading `topic` from `from[partition]` (a partition's first record when absent)
+/// up to its current end. A topic that does not exist scans as empty.
+pub async fn scan(
+    settings: &KafkaSettings,
+    topic: &str,
+    from: BTreeMap<i32, i64>,
+) -> Result<Scan, KafkaError> {
+    let settings = settings.clone();
+    let topic = topic.to_owned();
+    let (sender, records) = mpsc::channel(READ_AHEAD);
+    let (ready, started) = tokio::sync::oneshot::channel();
+    // rdkafka's BaseConsumer blocks: the reading runs on a thread of its own, handing records
+    // over as the caller takes them.
+    tokio::task::spawn_blocking(move || {
+        let opened = open(&settings, &topic, &from);
+        let (consumer, ends, mut next) = match opened {
+            Ok(opened) => opened,
+            Err(error) => {
+                let _ = ready.send(Err(error));
+                return;
+            }
+        };
+        if ready.send(Ok(ends.clone())).is_err() {
+            return;
+        }
+        let mut last_record = Instant::now();
+        while next.iter().any(|(p, offset)| *offset < ends[p]) {
+            let Some(polled) = consumer.poll(Duration::from_millis(500)) else {
+                if last_record.elapsed() > STALL_LIMIT {
+                    let _ = sender.blocking_send(Err(KafkaError::MessageConsumption(
+                        RDKafkaErrorCode::OperationTimedOut,
+                    )));
+                    return;
+                }
+                continue;
+            };
+            let message = match polled {
+                Ok(message) => message,
+                Err(error) => {
+                    let _ = sender.blocking_send(Err(error));
+                    return;
+                }
+            };
+            last_record = Instant::now();
+            let (partition, offset) = (message.partition(), message.offset());
+            let Some(end) = ends.get(&partition) else {
+                continue;
+            };
+            if offset >= *end {
+                continue;
+            }
+            next.insert(partition, offset + 1);
+            let scanned = Scanned {
+                partition,
+                offset,
+                entry: entry::decode(message.payload().unwrap_or_default()),
+            };
+            if sender.blocking_send(Ok(scanned)).is_err() {
+                return; // The caller stopped reading.
+            }
+        }
+    });
+    let ends = started
+        .await
+        .map_err(|_| KafkaError::MessageConsumption(RDKafkaErrorCode::Fail))??;
+    Ok(Scan { ends, records })
+}
+
+type Opened = (BaseConsumer, BTreeMap<i32, i64>, BTreeMap<i32, i64>);
+
+/// A consumer assigned to each partition that has records to read, the partitions' ends, and
+/// where each is to be read from.
+fn open(
+    settings: &KafkaSettings,
+    topic: &str,
+    from: &BTreeMap<i32, i64>,
+) -> Result<Opened, KafkaError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &settings.bootstrap_servers)
+        // Required by librdkafka; never joined (partitions are assigned) nor committed to.
+        .set("group.id", "wal-scan")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(topic), CALL_TIMEOUT)?;
+    let mut ends = BTreeMap::new();
+    let mut next = BTreeMap::new();
+    let mut assignment = TopicPartitionList::new();
+    for described in metadata.topics() {
+        match described.error() {
+            None => {}
+            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => continue,
+            Some(error) => return Err(KafkaError::MetadataFetch(error.into())),
+        }
+        for partition in described.partitions() {
+            let id = partition.id();
+            let (low, high) = consumer.fetch_watermarks(topic, id, CALL_TIMEOUT)?;
+            let start = from.get(&id).copied().unwrap_or(low).max(low);
+            ends.insert(id, high);
+            next.insert(id, start);
+            if start < high {
+                assignment.add_partition_offset(topic, id, Offset::Offset(start))?;
+            }
+        }
+    }
+    consumer.assign(&assignment)?;
+    Ok((consumer, ends, next))
+}
