@@ -374,3 +374,29 @@ fn truncate(text: &str, max: usize) -> String {
     }
     format!("{}…", &text[..end])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redrive_copy_is_due_now_with_fresh_attempts_and_one_more_redrive() {
+        let dead = Entry {
+            id: "e-1".into(),
+            key: "k".into(),
+            attempt: 7,
+            redrives: 1,
+            last_error: "HTTP 400".into(),
+            deliver_at_micros: 1,
+            dead_lettered_at_micros: 2,
+            ..Entry::default()
+        };
+        let before = entry::now_micros();
+        let copy = redrive_copy(&dead);
+        assert_eq!((copy.id.as_str(), copy.key.as_str()), ("e-1", "k"));
+        assert_eq!((copy.attempt, copy.redrives), (0, 2));
+        assert_eq!(copy.dead_lettered_at_micros, 0);
+        assert!(copy.deliver_at_micros >= before && copy.enqueued_at_micros >= before);
+        assert_eq!(copy.last_error, "HTTP 400");
+    }
+}
