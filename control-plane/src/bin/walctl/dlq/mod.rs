@@ -278,12 +278,11 @@ fn detail_json(dead: &DeadLetters, found: &Found) -> Value {
         fields.insert("payload_encoding".into(), json!(encoding));
         fields.insert(
             "target".into(),
-            json!(
-                entry
-                    .target
-                    .as_ref()
-                    .map(|t| json!({"kind": t.kind, "settings": t.settings_json}))
-            ),
+            json!(entry.target.as_ref().map(|t| {
+                let settings = serde_json::from_str::<Value>(&t.settings_json)
+                    .unwrap_or_else(|_| Value::String(t.settings_json.clone()));
+                json!({"kind": t.kind, "settings": settings})
+            })),
         );
         fields.insert(
             "written_at".into(),

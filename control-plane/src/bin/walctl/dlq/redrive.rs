@@ -55,6 +55,9 @@ impl RedriveArgs {
     }
 }
 
+/// How a dry run counts the entries it would redrive.
+const WOULD_REDRIVE: &str = "would be redriven";
+
 type Limiter = RateLimiter<
     governor::state::NotKeyed,
     governor::state::InMemoryState,
@@ -279,7 +282,7 @@ impl Run<'_> {
         self.bar.inc(1);
         match verdict {
             Verdict::Take if self.args.dry_run => {
-                *self.report.passed.entry("would be redriven").or_default() += 1;
+                *self.report.passed.entry(WOULD_REDRIVE).or_default() += 1;
             }
             Verdict::Take => {}
             Verdict::Pass(reason) => *self.report.passed.entry(reason).or_default() += 1,
@@ -302,11 +305,20 @@ fn print(args: &RedriveArgs, report: &Report, checkpoint: &std::path::Path, form
             out.add_row(vec!["read".to_owned(), report.read.to_string()]);
             out.add_row(vec!["redriven".to_owned(), report.redriven.to_string()]);
             for (reason, count) in &report.passed {
-                out.add_row(vec![format!("left: {reason}"), count.to_string()]);
+                let label = if *reason == WOULD_REDRIVE {
+                    (*reason).to_owned()
+                } else {
+                    format!("left in the DLQ: {reason}")
+                };
+                out.add_row(vec![label, count.to_string()]);
             }
             println!("{out}");
             if args.dry_run {
                 println!("dry run: nothing was redriven");
+            } else if report.read == 0 {
+                println!(
+                    "nothing to redrive: no dead letters (on Kafka: none since the last redrive with this filter)"
+                );
             }
         }
     }
