@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use wal_core::queue::delay::{KAFKA_TIERS, tier_topic};
+use wal_core::queue::delay::{KAFKA_TIERS, kafka_tiers, tier_topic};
 use wal_namespaces::{Backend, Namespace, QueueConfig};
 
 /// An update refused, with the rule it breaks and what to do instead.
@@ -34,6 +34,10 @@ pub enum Forbidden {
         queue: String,
         entries: u64,
     },
+    #[error(
+        "delay tier '{tier}' still holds {entries} entries parked for a later deliver-at; the new delay limits need no such tier, so it would no longer be read and they would be stranded. Keep the limits until the tier is empty (its entries come due within its wait), then apply again"
+    )]
+    TierHolds { tier: String, entries: u64 },
 }
 
 /// A field that differs between two configs.
@@ -211,6 +215,27 @@ pub fn dropped<'a>(old: &'a Namespace, new: &Namespace) -> Vec<Dropped<'a>> {
     dropped
 }
 
+/// The delay tier topics of Kafka queues kept by the update that the new limits no longer need
+/// (lower `delay_limits` or retry backoff): the consumer stops reading them, so they must be
+/// empty. A dropped queue's tiers are counted with the queue.
+pub fn dropped_tiers(old: &Namespace, new: &Namespace) -> Vec<String> {
+    let needed = kafka_tiers(new.longest_wait());
+    let kept = queue_names(new);
+    let mut dropped = Vec::new();
+    for queue in &old.queues {
+        if queue.backend != Backend::Kafka || !kept.contains(&(Backend::Kafka, queue.name.as_str()))
+        {
+            continue;
+        }
+        for tier in kafka_tiers(old.longest_wait()) {
+            if !needed.contains(&tier) {
+                dropped.push(tier_topic(&queue.name, tier));
+            }
+        }
+    }
+    dropped
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -239,6 +264,22 @@ mod tests {
             names.join(", ")
         );
         wal_namespaces::parse(&text, "test").unwrap()
+    }
+
+    #[test]
+    fn lowering_the_delay_limit_drops_the_tiers_it_no_longer_needs() {
+        let old = namespace("ns", &[("q0", "kafka"), ("q1", "kafka")]);
+        let mut new = namespace("ns", &[("q0", "kafka")]);
+        new.delay.max_delay = std::time::Duration::from_secs(600);
+        new.delay.max_jitter = std::time::Duration::ZERO;
+        new.retry.max_backoff = std::time::Duration::from_secs(1);
+        // q1 is dropped whole (its tiers are counted with it); q0 loses the 15 m and 4 h tiers.
+        assert_eq!(
+            dropped_tiers(&old, &new),
+            vec!["q0.delay-15m", "q0.delay-4h"]
+        );
+        assert!(dropped_tiers(&new, &old).is_empty());
+        assert!(dropped_tiers(&old, &old).is_empty());
     }
 
     #[test]

@@ -72,6 +72,24 @@ impl Provisioner {
         Ok(created)
     }
 
+    /// How many unfinished entries a Kafka delay tier topic of `namespace` holds.
+    pub async fn unfinished_tier(&self, namespace: &Namespace, tier: &str) -> anyhow::Result<u64> {
+        let spec = QueueSpec {
+            namespace: namespace.name.clone(),
+            name: tier.to_owned(),
+            dlq: None,
+            longest_wait: std::time::Duration::ZERO,
+        };
+        let queue = self
+            .backends
+            .queue(QueueBackend::Kafka, spec)
+            .context("no Kafka client")?;
+        queue
+            .unfinished()
+            .await
+            .with_context(|| format!("counting the entries on '{tier}'"))
+    }
+
     /// How many unfinished entries the queue (or, with `dlq`, its DLQ) of `namespace` holds.
     pub async fn unfinished(
         &self,

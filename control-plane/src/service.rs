@@ -98,6 +98,16 @@ impl RegistryService {
                     }));
                 }
             }
+            for tier in changes::dropped_tiers(old, &namespace) {
+                let entries = self
+                    .provisioner
+                    .unfinished_tier(old, &tier)
+                    .await
+                    .map_err(|e| Status::unavailable(format!("{e:#}")))?;
+                if entries > 0 {
+                    return Err(forbidden(Forbidden::TierHolds { tier, entries }));
+                }
+            }
         }
         let current = latest.as_ref().and_then(|v| v.config.as_ref());
         let (changes, unchanged) = match (&old, current) {

@@ -67,7 +67,7 @@ async fn applying_a_kafka_namespace_creates_its_topics_and_applying_again_change
         &name,
         "KAFKA",
         &[&topic],
-        r#", "delay_limits": {"max_delay_ms": 3600000}"#,
+        r#", "delay_limits": {"max_delay_ms": 3600000, "max_jitter_ms": 0}"#,
     );
 
     let first = client
@@ -366,4 +366,53 @@ async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
         .into_inner();
     assert!(recreated.changed);
     assert_eq!(recreated.version.unwrap().version, 3);
+}
+
+#[tokio::test]
+async fn lowering_the_delay_limit_is_refused_while_a_tier_it_drops_holds_entries() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    // The default limits (30 days) give the queue every tier, 5 s to 4 h.
+    client
+        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
+        .await
+        .unwrap();
+    // An entry parked on the 15-minute tier, as the consumer parks one.
+    let tier = format!("{queue}.delay-15m");
+    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
+    let parked = backend.queue(QueueSpec::new(&name, &tier, &format!("{queue}-dlq")));
+    let entry = Entry {
+        version: ENTRY_VERSION,
+        id: "parked".into(),
+        namespace: name.clone(),
+        ..Entry::default()
+    };
+    parked.enqueue(&entry).await.unwrap();
+    let before = stored_version(&mut client, &name).await;
+
+    // At most 10 minutes of delay needs the 5 s and 1 m tiers only.
+    let ten_minutes = r#", "delay_limits": {"max_delay_ms": 600000, "max_jitter_ms": 0}, "retry_policy": {"max_backoff_ms": 1000}"#;
+    let refused = client
+        .apply(apply(config(&name, "KAFKA", &[&queue], ten_minutes)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains(&format!("delay tier '{tier}' still holds 1 entries")),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(stored_version(&mut client, &name).await, before);
+
+    // At most 1 hour keeps the 15 m tier and drops only the 4 h one, which is empty.
+    let one_hour = r#", "delay_limits": {"max_delay_ms": 3600000, "max_jitter_ms": 0}, "retry_policy": {"max_backoff_ms": 1000}"#;
+    let applied = client
+        .apply(apply(config(&name, "KAFKA", &[&queue], one_hour)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(applied.version.unwrap().version, 2);
 }
