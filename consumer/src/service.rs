@@ -144,7 +144,12 @@ impl Consumer {
         shutdown: &CancellationToken,
     ) -> anyhow::Result<SetChanges> {
         let current: Vec<&Namespace> = running.values().map(|c| c.namespace.as_ref()).collect();
-        let (crews, changes) = self.build(&current, next).await?;
+        // Building (provisioning, connecting) may wait on a broker; shutdown does not wait for
+        // it. Nothing runs yet, so a build cut short changes nothing.
+        let (crews, changes) = tokio::select! {
+            () = shutdown.cancelled() => anyhow::bail!("shutting down"),
+            built = self.build(&current, next) => built?,
+        };
         let leaving: Vec<RunningCrew> = changes
             .changed
             .iter()

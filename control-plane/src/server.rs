@@ -51,6 +51,11 @@ impl ControlPlane {
             announcer.stop();
         };
         Server::builder()
+            // A follower that vanished without closing its connection is noticed, and its
+            // watch (a store read every 2 s) ends.
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+            .tcp_keepalive(Some(std::time::Duration::from_secs(60)))
             .add_service(health_service)
             .add_service(reflection)
             .add_service(NamespaceRegistryServer::new(self.service))

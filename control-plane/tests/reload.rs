@@ -145,6 +145,25 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
     }
     delivered(&upstream, &ids).await;
 
+    // A namespace deleted: the producer stops taking writes for it (its queues stay).
+    let removed = name_of(&added);
+    registry
+        .delete(wal_proto::v1::DeleteRequest {
+            name: removed.clone(),
+            author: "reload-test".into(),
+        })
+        .await
+        .unwrap();
+    eventually(RELOAD_WITHIN, "the producer to drop the namespace", || {
+        let mut client = client.clone();
+        let request = write(&removed, b"after the deletion");
+        async move {
+            let answer = client.write_to_log(request).await;
+            matches!(answer, Err(status) if status.code() == tonic::Code::NotFound).then_some(())
+        }
+    })
+    .await;
+
     consumer.shutdown().await;
     producer.shutdown().await;
 }
@@ -203,9 +222,11 @@ async fn a_folder_change_applies_and_a_bad_file_is_refused_keeping_the_namespace
     std::fs::write(dir.join("broken.json"), &fixed).unwrap();
     ids.insert(first_durable_write(&client, write(&name_of(&fixed), b"after the fix")).await);
     delivered(&upstream, &ids).await;
-    let status = producer_status.borrow().clone();
-    assert_eq!(status.refusal, None, "{status:?}");
-    assert!(status.applied >= 2, "{status:?}");
+    for status in [&producer_status, &consumer_status] {
+        let status = status.borrow().clone();
+        assert_eq!(status.refusal, None, "{status:?}");
+        assert!(status.applied >= 2, "{status:?}");
+    }
 
     consumer.shutdown().await;
     producer.shutdown().await;

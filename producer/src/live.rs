@@ -83,7 +83,12 @@ impl LiveRegistry {
                 () = shutdown.cancelled() => return,
                 namespaces = feed.next() => namespaces,
             };
-            match self.reload(namespaces.clone()).await {
+            // A reload swaps the registry only at its end, so one cut short changes nothing.
+            let reloaded = tokio::select! {
+                () = shutdown.cancelled() => return,
+                reloaded = self.reload(namespaces.clone()) => reloaded,
+            };
+            match reloaded {
                 Ok(changes) => feed.applied(namespaces, &changes.to_string()),
                 Err(error) => feed.refused(&format!("{error:#}")),
             }

@@ -31,11 +31,17 @@ pub struct Scanned {
     pub entry: Result<Entry, CodecError>,
 }
 
-/// A scan under way: where it stops, and its records in offset order per partition.
+/// A scan under way: where it starts and stops, and its records in offset order per partition.
 #[derive(Debug)]
 pub struct Scan {
+    /// Where each partition is read from: the offset asked for, or the partition's first record
+    /// when none was asked or the one asked is no longer retained.
+    pub starts: BTreeMap<i32, i64>,
     /// Each partition's end when the scan began: the offset after its last record.
     pub ends: BTreeMap<i32, i64>,
+    /// Partitions where the offset asked for was past the end: the topic was deleted and made
+    /// again, so they are read from their first record instead.
+    pub reset: Vec<i32>,
     pub records: mpsc::Receiver<Result<Scanned, KafkaError>>,
 }
 
@@ -54,14 +60,20 @@ pub async fn scan(
     // over as the caller takes them.
     tokio::task::spawn_blocking(move || {
         let opened = open(&settings, &topic, &from);
-        let (consumer, ends, mut next) = match opened {
+        let Opened {
+            consumer,
+            starts,
+            ends,
+            reset,
+        } = match opened {
             Ok(opened) => opened,
             Err(error) => {
                 let _ = ready.send(Err(error));
                 return;
             }
         };
-        if ready.send(Ok(ends.clone())).is_err() {
+        let mut next = starts.clone();
+        if ready.send(Ok((starts, ends.clone(), reset))).is_err() {
             return;
         }
         let mut last_record = Instant::now();
@@ -82,7 +94,6 @@ pub async fn scan(
                     return;
                 }
             };
-            last_record = Instant::now();
             let (partition, offset) = (message.partition(), message.offset());
             let Some(end) = ends.get(&partition) else {
                 continue;
@@ -99,18 +110,30 @@ pub async fn scan(
             if sender.blocking_send(Ok(scanned)).is_err() {
                 return; // The caller stopped reading.
             }
+            // After the hand-over, which waits as long as the caller takes (a slow redrive).
+            last_record = Instant::now();
         }
     });
-    let ends = started
+    let (starts, ends, reset) = started
         .await
         .map_err(|_| KafkaError::MessageConsumption(RDKafkaErrorCode::Fail))??;
-    Ok(Scan { ends, records })
+    Ok(Scan {
+        starts,
+        ends,
+        reset,
+        records,
+    })
 }
 
-type Opened = (BaseConsumer, BTreeMap<i32, i64>, BTreeMap<i32, i64>);
+/// A consumer assigned to each partition that has records to read, where each is read from,
+/// the partitions' ends, and the partitions whose asked offset was past the end.
+struct Opened {
+    consumer: BaseConsumer,
+    starts: BTreeMap<i32, i64>,
+    ends: BTreeMap<i32, i64>,
+    reset: Vec<i32>,
+}
 
-/// A consumer assigned to each partition that has records to read, the partitions' ends, and
-/// where each is to be read from.
 fn open(
     settings: &KafkaSettings,
     topic: &str,
@@ -122,10 +145,13 @@ fn open(
         .set("group.id", "wal-scan")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
+        // Records removed by retention while the scan runs: go on from the first one left.
+        .set("auto.offset.reset", "earliest")
         .create()?;
     let metadata = consumer.fetch_metadata(Some(topic), CALL_TIMEOUT)?;
     let mut ends = BTreeMap::new();
-    let mut next = BTreeMap::new();
+    let mut starts = BTreeMap::new();
+    let mut reset = Vec::new();
     let mut assignment = TopicPartitionList::new();
     for described in metadata.topics() {
         match described.error() {
@@ -136,14 +162,25 @@ fn open(
         for partition in described.partitions() {
             let id = partition.id();
             let (low, high) = consumer.fetch_watermarks(topic, id, CALL_TIMEOUT)?;
-            let start = from.get(&id).copied().unwrap_or(low).max(low);
+            let asked = from.get(&id).copied().unwrap_or(low);
+            let start = if asked > high {
+                reset.push(id);
+                low
+            } else {
+                asked.max(low)
+            };
             ends.insert(id, high);
-            next.insert(id, start);
+            starts.insert(id, start);
             if start < high {
                 assignment.add_partition_offset(topic, id, Offset::Offset(start))?;
             }
         }
     }
     consumer.assign(&assignment)?;
-    Ok((consumer, ends, next))
+    Ok(Opened {
+        consumer,
+        starts,
+        ends,
+        reset,
+    })
 }

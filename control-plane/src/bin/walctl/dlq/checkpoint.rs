@@ -16,7 +16,12 @@ use crate::Failure;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub namespace: String,
+    /// The filter flags as typed.
     pub filter: String,
+    /// The time range the first run resolved them to (microseconds since the Unix epoch), kept
+    /// so a relative --since or --until means the same on every run.
+    pub since_micros: Option<i64>,
+    pub until_micros: Option<i64>,
     /// DLQ topic -> partition -> the next offset to read.
     pub positions: BTreeMap<String, BTreeMap<i32, i64>>,
     /// Entries redriven under this checkpoint, over all runs.
@@ -98,6 +103,8 @@ mod tests {
         let checkpoint = Checkpoint {
             namespace: "ns".into(),
             filter: "f".into(),
+            since_micros: Some(1),
+            until_micros: None,
             positions: [("dlq".to_owned(), [(0, 17), (3, 4)].into())].into(),
             redriven: 21,
         };

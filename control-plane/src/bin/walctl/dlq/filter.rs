@@ -46,6 +46,16 @@ pub enum Verdict {
 }
 
 impl FilterArgs {
+    /// The flags as typed, naming a redrive's checkpoint: the same command resumes the same
+    /// redrive, even with a relative time ("2h"), whose bounds the checkpoint keeps from its
+    /// first run.
+    pub fn typed(&self) -> String {
+        format!(
+            "since={:?} until={:?} class={:?}",
+            self.since, self.until, self.class
+        )
+    }
+
     pub fn filter(&self, now: SystemTime) -> Result<Filter, Failure> {
         let since_micros = self
             .since
@@ -104,14 +114,6 @@ impl Filter {
             }
             verdict => verdict,
         }
-    }
-
-    /// A stable description, naming a redrive's checkpoint: the same filter resumes the same run.
-    pub fn describe(&self) -> String {
-        format!(
-            "since={:?} until={:?} class={:?}",
-            self.since_micros, self.until_micros, self.class
-        )
     }
 }
 

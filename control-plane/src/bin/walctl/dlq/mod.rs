@@ -171,7 +171,7 @@ async fn list(
                 let entry = &found.entry;
                 entries.add_row(vec![
                     entry.id.clone(),
-                    dead.queues[found.queue].dlq_name.clone(),
+                    dead.dlqs[found.dlq].name.clone(),
                     when(entry.dead_lettered_at_micros),
                     entry.attempt.to_string(),
                     entry.redrives.to_string(),
@@ -244,7 +244,7 @@ fn summary_json(dead: &DeadLetters, found: &Found) -> Value {
     let entry = &found.entry;
     json!({
         "id": entry.id,
-        "dlq": dead.queues[found.queue].dlq_name,
+        "dlq": dead.dlqs[found.dlq].name,
         "dead_lettered_at": when(entry.dead_lettered_at_micros),
         "attempts": entry.attempt,
         "redrives": entry.redrives,

@@ -19,7 +19,7 @@ use wal_namespaces::Backend;
 
 use super::checkpoint::Checkpoint;
 use super::filter::{Filter, FilterArgs, Verdict};
-use super::source::{DeadLetters, QueuePair, SQS_MAX_HELD, release};
+use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
 use crate::Failure;
 use crate::output::{Format, print_json, table};
 
@@ -43,8 +43,9 @@ pub struct RedriveArgs {
     /// under $XDG_STATE_HOME/walctl or ~/.local/state/walctl).
     #[arg(long)]
     checkpoint: Option<PathBuf>,
-    /// Ignore the checkpoint and read the Kafka DLQs from their start (entries redriven before
-    /// are redriven again, within --max-redrives).
+    /// Ignore the checkpoint and read the Kafka DLQs from their start. Dead letters redriven
+    /// before are redriven again: --max-redrives counts the redrives of an entry that failed
+    /// again after one, not how often one DLQ record was redriven.
     #[arg(long)]
     from_start: bool,
 }
@@ -74,6 +75,10 @@ struct Report {
 
 struct Run<'a> {
     args: &'a RedriveArgs,
+    dead: &'a DeadLetters,
+    /// When the run began: an SQS entry dead-lettered since (say, a redriven one that failed
+    /// again) waits for the next run, as Kafka's records past the scan's ends do.
+    started_micros: i64,
     filter: Filter,
     limiter: Limiter,
     report: Report,
@@ -81,14 +86,19 @@ struct Run<'a> {
 }
 
 pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result<(), Failure> {
-    let filter = args.filter.filter(SystemTime::now())?;
+    let typed = args.filter.typed();
     let path = args
         .checkpoint
         .clone()
-        .unwrap_or_else(|| Checkpoint::default_path(&args.namespace, &filter.describe()));
-    let mut checkpoint = match Checkpoint::load(&path)? {
-        Some(saved) if !args.from_start => {
-            if saved.filter != filter.describe() || saved.namespace != args.namespace {
+        .unwrap_or_else(|| Checkpoint::default_path(&args.namespace, &typed));
+    let saved = if args.from_start {
+        None
+    } else {
+        Checkpoint::load(&path)?
+    };
+    let (mut checkpoint, filter) = match saved {
+        Some(saved) => {
+            if saved.filter != typed || saved.namespace != args.namespace {
                 return Err(Failure::usage(format!(
                     "the checkpoint {} belongs to another redrive (namespace '{}', {}); pass another --checkpoint or --from-start",
                     path.display(),
@@ -96,20 +106,31 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
                     saved.filter
                 )));
             }
-            if !saved.positions.is_empty() && format == Format::Table {
+            if format == Format::Table {
                 eprintln!(
                     "walctl: continuing the redrive in {} ({} redriven before)",
                     path.display(),
                     saved.redriven
                 );
             }
-            saved
+            let filter = Filter {
+                since_micros: saved.since_micros,
+                until_micros: saved.until_micros,
+                class: args.filter.filter(SystemTime::now())?.class,
+            };
+            (saved, filter)
         }
-        _ => Checkpoint {
-            namespace: args.namespace.clone(),
-            filter: filter.describe(),
-            ..Checkpoint::default()
-        },
+        None => {
+            let filter = args.filter.filter(SystemTime::now())?;
+            let fresh = Checkpoint {
+                namespace: args.namespace.clone(),
+                filter: typed,
+                since_micros: filter.since_micros,
+                until_micros: filter.until_micros,
+                ..Checkpoint::default()
+            };
+            (fresh, filter)
+        }
     };
     let per_second = NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN);
     let bar = if format == Format::Table {
@@ -124,17 +145,19 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
     );
     let mut run = Run {
         args: &args,
+        dead: &dead,
+        started_micros: wal_core::entry::now_micros(),
         filter,
         // A burst of one: the rate holds from the first entry, not after a burst.
         limiter: RateLimiter::direct(Quota::per_second(per_second).allow_burst(NonZeroU32::MIN)),
         report: Report::default(),
         bar,
     };
-    for pair in &dead.queues {
-        run.bar.set_message(pair.dlq_name.clone());
-        match pair.backend {
-            Backend::Kafka => run.kafka(&dead, pair, &mut checkpoint, &path).await?,
-            Backend::Sqs => run.sqs(pair).await?,
+    for dlq in &dead.dlqs {
+        run.bar.set_message(dlq.name.clone());
+        match dlq.backend {
+            Backend::Kafka => run.kafka(dlq, &mut checkpoint, &path).await?,
+            Backend::Sqs => run.sqs(dlq).await?,
         }
     }
     run.bar.finish_and_clear();
@@ -145,99 +168,126 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
 impl Run<'_> {
     async fn kafka(
         &mut self,
-        dead: &DeadLetters,
-        pair: &QueuePair,
+        dlq: &DlqHandle,
         checkpoint: &mut Checkpoint,
         path: &std::path::Path,
     ) -> Result<(), Failure> {
         let from = checkpoint
             .positions
-            .get(&pair.dlq_name)
+            .get(&dlq.name)
             .cloned()
             .unwrap_or_default();
-        let mut scan = dead.scan(&pair.dlq_name, from.clone()).await?;
+        let mut scan = self.dead.scan(&dlq.name, from).await?;
+        for partition in &scan.reset {
+            eprintln!(
+                "walctl: DLQ '{}' partition {partition} is shorter than the checkpoint says (the topic was made again?); reading it from its start",
+                dlq.name
+            );
+        }
         let unread: i64 = scan
             .ends
             .iter()
-            .map(|(p, end)| end - from.get(p).copied().unwrap_or(0).min(*end))
+            .map(|(p, end)| end - scan.starts.get(p).copied().unwrap_or(*end).min(*end))
             .sum();
         self.bar.inc_length(u64::try_from(unread).unwrap_or(0));
+        // Where each partition has been read to, by this run.
+        let mut read_to = scan.starts.clone();
         let mut unsaved = 0;
         while let Some(record) = scan.records.recv().await {
-            let record = record
-                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name)))?;
+            let record =
+                record.map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", dlq.name)))?;
             let verdict = match &record.entry {
                 Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
                 Err(_) => Verdict::Pass("undecodable"),
             };
             let redriven = match (&verdict, &record.entry) {
-                (Verdict::Take, Ok(entry)) => self.redrive(pair, entry).await?,
+                (Verdict::Take, Ok(entry)) => self.redrive(entry).await?,
                 _ => false,
             };
             self.count(&verdict);
+            read_to.insert(record.partition, record.offset + 1);
             if self.args.dry_run {
                 continue;
             }
             checkpoint
                 .positions
-                .entry(pair.dlq_name.clone())
+                .entry(dlq.name.clone())
                 .or_default()
                 .insert(record.partition, record.offset + 1);
             unsaved += 1;
-            // Saved after each redrive, so a kill repeats at most one; passed-over entries
-            // are only read again, so those are saved in batches.
             if redriven {
                 checkpoint.redriven += 1;
             }
+            // Saved after each redrive, so a kill repeats at most one; passed-over entries
+            // are only read again, so those are saved in batches.
             if redriven || unsaved >= 100 {
                 checkpoint.save(path)?;
                 unsaved = 0;
             }
         }
-        if !self.args.dry_run {
-            // Also records the ends of partitions that had nothing to read.
-            for (partition, end) in &scan.ends {
-                let positions = checkpoint
-                    .positions
-                    .entry(pair.dlq_name.clone())
-                    .or_default();
-                let at = positions.entry(*partition).or_insert(*end);
-                *at = (*at).max(*end);
+        // The scan ends only when every partition reached its end, or after an error sent
+        // first; anything else would leave dead letters unread, so it is checked, not assumed.
+        for (partition, end) in &scan.ends {
+            if read_to.get(partition).copied().unwrap_or(0) < *end {
+                return Err(Failure::broker(format!(
+                    "reading DLQ '{}' stopped before the end of partition {partition}; run the redrive again to continue",
+                    dlq.name
+                )));
             }
+        }
+        if !self.args.dry_run {
+            // Also records partitions that had nothing to read, and those read from the start.
+            checkpoint
+                .positions
+                .insert(dlq.name.clone(), scan.ends.clone());
             checkpoint.save(path)?;
         }
         Ok(())
     }
 
-    async fn sqs(&mut self, pair: &QueuePair) -> Result<(), Failure> {
-        let backlog = pair.dlq.backlog().await.ok().flatten().unwrap_or(0);
+    async fn sqs(&mut self, dlq: &DlqHandle) -> Result<(), Failure> {
+        let backlog = dlq.queue.backlog().await.ok().flatten().unwrap_or(0);
         self.bar.inc_length(backlog);
-        // Passed-over messages stay hidden until the end, so this run does not read them twice.
+        // Passed-over messages stay hidden until the end, so this run does not read them twice;
+        // they are made visible again however the run ends.
         let mut passed = Vec::new();
-        'receiving: loop {
-            let batch = pair
-                .dlq
+        let result = self.sqs_receiving(dlq, &mut passed).await;
+        release(dlq, &passed).await;
+        result
+    }
+
+    async fn sqs_receiving(
+        &mut self,
+        dlq: &DlqHandle,
+        passed: &mut Vec<wal_core::queue::Delivery>,
+    ) -> Result<(), Failure> {
+        loop {
+            let batch = dlq
+                .queue
                 .receive(10, Duration::from_secs(1))
                 .await
-                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name)))?;
+                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", dlq.name)))?;
             if batch.is_empty() {
-                break;
+                return Ok(());
             }
             for delivery in batch {
                 let verdict = match &delivery.entry {
+                    Ok(entry) if entry.dead_lettered_at_micros >= self.started_micros => {
+                        Verdict::Pass("dead-lettered during this run (the next run takes it)")
+                    }
                     Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
                     Err(_) => Verdict::Pass("undecodable"),
                 };
                 self.count(&verdict);
                 let redriven = match (&verdict, &delivery.entry) {
-                    (Verdict::Take, Ok(entry)) => self.redrive(pair, entry).await?,
+                    (Verdict::Take, Ok(entry)) => self.redrive(entry).await?,
                     _ => false,
                 };
                 if redriven {
-                    pair.dlq.acknowledge(&delivery).await.map_err(|e| {
+                    dlq.queue.acknowledge(&delivery).await.map_err(|e| {
                         Failure::broker(format!(
                             "an entry was redriven but could not be deleted from DLQ '{}' ({e}); it will be redriven again by the next run",
-                            pair.dlq_name
+                            dlq.name
                         ))
                     })?;
                 } else {
@@ -246,31 +296,26 @@ impl Run<'_> {
                 if passed.len() >= SQS_MAX_HELD {
                     eprintln!(
                         "walctl: {SQS_MAX_HELD} messages of DLQ '{}' passed over; run again for the rest",
-                        pair.dlq_name
+                        dlq.name
                     );
-                    break 'receiving;
+                    return Ok(());
                 }
             }
         }
-        release(pair, &passed).await;
-        Ok(())
     }
 
     /// Puts the entry's redrive copy on its queue (not in a dry run); whether it did.
-    async fn redrive(
-        &mut self,
-        pair: &QueuePair,
-        entry: &wal_core::entry::Entry,
-    ) -> Result<bool, Failure> {
+    async fn redrive(&mut self, entry: &wal_core::entry::Entry) -> Result<bool, Failure> {
         if self.args.dry_run {
             return Ok(false);
         }
         self.limiter.until_ready().await;
-        pair.home.requeue(&redrive_copy(entry)).await.map_err(|e| {
+        let home = self.dead.home_of(entry);
+        home.requeue(&redrive_copy(entry)).await.map_err(|e| {
             Failure::broker(format!(
                 "redriving entry {} to queue '{}': {e}; nothing was lost, run the redrive again",
                 entry.id,
-                pair.home.spec().name
+                home.spec().name
             ))
         })?;
         self.report.redriven += 1;

@@ -36,26 +36,30 @@ pub struct BrokerArgs {
     sqs_region: String,
 }
 
-/// One queue of the namespace: its handle (where redrives go) and its DLQ's.
+/// One DLQ of the namespace (several queues may share one).
 #[derive(Debug)]
-pub struct QueuePair {
-    pub home: Arc<dyn Queue>,
-    pub dlq: Arc<dyn Queue>,
-    pub dlq_name: String,
+pub struct DlqHandle {
+    pub queue: Arc<dyn Queue>,
+    pub name: String,
     pub backend: Backend,
 }
 
-/// A namespace's queues, connected.
+/// A namespace's DLQs, and its queues, where redriven entries go.
 #[derive(Debug)]
 pub struct DeadLetters {
-    pub kafka: KafkaSettings,
-    pub queues: Vec<QueuePair>,
+    kafka: KafkaSettings,
+    namespace: Namespace,
+    /// Each DLQ once, in the order the config first names it.
+    pub dlqs: Vec<DlqHandle>,
+    /// In the order of the namespace's queues.
+    homes: Vec<Arc<dyn Queue>>,
 }
 
-/// A dead letter as read: which queue's DLQ, where in it, and the entry.
+/// A dead letter as read: which DLQ (an index into [`DeadLetters::dlqs`]), where in it, and the
+/// entry.
 #[derive(Debug)]
 pub struct Found {
-    pub queue: usize,
+    pub dlq: usize,
     pub locator: String,
     pub entry: Entry,
 }
@@ -73,7 +77,8 @@ impl DeadLetters {
         let backends = Backends::connect(Some(kafka.clone()), Some(sqs))
             .await
             .map_err(|e| Failure::broker(format!("configuring Kafka: {e}")))?;
-        let mut queues = Vec::new();
+        let mut dlqs: Vec<DlqHandle> = Vec::new();
+        let mut homes = Vec::new();
         for queue in &namespace.queues {
             let spec = QueueSpec::new(&namespace.name, &queue.name, &queue.dlq)
                 .with_longest_wait(namespace.longest_wait());
@@ -90,30 +95,45 @@ impl DeadLetters {
             ) else {
                 return Err(Failure::broker("no client for the queue's backend"));
             };
-            queues.push(QueuePair {
-                home,
-                dlq,
-                dlq_name: queue.dlq.clone(),
-                backend: queue.backend,
-            });
+            homes.push(home);
+            if !dlqs
+                .iter()
+                .any(|d| d.name == queue.dlq && d.backend == queue.backend)
+            {
+                dlqs.push(DlqHandle {
+                    queue: dlq,
+                    name: queue.dlq.clone(),
+                    backend: queue.backend,
+                });
+            }
         }
-        Ok(Self { kafka, queues })
+        Ok(Self {
+            kafka,
+            namespace: namespace.clone(),
+            dlqs,
+            homes,
+        })
     }
 
-    /// Every dead letter of every queue (up to [`SQS_MAX_HELD`] per SQS DLQ), handed to `visit`
+    /// The queue a redriven entry goes back to: the one its key goes to, as the producer sends it.
+    pub fn home_of(&self, entry: &Entry) -> &Arc<dyn Queue> {
+        &self.homes[self.namespace.queue_index(&entry.key)]
+    }
+
+    /// Every dead letter of every DLQ (up to [`SQS_MAX_HELD`] per SQS DLQ), handed to `visit`
     /// in order; SQS messages are made visible again afterwards.
     pub async fn read_all(&self, mut visit: impl FnMut(Found)) -> Result<(), Failure> {
-        for (index, pair) in self.queues.iter().enumerate() {
-            match pair.backend {
+        for (index, dlq) in self.dlqs.iter().enumerate() {
+            match dlq.backend {
                 Backend::Kafka => {
-                    let mut scan = self.scan(&pair.dlq_name, BTreeMap::new()).await?;
+                    let mut scan = self.scan(&dlq.name, BTreeMap::new()).await?;
                     while let Some(record) = scan.records.recv().await {
                         let record = record.map_err(|e| {
-                            Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name))
+                            Failure::broker(format!("reading DLQ '{}': {e}", dlq.name))
                         })?;
                         if let Ok(entry) = record.entry {
                             visit(Found {
-                                queue: index,
+                                dlq: index,
                                 locator: format!(
                                     "partition {} offset {}",
                                     record.partition, record.offset
@@ -124,17 +144,24 @@ impl DeadLetters {
                     }
                 }
                 Backend::Sqs => {
-                    let held = receive_all(pair).await?;
+                    let held = receive_all(dlq).await;
+                    let held = match held {
+                        Ok(held) => held,
+                        Err((held, failure)) => {
+                            release(dlq, &held).await;
+                            return Err(failure);
+                        }
+                    };
                     for delivery in &held {
                         if let Ok(entry) = &delivery.entry {
                             visit(Found {
-                                queue: index,
+                                dlq: index,
                                 locator: delivery.receipt.to_string(),
                                 entry: entry.clone(),
                             });
                         }
                     }
-                    release(pair, &held).await;
+                    release(dlq, &held).await;
                 }
             }
         }
@@ -149,15 +176,18 @@ impl DeadLetters {
 }
 
 /// Receives every message of an SQS DLQ (up to [`SQS_MAX_HELD`]), each hidden for
-/// [`SQS_HOLD`] until released or deleted.
-pub async fn receive_all(pair: &QueuePair) -> Result<Vec<Delivery>, Failure> {
+/// [`SQS_HOLD`] until released or deleted. On a failure, what was received so far comes back
+/// with it, to be released.
+async fn receive_all(dlq: &DlqHandle) -> Result<Vec<Delivery>, (Vec<Delivery>, Failure)> {
     let mut held = Vec::new();
     while held.len() < SQS_MAX_HELD {
-        let batch = pair
-            .dlq
-            .receive(10, Duration::from_secs(1))
-            .await
-            .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", pair.dlq_name)))?;
+        let batch = match dlq.queue.receive(10, Duration::from_secs(1)).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                let failure = Failure::broker(format!("reading DLQ '{}': {e}", dlq.name));
+                return Err((held, failure));
+            }
+        };
         if batch.is_empty() {
             break;
         }
@@ -168,12 +198,12 @@ pub async fn receive_all(pair: &QueuePair) -> Result<Vec<Delivery>, Failure> {
 
 /// Makes held SQS dead letters visible again. A failure only delays them (until [`SQS_HOLD`]
 /// ends), so it is reported, not fatal.
-pub async fn release(pair: &QueuePair, held: &[Delivery]) {
+pub async fn release(dlq: &DlqHandle, held: &[Delivery]) {
     for delivery in held {
-        if let Err(error) = pair.dlq.extend(delivery, Duration::ZERO).await {
+        if let Err(error) = dlq.queue.extend(delivery, Duration::ZERO).await {
             eprintln!(
                 "walctl: could not make a message of DLQ '{}' visible again ({error}); it will be after {SQS_HOLD:?}",
-                pair.dlq_name
+                dlq.name
             );
         }
     }
