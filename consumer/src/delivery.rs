@@ -157,17 +157,10 @@ impl Deliverer {
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let attempt = self.apply(context, entry, spec, traceparent);
-        let applied = match tokio::time::timeout(self.settings.apply_timeout, attempt)
+        let applied = self
+            .apply_to(&context.namespace, entry, spec, traceparent)
             .instrument(span.clone())
-            .await
-        {
-            Ok(applied) => applied,
-            Err(_) => Err(TargetError::retryable(format!(
-                "the {kind} target did not answer within {:?}",
-                self.settings.apply_timeout
-            ))),
-        };
+            .await;
         metrics.apply_seconds.record(started.elapsed());
         if applied.is_ok() {
             let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
@@ -276,9 +269,30 @@ impl Deliverer {
         true
     }
 
+    /// Applies one entry of `namespace` to its target: the payload resolved (a claim check read
+    /// from the namespace's durable storage), the target made or reused, and the apply, all
+    /// bounded by the apply timeout. Deliveries and walctl's replay both go through here.
+    pub async fn apply_to(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+    ) -> Applied {
+        let kind = spec.map_or("unnamed", |s| s.kind.as_str());
+        let attempt = self.apply(namespace, entry, spec, traceparent);
+        match tokio::time::timeout(self.settings.apply_timeout, attempt).await {
+            Ok(applied) => applied,
+            Err(_) => Err(TargetError::retryable(format!(
+                "the {kind} target did not answer within {:?}",
+                self.settings.apply_timeout
+            ))),
+        }
+    }
+
     async fn apply(
         &self,
-        context: &QueueContext,
+        namespace: &Namespace,
         entry: &Entry,
         spec: Option<&TargetSpec>,
         traceparent: Option<&str>,
@@ -288,7 +302,7 @@ impl Deliverer {
                 "the entry names no target and its namespace has no default target",
             )
         })?;
-        let payload = self.payload(context, entry).await?;
+        let payload = self.payload(namespace, entry).await?;
         let target = self.targets.resolve(spec).await?;
         let mutation = Mutation {
             entry,
@@ -301,7 +315,7 @@ impl Deliverer {
     /// The entry's payload, read from durable storage when the queue carried a claim check.
     async fn payload<'e>(
         &self,
-        context: &QueueContext,
+        namespace: &Namespace,
         entry: &'e Entry,
     ) -> Result<Cow<'e, [u8]>, TargetError> {
         match &entry.body {
@@ -309,7 +323,7 @@ impl Deliverer {
             Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
             // Boxed: the CQL read's future is large, and every delivery's future would carry
             // its size (and be copied with it) although few entries take this path.
-            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(context, entry, check))
+            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(namespace, entry, check))
                 .await
                 .map(Cow::Owned),
         }
@@ -319,21 +333,21 @@ impl Deliverer {
     /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
     async fn claim_check(
         &self,
-        context: &QueueContext,
+        namespace: &Namespace,
         entry: &Entry,
         check: &ClaimCheck,
     ) -> Result<Vec<u8>, TargetError> {
-        let Some(durable) = &context.namespace.durable_storage else {
+        let Some(durable) = &namespace.durable_storage else {
             return Err(TargetError::permanent(format!(
                 "the entry's payload is claim-checked in {} but namespace '{}' has no durable_storage",
-                check.table, context.namespace.name
+                check.table, namespace.name
             )));
         };
         let expected = format!("{}.claim_checks", durable.keyspace);
         if check.table != expected {
             return Err(TargetError::permanent(format!(
                 "the entry's claim check points at {}; namespace '{}' keeps claim checks in {expected}",
-                check.table, context.namespace.name
+                check.table, namespace.name
             )));
         }
         let storage = self.clients.durable(&durable.keyspace).await?;

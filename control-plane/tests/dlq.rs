@@ -47,18 +47,18 @@ fn json_of(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_resumes() {
+/// A control plane, a namespace on `backend` delivering to `upstream` applied to it, and a
+/// producer and a consumer serving it.
+struct Fleet {
+    url: String,
+    name: String,
+    producer: TestProducer,
+    consumer: wal_consumer::ConsumerHandle,
+}
+
+async fn fleet_for(backend: Backend, upstream: &Upstream) -> Fleet {
     let (mut registry, url) = control_plane_at().await;
-    let upstream = Upstream::start(|_| {
-        if BROKEN.load(Ordering::SeqCst) {
-            400
-        } else {
-            200
-        }
-    })
-    .await;
-    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
+    let config = namespace_json(backend, 1, &upstream.target(), "");
     registry
         .apply(ApplyRequest {
             config_json: config.clone(),
@@ -67,9 +67,30 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
         .await
         .unwrap();
     let namespace = wal_namespaces::parse(&config, "test").unwrap();
-    let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    Fleet {
+        url,
+        name: namespace.name.clone(),
+        producer: TestProducer::start(vec![namespace.clone()]).await,
+        consumer: start_consumer(vec![namespace]).await,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_resumes() {
+    let upstream = Upstream::start(|_| {
+        if BROKEN.load(Ordering::SeqCst) {
+            400
+        } else {
+            200
+        }
+    })
+    .await;
+    let Fleet {
+        url,
+        name,
+        mut producer,
+        consumer,
+    } = fleet_for(Backend::Kafka, &upstream).await;
 
     let mut ids = BTreeSet::new();
     for i in 0..ENTRIES {
@@ -181,7 +202,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
         "the first run to redrive some",
         || async {
             let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).ok()?).ok()?;
-            let redriven = saved["redriven"].as_u64()?;
+            let redriven = saved["done"].as_u64()?;
             (redriven >= 5).then_some(redriven)
         },
     )
@@ -198,7 +219,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     let second = json_of(&walctl(&url, &redrive_args).await);
     let second_took = started.elapsed();
     let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
-    assert_eq!(saved["redriven"], ENTRIES, "{saved:#}");
+    assert_eq!(saved["done"], ENTRIES, "{saved:#}");
     let resumed = second["redriven"].as_u64().unwrap();
     assert!(
         resumed + redriven_before_kill >= ENTRIES as u64 && resumed < ENTRIES as u64,
@@ -255,7 +276,6 @@ static SQS_BROKEN: AtomicBool = AtomicBool::new(true);
 
 #[tokio::test]
 async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redrive_deletes_them() {
-    let (mut registry, url) = control_plane_at().await;
     let upstream = Upstream::start(|_| {
         if SQS_BROKEN.load(Ordering::SeqCst) {
             400
@@ -264,18 +284,12 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
         }
     })
     .await;
-    let config = namespace_json(Backend::Sqs, 1, &upstream.target(), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: config.clone(),
-            author: "dlq-test".into(),
-        })
-        .await
-        .unwrap();
-    let namespace = wal_namespaces::parse(&config, "test").unwrap();
-    let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let Fleet {
+        url,
+        name,
+        mut producer,
+        consumer,
+    } = fleet_for(Backend::Sqs, &upstream).await;
     let mut ids = BTreeSet::new();
     for i in 0..6 {
         let answer = producer

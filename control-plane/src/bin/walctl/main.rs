@@ -6,9 +6,13 @@
 //! 3 refused by the control plane's rules (the message says which); 4 not found; for `write`,
 //! 5 FALSE (not stored: retry freely) and 6 UNKNOWN (retry with the same --idempotency-id).
 
+mod brokers;
+mod checkpoint;
 mod dlq;
 mod namespace;
 mod output;
+mod replay;
+mod time;
 mod write;
 
 use std::process::ExitCode;
@@ -51,6 +55,8 @@ enum Command {
     Write(write::Write),
     /// Dead letters: list them, show one, redrive them to their queue.
     Dlq(dlq::Dlq),
+    /// Re-apply a namespace's mutations of a time range, leaving out the offending ones.
+    Replay(Box<replay::Replay>),
 }
 
 /// A failure, with the exit code that classifies it.
@@ -133,6 +139,7 @@ async fn main() -> ExitCode {
         }
         Command::Write(write) => write::run(write, cli.output).await,
         Command::Dlq(command) => dlq::run(command, &cli.control_plane, cli.output).await,
+        Command::Replay(replay) => replay::run(*replay, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

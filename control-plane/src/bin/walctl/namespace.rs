@@ -217,7 +217,7 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
     Ok(())
 }
 
-async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, Failure> {
+pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, Failure> {
     let endpoint = Channel::from_shared(address.to_owned())
         .map_err(|e| Failure::usage(format!("--control-plane '{address}' is not a URL: {e}")))?;
     let channel = endpoint
@@ -305,4 +305,25 @@ fn print_versions(versions: &[NamespaceVersion], format: Format, header: &[&str]
             println!("{table}");
         }
     }
+}
+
+/// The namespace's current config from the control plane, for commands that work on its queues.
+pub async fn current(address: &str, name: &str) -> Result<wal_namespaces::Namespace, Failure> {
+    let version = connect(address)
+        .await?
+        .get(wal_proto::v1::GetRequest {
+            name: name.to_owned(),
+            version: 0,
+        })
+        .await
+        .map_err(|status| Failure::from_status(&status, "reading the namespace"))?
+        .into_inner();
+    if version.deleted {
+        return Err(Failure::not_found(format!(
+            "namespace '{name}' was deleted (version {}); its queues are still on the brokers: apply it again to work on them",
+            version.version
+        )));
+    }
+    wal_namespaces::parse(&version.config_json, &format!("namespace '{name}'"))
+        .map_err(|errors| Failure::broker(format!("the stored config does not validate: {errors}")))
 }

@@ -31,18 +31,9 @@ pub(super) fn unfinished(settings: &KafkaSettings, topic: &str) -> Result<u64, K
         .set("group.id", format!("{}{topic}", settings.group_prefix))
         .set("enable.auto.commit", "false")
         .create()?;
-    let metadata = consumer.fetch_metadata(Some(topic), LAG_TIMEOUT)?;
     let mut partitions = TopicPartitionList::new();
-    for described in metadata.topics() {
-        match described.error() {
-            None => {}
-            // A topic that was never created holds nothing.
-            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => continue,
-            Some(error) => return Err(KafkaError::MetadataFetch(error.into())),
-        }
-        for partition in described.partitions() {
-            partitions.add_partition(topic, partition.id());
-        }
+    for id in partition_ids(&consumer, topic)? {
+        partitions.add_partition(topic, id);
     }
     if partitions.count() == 0 {
         return Ok(0);
@@ -66,4 +57,23 @@ fn lag_of<C: Consumer<X>, X: ConsumerContext>(
         lag += u64::try_from(high - from).unwrap_or(0);
     }
     Ok(lag)
+}
+
+/// The partitions of `topic`; none when the topic does not exist (it holds nothing). Blocks on
+/// the broker.
+pub(super) fn partition_ids<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+) -> Result<Vec<i32>, KafkaError> {
+    let metadata = consumer.fetch_metadata(Some(topic), LAG_TIMEOUT)?;
+    let mut ids = Vec::new();
+    for described in metadata.topics() {
+        match described.error() {
+            None => {}
+            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => continue,
+            Some(error) => return Err(KafkaError::MetadataFetch(error.into())),
+        }
+        ids.extend(described.partitions().iter().map(|p| p.id()));
+    }
+    Ok(ids)
 }

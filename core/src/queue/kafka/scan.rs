@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
-use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::KafkaSettings;
+use super::lag::partition_ids;
 use crate::entry::{self, CodecError, Entry};
 
 /// How long each broker call of a scan may take.
@@ -45,12 +45,14 @@ pub struct Scan {
     pub records: mpsc::Receiver<Result<Scanned, KafkaError>>,
 }
 
-/// Starts reading `topic` from `from[partition]` (a partition's first record when absent)
-/// up to its current end. A topic that does not exist scans as empty.
+/// Starts reading `topic` from `from[partition]` (a partition's first record when absent) up
+/// to `upto[partition]` or, when absent or further, its current end. A topic that does not
+/// exist scans as empty.
 pub async fn scan(
     settings: &KafkaSettings,
     topic: &str,
     from: BTreeMap<i32, i64>,
+    upto: BTreeMap<i32, i64>,
 ) -> Result<Scan, KafkaError> {
     let settings = settings.clone();
     let topic = topic.to_owned();
@@ -59,7 +61,7 @@ pub async fn scan(
     // rdkafka's BaseConsumer blocks: the reading runs on a thread of its own, handing records
     // over as the caller takes them.
     tokio::task::spawn_blocking(move || {
-        let opened = open(&settings, &topic, &from);
+        let opened = open(&settings, &topic, &from, &upto);
         let Opened {
             consumer,
             starts,
@@ -138,42 +140,30 @@ fn open(
     settings: &KafkaSettings,
     topic: &str,
     from: &BTreeMap<i32, i64>,
+    upto: &BTreeMap<i32, i64>,
 ) -> Result<Opened, KafkaError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &settings.bootstrap_servers)
-        // Required by librdkafka; never joined (partitions are assigned) nor committed to.
-        .set("group.id", "wal-scan")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        // Records removed by retention while the scan runs: go on from the first one left.
-        .set("auto.offset.reset", "earliest")
-        .create()?;
-    let metadata = consumer.fetch_metadata(Some(topic), CALL_TIMEOUT)?;
+    let consumer = reader(settings)?;
     let mut ends = BTreeMap::new();
     let mut starts = BTreeMap::new();
     let mut reset = Vec::new();
     let mut assignment = TopicPartitionList::new();
-    for described in metadata.topics() {
-        match described.error() {
-            None => {}
-            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => continue,
-            Some(error) => return Err(KafkaError::MetadataFetch(error.into())),
-        }
-        for partition in described.partitions() {
-            let id = partition.id();
-            let (low, high) = consumer.fetch_watermarks(topic, id, CALL_TIMEOUT)?;
-            let asked = from.get(&id).copied().unwrap_or(low);
-            let start = if asked > high {
-                reset.push(id);
-                low
-            } else {
-                asked.max(low)
-            };
-            ends.insert(id, high);
-            starts.insert(id, start);
-            if start < high {
-                assignment.add_partition_offset(topic, id, Offset::Offset(start))?;
-            }
+    for id in partition_ids(&consumer, topic)? {
+        let (low, watermark) = consumer.fetch_watermarks(topic, id, CALL_TIMEOUT)?;
+        let high = upto
+            .get(&id)
+            .map_or(watermark, |upto| (*upto).min(watermark));
+        let asked = from.get(&id).copied().unwrap_or(low);
+        // Past the partition's real end (not the asked upper bound): the topic was made again.
+        let start = if asked > watermark {
+            reset.push(id);
+            low
+        } else {
+            asked.max(low)
+        };
+        ends.insert(id, high);
+        starts.insert(id, start);
+        if start < high {
+            assignment.add_partition_offset(topic, id, Offset::Offset(start))?;
         }
     }
     consumer.assign(&assignment)?;
@@ -183,4 +173,107 @@ fn open(
         ends,
         reset,
     })
+}
+
+/// A consumer that reads assigned partitions: never joins a group, never commits.
+fn reader(settings: &KafkaSettings) -> Result<BaseConsumer, KafkaError> {
+    ClientConfig::new()
+        .set("bootstrap.servers", &settings.bootstrap_servers)
+        // Required by librdkafka; never joined (partitions are assigned) nor committed to.
+        .set("group.id", "wal-scan")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        // Records removed by retention while the scan runs: go on from the first one left.
+        .set("auto.offset.reset", "earliest")
+        .create()
+}
+
+/// Each partition's first offset whose record was appended at or after `micros` (the broker's
+/// offsets-for-times); a partition with none gets its end.
+pub async fn offsets_at(
+    settings: &KafkaSettings,
+    topic: &str,
+    micros: i64,
+) -> Result<BTreeMap<i32, i64>, KafkaError> {
+    let settings = settings.clone();
+    let topic = topic.to_owned();
+    blocking(move || {
+        let consumer = reader(&settings)?;
+        let mut asked = TopicPartitionList::new();
+        let ids = partition_ids(&consumer, &topic)?;
+        for id in &ids {
+            asked.add_partition_offset(&topic, *id, Offset::Offset(micros.div_euclid(1000)))?;
+        }
+        let found = consumer.offsets_for_times(asked, CALL_TIMEOUT)?;
+        let mut offsets = BTreeMap::new();
+        for id in ids {
+            let offset = match found.find_partition(&topic, id).map(|p| p.offset()) {
+                Some(Offset::Offset(offset)) => offset,
+                _ => consumer.fetch_watermarks(&topic, id, CALL_TIMEOUT)?.1,
+            };
+            offsets.insert(id, offset);
+        }
+        Ok(offsets)
+    })
+    .await
+}
+
+/// What retention left of a partition that lost records: its first offset, and when its first
+/// remaining record was appended (microseconds since the Unix epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trimmed {
+    pub partition: i32,
+    pub first_offset: i64,
+    pub first_micros: i64,
+}
+
+/// The partitions of `topic` whose first records were removed (by retention or a deletion),
+/// with the time of the first record left: nothing older can be read from the topic.
+pub async fn trimmed(settings: &KafkaSettings, topic: &str) -> Result<Vec<Trimmed>, KafkaError> {
+    let settings = settings.clone();
+    let topic = topic.to_owned();
+    blocking(move || {
+        let consumer = reader(&settings)?;
+        let mut trimmed = Vec::new();
+        for id in partition_ids(&consumer, &topic)? {
+            let (low, high) = consumer.fetch_watermarks(&topic, id, CALL_TIMEOUT)?;
+            if low == 0 || low >= high {
+                continue;
+            }
+            let mut one = TopicPartitionList::new();
+            one.add_partition_offset(&topic, id, Offset::Offset(low))?;
+            consumer.assign(&one)?;
+            let deadline = Instant::now() + CALL_TIMEOUT;
+            let first_micros = loop {
+                match consumer.poll(Duration::from_millis(500)) {
+                    Some(Ok(message)) => {
+                        break message.timestamp().to_millis().unwrap_or(0) * 1000;
+                    }
+                    Some(Err(error)) => return Err(error),
+                    None if Instant::now() > deadline => {
+                        return Err(KafkaError::MessageConsumption(
+                            RDKafkaErrorCode::OperationTimedOut,
+                        ));
+                    }
+                    None => {}
+                }
+            };
+            trimmed.push(Trimmed {
+                partition: id,
+                first_offset: low,
+                first_micros,
+            });
+        }
+        Ok(trimmed)
+    })
+    .await
+}
+
+/// Runs a blocking broker call on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, KafkaError> + Send + 'static,
+) -> Result<T, KafkaError> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .map_err(|_| KafkaError::MessageConsumption(RDKafkaErrorCode::Fail))?
 }

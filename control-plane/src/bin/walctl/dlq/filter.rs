@@ -1,11 +1,12 @@
 //! Which dead letters a command takes: a time range on when they were dead-lettered, an error
 //! class, and for a redrive, the cap on how often one entry may be redriven.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use wal_core::entry::{Entry, ErrorClass};
 
 use crate::Failure;
+use crate::time::instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Class {
@@ -117,25 +118,10 @@ impl Filter {
     }
 }
 
-/// A time ago or an RFC 3339 time, as microseconds since the Unix epoch.
-fn instant(flag: &str, text: &str, now: SystemTime) -> Result<i64, Failure> {
-    let at = match humantime::parse_duration(text) {
-        Ok(ago) => now.checked_sub(ago).unwrap_or(UNIX_EPOCH),
-        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
-            Failure::usage(format!(
-                "{flag} '{text}' is neither a time ago (like 2h or 30m) nor an RFC 3339 time (like 2026-11-22T10:00:00Z)"
-            ))
-        })?,
-    };
-    let micros = at
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_micros();
-    Ok(i64::try_from(micros).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::*;
 
     fn dead(at: i64, class: ErrorClass, redrives: u32) -> Entry {

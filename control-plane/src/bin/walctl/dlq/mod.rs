@@ -2,7 +2,6 @@
 //! and redriving dead letters back to their queue once the target is fixed. walctl reads the
 //! namespace's config from the control plane and its DLQs from the brokers itself.
 
-mod checkpoint;
 mod filter;
 mod redrive;
 mod source;
@@ -12,15 +11,13 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use clap::Subcommand;
 use serde_json::{Value, json};
-use tonic::transport::Channel;
 use wal_core::entry::{Body, Entry};
 use wal_namespaces::Namespace;
-use wal_proto::v1::GetRequest;
-use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
 use self::filter::{FilterArgs, Verdict};
-use self::source::{BrokerArgs, DeadLetters, Found};
+use self::source::{DeadLetters, Found};
 use crate::Failure;
+use crate::brokers::BrokerArgs;
 use crate::output::{Format, print_json, table, when};
 
 #[derive(Debug, clap::Args)]
@@ -54,39 +51,13 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
         Command::List { namespace, .. } | Command::Show { namespace, .. } => namespace,
         Command::Redrive(args) => args.namespace(),
     };
-    let namespace = namespace_config(control_plane, name).await?;
+    let namespace = crate::namespace::current(control_plane, name).await?;
     let dead = DeadLetters::connect(&dlq.brokers, &namespace).await?;
     match dlq.command {
         Command::List { filter, limit, .. } => list(&dead, &filter, limit, format).await,
         Command::Show { id, .. } => show(&dead, &namespace, &id, format).await,
         Command::Redrive(args) => redrive::run(args, dead, format).await,
     }
-}
-
-/// The namespace's current config from the control plane.
-async fn namespace_config(address: &str, name: &str) -> Result<Namespace, Failure> {
-    let endpoint = Channel::from_shared(address.to_owned())
-        .map_err(|e| Failure::usage(format!("--control-plane '{address}' is not a URL: {e}")))?;
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| Failure::unreachable(address, e))?;
-    let version = NamespaceRegistryClient::new(channel)
-        .get(GetRequest {
-            name: name.to_owned(),
-            version: 0,
-        })
-        .await
-        .map_err(|status| Failure::from_status(&status, "reading the namespace"))?
-        .into_inner();
-    if version.deleted {
-        return Err(Failure::not_found(format!(
-            "namespace '{name}' was deleted (version {}); its DLQs are still on the brokers: apply it again to read or redrive them",
-            version.version
-        )));
-    }
-    wal_namespaces::parse(&version.config_json, &format!("namespace '{name}'"))
-        .map_err(|errors| Failure::broker(format!("the stored config does not validate: {errors}")))
 }
 
 /// Dead letters with the same class and reason.

@@ -17,10 +17,10 @@ use serde_json::json;
 use wal_core::queue::redrive_copy;
 use wal_namespaces::Backend;
 
-use super::checkpoint::Checkpoint;
 use super::filter::{Filter, FilterArgs, Verdict};
 use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
 use crate::Failure;
+use crate::checkpoint::Checkpoint;
 use crate::output::{Format, print_json, table};
 
 #[derive(Debug, clap::Args)]
@@ -90,7 +90,7 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
     let path = args
         .checkpoint
         .clone()
-        .unwrap_or_else(|| Checkpoint::default_path(&args.namespace, &typed));
+        .unwrap_or_else(|| Checkpoint::default_path("redrive", &args.namespace, &typed));
     let saved = if args.from_start {
         None
     } else {
@@ -110,7 +110,7 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
                 eprintln!(
                     "walctl: continuing the redrive in {} ({} redriven before)",
                     path.display(),
-                    saved.redriven
+                    saved.done
                 );
             }
             let filter = Filter {
@@ -216,7 +216,7 @@ impl Run<'_> {
                 .insert(record.partition, record.offset + 1);
             unsaved += 1;
             if redriven {
-                checkpoint.redriven += 1;
+                checkpoint.done += 1;
             }
             // Saved after each redrive, so a kill repeats at most one; passed-over entries
             // are only read again, so those are saved in batches.

@@ -14,6 +14,7 @@ use wal_core::queue::{Backend as QueueBackend, Backends, Delivery, Queue, QueueS
 use wal_namespaces::{Backend, Namespace};
 
 use crate::Failure;
+use crate::brokers::BrokerArgs;
 
 /// How long a received SQS dead letter stays hidden from others while walctl holds it: longer
 /// than a run takes, so a message passed over is not received twice by the same run. One held
@@ -21,20 +22,6 @@ use crate::Failure;
 pub const SQS_HOLD: Duration = Duration::from_secs(600);
 /// The most SQS dead letters one run holds at once (each is hidden until released).
 pub const SQS_MAX_HELD: usize = 10_000;
-
-/// The brokers' addresses: walctl reads the DLQs itself.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BrokerArgs {
-    /// Kafka bootstrap servers, for namespaces on Kafka.
-    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
-    kafka_bootstrap: String,
-    /// SQS endpoint (ElasticMQ locally); unset means AWS.
-    #[arg(long, env = "WAL_SQS_ENDPOINT")]
-    sqs_endpoint: Option<String>,
-    /// AWS region for SQS.
-    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
-    sqs_region: String,
-}
 
 /// One DLQ of the namespace (several queues may share one).
 #[derive(Debug)]
@@ -66,13 +53,10 @@ pub struct Found {
 
 impl DeadLetters {
     pub async fn connect(brokers: &BrokerArgs, namespace: &Namespace) -> Result<Self, Failure> {
-        let kafka = KafkaSettings::new(&brokers.kafka_bootstrap);
+        let kafka = brokers.kafka();
         let sqs = SqsSettings {
             visibility_timeout: SQS_HOLD,
-            ..match &brokers.sqs_endpoint {
-                Some(endpoint) => SqsSettings::local(endpoint),
-                None => SqsSettings::aws(&brokers.sqs_region),
-            }
+            ..brokers.sqs()
         };
         let backends = Backends::connect(Some(kafka.clone()), Some(sqs))
             .await
@@ -169,7 +153,7 @@ impl DeadLetters {
     }
 
     pub async fn scan(&self, dlq: &str, from: BTreeMap<i32, i64>) -> Result<Scan, Failure> {
-        scan::scan(&self.kafka, dlq, from)
+        scan::scan(&self.kafka, dlq, from, BTreeMap::new())
             .await
             .map_err(|e| Failure::broker(format!("reading DLQ '{dlq}': {e}")))
     }

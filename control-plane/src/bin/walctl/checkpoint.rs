@@ -1,9 +1,7 @@
-//! A redrive's progress on Kafka DLQs, kept in a file after every redriven entry: where each DLQ
-//! partition is to be read from next. Running the same redrive again (same namespace, same
-//! filter) continues from there: after an interruption, or later for entries dead-lettered since.
-//! A kill between an entry's redrive and the file's update redrives that one entry again, with
-//! the same id, so an idempotent target applies it once. SQS DLQs need no file: a redriven
-//! message is deleted from its DLQ.
+//! The progress of a long command over Kafka topics (`dlq redrive`, `replay`), kept in a file:
+//! where each partition is to be read from next, and the time range the first run resolved its
+//! flags to. Running the same command again (same namespace, same flags as typed) continues from
+//! there. The file is replaced atomically, so it is always a whole checkpoint.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -16,22 +14,22 @@ use crate::Failure;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub namespace: String,
-    /// The filter flags as typed.
+    /// The command's flags as typed, naming the run.
     pub filter: String,
     /// The time range the first run resolved them to (microseconds since the Unix epoch), kept
     /// so a relative --since or --until means the same on every run.
     pub since_micros: Option<i64>,
     pub until_micros: Option<i64>,
-    /// DLQ topic -> partition -> the next offset to read.
+    /// Topic -> partition -> the next offset to read.
     pub positions: BTreeMap<String, BTreeMap<i32, i64>>,
-    /// Entries redriven under this checkpoint, over all runs.
-    pub redriven: u64,
+    /// Entries redriven or applied under this checkpoint, over all runs.
+    pub done: u64,
 }
 
 impl Checkpoint {
-    /// Where a redrive of `namespace` with `filter` keeps its progress by default: under
-    /// `$XDG_STATE_HOME/walctl` (else `~/.local/state/walctl`).
-    pub fn default_path(namespace: &str, filter: &str) -> PathBuf {
+    /// Where `command` (redrive, replay) on `namespace` with `flags` keeps its progress by
+    /// default: under `$XDG_STATE_HOME/walctl` (else `~/.local/state/walctl`).
+    pub fn default_path(command: &str, namespace: &str, flags: &str) -> PathBuf {
         let base = std::env::var_os("XDG_STATE_HOME")
             .map(PathBuf::from)
             .or_else(|| {
@@ -39,7 +37,7 @@ impl Checkpoint {
             })
             .unwrap_or_else(std::env::temp_dir);
         base.join("walctl")
-            .join(format!("redrive-{namespace}-{:016x}.json", fnv1a(filter)))
+            .join(format!("{command}-{namespace}-{:016x}.json", fnv1a(flags)))
     }
 
     /// The checkpoint at `path`, if there is one.
@@ -56,7 +54,7 @@ impl Checkpoint {
         };
         serde_json::from_str(&text).map(Some).map_err(|error| {
             Failure::usage(format!(
-                "the checkpoint {} is not a walctl redrive checkpoint ({error}); pass --from-start to start over, or --checkpoint to use another file",
+                "the checkpoint {} is not a walctl checkpoint ({error}); pass --from-start to start over, or --checkpoint to use another file",
                 path.display()
             ))
         })
@@ -106,7 +104,7 @@ mod tests {
             since_micros: Some(1),
             until_micros: None,
             positions: [("dlq".to_owned(), [(0, 17), (3, 4)].into())].into(),
-            redriven: 21,
+            done: 21,
         };
         checkpoint.save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap(), Some(checkpoint));

@@ -1,0 +1,198 @@
+//! Applying a replay's entries: in lanes by key, so the entries of one key are applied one after
+//! another in the order their partition holds them (the order they were written), while other
+//! keys go in parallel; at a bounded rate; a retryable failure tried again a few times. Tracks,
+//! per partition, the offset below which everything is done, for the checkpoint.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use governor::DefaultDirectRateLimiter;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use wal_consumer::delivery::Deliverer;
+use wal_core::entry::{Entry, Target as TargetSpec};
+use wal_namespaces::Namespace;
+
+/// Tries of one entry whose failures are retryable.
+const ATTEMPTS: u32 = 5;
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Entries queued per lane ahead of its applier.
+const LANE_DEPTH: usize = 64;
+/// Failed ids the report names (the counts cover them all).
+const FAILED_IDS_SHOWN: usize = 20;
+
+/// How a replay applies one entry.
+#[derive(Debug)]
+pub struct Applier {
+    pub deliverer: Arc<Deliverer>,
+    pub namespace: Namespace,
+    /// --target-kind/--target-settings: every entry goes there instead of its own target.
+    pub target: Option<TargetSpec>,
+    pub limiter: DefaultDirectRateLimiter,
+}
+
+/// One entry to apply, and where it sits.
+#[derive(Debug)]
+pub struct Job {
+    pub entry: Entry,
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// What the lanes did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub applied: u64,
+    /// Failure reasons and how many entries each.
+    pub failed: BTreeMap<String, u64>,
+    pub failed_ids: Vec<String>,
+    pub keys: HashSet<String>,
+}
+
+#[derive(Debug, Default)]
+struct Partition {
+    /// Offsets handed to a lane and not finished.
+    pending: BTreeSet<i64>,
+    /// The offset after the last record read.
+    read_to: i64,
+}
+
+type Progress = Mutex<BTreeMap<(Arc<str>, i32), Partition>>;
+
+#[derive(Debug)]
+pub struct Lanes {
+    senders: Vec<mpsc::Sender<Job>>,
+    tasks: JoinSet<()>,
+    progress: Arc<Progress>,
+    outcome: Arc<Mutex<Outcome>>,
+}
+
+impl Lanes {
+    pub fn start(count: usize, applier: Arc<Applier>) -> Self {
+        let progress: Arc<Progress> = Arc::default();
+        let outcome: Arc<Mutex<Outcome>> = Arc::default();
+        let mut senders = Vec::new();
+        let mut tasks = JoinSet::new();
+        for _ in 0..count.max(1) {
+            let (sender, mut jobs) = mpsc::channel::<Job>(LANE_DEPTH);
+            senders.push(sender);
+            let applier = Arc::clone(&applier);
+            let progress = Arc::clone(&progress);
+            let outcome = Arc::clone(&outcome);
+            tasks.spawn(async move {
+                while let Some(job) = jobs.recv().await {
+                    let result = applier.apply(&job.entry).await;
+                    {
+                        let mut outcome = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                        match result {
+                            Ok(()) => {
+                                outcome.applied += 1;
+                                outcome.keys.insert(job.entry.key.clone());
+                            }
+                            Err(reason) => {
+                                *outcome.failed.entry(reason).or_default() += 1;
+                                if outcome.failed_ids.len() < FAILED_IDS_SHOWN {
+                                    outcome.failed_ids.push(job.entry.id.clone());
+                                }
+                            }
+                        }
+                    }
+                    let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(partition) = progress.get_mut(&(job.topic, job.partition)) {
+                        partition.pending.remove(&job.offset);
+                    }
+                }
+            });
+        }
+        Self {
+            senders,
+            tasks,
+            progress,
+            outcome,
+        }
+    }
+
+    /// Hands the entry to its key's lane (waiting while the lane is full).
+    pub async fn submit(&self, job: Job) {
+        self.read(&job.topic, job.partition, job.offset, true);
+        let lane = lane_of(&job.entry.key, self.senders.len());
+        // A lane ends only when its task panicked; the entry then counts as not applied.
+        let _ = self.senders[lane].send(job).await;
+    }
+
+    /// A record read and not applied (left out by the selection).
+    pub fn passed(&self, topic: &Arc<str>, partition: i32, offset: i64) {
+        self.read(topic, partition, offset, false);
+    }
+
+    fn read(&self, topic: &Arc<str>, partition: i32, offset: i64, pending: bool) {
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = progress.entry((Arc::clone(topic), partition)).or_default();
+        entry.read_to = entry.read_to.max(offset + 1);
+        if pending {
+            entry.pending.insert(offset);
+        }
+    }
+
+    /// Per topic and partition, the offset below which every record is done.
+    pub fn positions(&self) -> BTreeMap<String, BTreeMap<i32, i64>> {
+        let progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut positions: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+        for ((topic, partition), state) in progress.iter() {
+            let done = state.pending.first().copied().unwrap_or(state.read_to);
+            positions
+                .entry(topic.to_string())
+                .or_default()
+                .insert(*partition, done);
+        }
+        positions
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .applied
+    }
+
+    /// Waits for every lane to finish what it was given.
+    pub async fn finish(mut self) -> Outcome {
+        self.senders.clear();
+        while self.tasks.join_next().await.is_some() {}
+        std::mem::take(&mut *self.outcome.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Applier {
+    /// Applies the entry through the consumer's target code, trying a retryable failure again.
+    async fn apply(&self, entry: &Entry) -> Result<(), String> {
+        let spec = self.target.as_ref().or(entry.target.as_ref());
+        let mut backoff = FIRST_BACKOFF;
+        self.limiter.until_ready().await;
+        for attempt in 1..=ATTEMPTS {
+            match self
+                .deliverer
+                .apply_to(&self.namespace, entry, spec, None)
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(error) if error.is_retryable() && attempt < ATTEMPTS => {
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+        Err("no attempt was made".to_owned())
+    }
+}
+
+/// The lane of a key: FNV-1a, so one key always goes to one lane.
+fn lane_of(key: &str, lanes: usize) -> usize {
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    usize::try_from(hash % lanes.max(1) as u64).unwrap_or(0)
+}

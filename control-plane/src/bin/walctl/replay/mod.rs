@@ -1,0 +1,516 @@
+//! `walctl replay`: the way back after corruption (a bad ALTER TABLE, a bad deploy writing
+//! garbage). Restore the last good backup, then replay the namespace's mutations written since,
+//! leaving out the offending ones, through the consumer's own target code: CQL writes carry
+//! their original write time (`USING TIMESTAMP`), so replaying over rows that already hold the
+//! data is harmless.
+//!
+//! Kafka namespaces replay from their topics: the broker's offsets-for-times find where the
+//! range starts on every partition. A range that retention already trimmed is refused, naming
+//! what is gone. SQS namespaces need the namespace archive, which is not built yet.
+
+mod lanes;
+mod select;
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use governor::{Quota, RateLimiter};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use wal_consumer::clients::{ClientSettings, Clients};
+use wal_consumer::delivery::{Deliverer, DeliverySettings};
+use wal_consumer::target::TargetRegistry;
+use wal_core::entry::Target as TargetSpec;
+use wal_core::queue::kafka::scan;
+use wal_namespaces::{Backend, Namespace};
+
+use self::lanes::{Applier, Job, Lanes, Outcome};
+use self::select::{Left, Selection, excluded_ids};
+use crate::Failure;
+use crate::brokers::BrokerArgs;
+use crate::checkpoint::Checkpoint;
+use crate::output::{Format, print_json, table, when};
+use crate::time::instant;
+
+/// Records are appended a moment after their write time; the scan reads this far past --to and
+/// the write-time filter does the rest.
+const APPEND_GRACE: Duration = Duration::from_secs(60);
+/// How often progress is saved while entries are applied.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// Entries a dry run shows.
+const SAMPLE: usize = 5;
+
+#[derive(Debug, clap::Args)]
+pub struct Replay {
+    /// The namespace whose mutations to replay.
+    #[arg(long)]
+    namespace: String,
+    /// Replay mutations written at or after this: a time ago ("6h") or an RFC 3339 time (the
+    /// backup's).
+    #[arg(long)]
+    from: String,
+    /// ... and before this (default: now).
+    #[arg(long)]
+    to: Option<String>,
+    /// Apply to this target kind instead of each entry's own (with --target-settings), e.g. a
+    /// scratch table to inspect first.
+    #[arg(long, requires = "target_settings")]
+    target_kind: Option<String>,
+    /// The target's settings as a JSON object.
+    #[arg(long, requires = "target_kind")]
+    target_settings: Option<String>,
+    /// Leave out the entry with this id (repeatable): the offending writes.
+    #[arg(long = "exclude-id")]
+    exclude_ids: Vec<String>,
+    /// Leave out the entries whose ids this file lists, one a line (# comments allowed).
+    #[arg(long = "exclude-file")]
+    exclude_files: Vec<PathBuf>,
+    /// Only entries of this key.
+    #[arg(long)]
+    key: Option<String>,
+    /// Only entries first written in this region.
+    #[arg(long)]
+    origin_region: Option<String>,
+    /// Entries applied per second at most.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    rate: u32,
+    /// Entries applied at once (keys in parallel; one key's entries one after another).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: u32,
+    /// Count what would be applied and show a sample; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where progress is kept (default: one file per namespace and flags, under
+    /// $XDG_STATE_HOME/walctl or ~/.local/state/walctl).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Ignore the checkpoint and start the range over.
+    #[arg(long)]
+    from_start: bool,
+    #[command(flatten)]
+    brokers: BrokerArgs,
+    /// CQL contact points for cql targets and claim checks.
+    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
+    cql_nodes: Vec<String>,
+    /// memcached servers for cache targets that name none.
+    #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
+    memcached: Vec<String>,
+    /// The longest one apply may take before it counts as a retryable failure.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    apply_timeout: Duration,
+}
+
+impl Replay {
+    /// The flags that define the run, as typed: the same command resumes the same replay.
+    fn typed(&self) -> String {
+        format!(
+            "from={:?} to={:?} target={:?}/{:?} exclude={:?}/{:?} key={:?} region={:?}",
+            self.from,
+            self.to,
+            self.target_kind,
+            self.target_settings,
+            self.exclude_ids,
+            self.exclude_files,
+            self.key,
+            self.origin_region
+        )
+    }
+}
+
+/// What a run did, beyond the lanes' outcome.
+#[derive(Debug, Default)]
+struct Report {
+    read: u64,
+    would_apply: u64,
+    sample: Vec<serde_json::Value>,
+}
+
+pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<(), Failure> {
+    let namespace = crate::namespace::current(control_plane, &replay.namespace).await?;
+    let topics = kafka_topics(&namespace)?;
+    let typed = replay.typed();
+    let path = replay
+        .checkpoint
+        .clone()
+        .unwrap_or_else(|| Checkpoint::default_path("replay", &namespace.name, &typed));
+    let saved = if replay.from_start || replay.dry_run {
+        None
+    } else {
+        Checkpoint::load(&path)?
+            .filter(|saved| saved.namespace == namespace.name && saved.filter == typed)
+    };
+    let now = SystemTime::now();
+    let (from_micros, to_micros) = match &saved {
+        Some(saved) => (
+            saved.since_micros.unwrap_or(0),
+            saved.until_micros.unwrap_or(i64::MAX),
+        ),
+        None => (
+            instant("--from", &replay.from, now)?,
+            match &replay.to {
+                Some(to) => instant("--to", to, now)?,
+                None => wal_core::entry::now_micros(),
+            },
+        ),
+    };
+    if from_micros >= to_micros {
+        return Err(Failure::usage(format!(
+            "--from ({}) must be before --to ({}); nothing is in that range",
+            when(from_micros),
+            when(to_micros)
+        )));
+    }
+    let kafka = replay.brokers.kafka();
+    check_retention(&kafka, &topics, from_micros).await?;
+    let target = match (&replay.target_kind, &replay.target_settings) {
+        (Some(kind), Some(settings)) => {
+            serde_json::from_str::<serde_json::Value>(settings)
+                .map_err(|e| Failure::usage(format!("--target-settings is not JSON: {e}")))?;
+            Some(TargetSpec {
+                kind: kind.clone(),
+                settings_json: settings.clone(),
+            })
+        }
+        _ => None,
+    };
+    let excluded = excluded_ids(&replay.exclude_ids, &replay.exclude_files)?;
+    let mut selection = Selection::new(
+        from_micros,
+        to_micros,
+        excluded,
+        replay.key.clone(),
+        replay.origin_region.clone(),
+    );
+    let mut checkpoint = saved.unwrap_or_else(|| Checkpoint {
+        namespace: namespace.name.clone(),
+        filter: typed,
+        since_micros: Some(from_micros),
+        until_micros: Some(to_micros),
+        ..Checkpoint::default()
+    });
+    if checkpoint.done > 0 && format == Format::Table {
+        eprintln!(
+            "walctl: continuing the replay in {} ({} applied before)",
+            path.display(),
+            checkpoint.done
+        );
+    }
+    let lanes = if replay.dry_run {
+        None
+    } else {
+        Some(Lanes::start(
+            replay.concurrency as usize,
+            Arc::new(applier(&replay, &namespace, target)?),
+        ))
+    };
+    let bar = progress_bar(format);
+    let started = Instant::now();
+    let mut report = Report::default();
+    let done_before = checkpoint.done;
+    let mut last_save = Instant::now();
+    for topic in &topics {
+        let from = match checkpoint.positions.get(topic) {
+            Some(positions) => positions.clone(),
+            None => scan::offsets_at(&kafka, topic, from_micros)
+                .await
+                .map_err(|e| broker(topic, &e))?,
+        };
+        let until = to_micros.saturating_add(i64::try_from(APPEND_GRACE.as_micros()).unwrap_or(0));
+        let upto = scan::offsets_at(&kafka, topic, until)
+            .await
+            .map_err(|e| broker(topic, &e))?;
+        let mut records = scan::scan(&kafka, topic, from, upto)
+            .await
+            .map_err(|e| broker(topic, &e))?;
+        let length: i64 = records
+            .ends
+            .iter()
+            .map(|(p, end)| end - records.starts.get(p).copied().unwrap_or(*end).min(*end))
+            .sum();
+        bar.inc_length(u64::try_from(length).unwrap_or(0));
+        bar.set_message(topic.clone());
+        let topic_name: Arc<str> = Arc::from(topic.as_str());
+        while let Some(record) = records.records.recv().await {
+            let record = record.map_err(|e| broker(topic, &e))?;
+            report.read += 1;
+            bar.inc(1);
+            let entry = match record.entry {
+                Ok(entry) if selection.take(&entry) => entry,
+                Ok(_) => {
+                    if let Some(lanes) = &lanes {
+                        lanes.passed(&topic_name, record.partition, record.offset);
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    selection.count(Left::Undecodable);
+                    if let Some(lanes) = &lanes {
+                        lanes.passed(&topic_name, record.partition, record.offset);
+                    }
+                    continue;
+                }
+            };
+            let Some(lanes) = &lanes else {
+                report.would_apply += 1;
+                if report.sample.len() < SAMPLE {
+                    report.sample.push(sample(&entry));
+                }
+                continue;
+            };
+            lanes
+                .submit(Job {
+                    entry,
+                    topic: Arc::clone(&topic_name),
+                    partition: record.partition,
+                    offset: record.offset,
+                })
+                .await;
+            if last_save.elapsed() >= SAVE_EVERY {
+                checkpoint.positions.extend(lanes.positions());
+                checkpoint.done = done_before + lanes.applied();
+                checkpoint.save(&path)?;
+                last_save = Instant::now();
+            }
+        }
+        if let Some(lanes) = &lanes {
+            // Partitions with nothing in range still count as read to their end.
+            for (partition, end) in &records.ends {
+                lanes.passed(&topic_name, *partition, end - 1);
+            }
+        }
+    }
+    let outcome = match lanes {
+        Some(lanes) => {
+            let outcome = lanes.finish().await;
+            checkpoint.done = done_before + outcome.applied;
+            // Every record of the range was handed out and finished: the range is done.
+            for topic in &topics {
+                let upto = scan::offsets_at(
+                    &kafka,
+                    topic,
+                    to_micros.saturating_add(i64::try_from(APPEND_GRACE.as_micros()).unwrap_or(0)),
+                )
+                .await
+                .map_err(|e| broker(topic, &e))?;
+                let saved = checkpoint.positions.entry(topic.clone()).or_default();
+                for (partition, end) in upto {
+                    let at = saved.entry(partition).or_insert(end);
+                    *at = (*at).max(end);
+                }
+            }
+            checkpoint.save(&path)?;
+            Some(outcome)
+        }
+        None => None,
+    };
+    bar.finish_and_clear();
+    print(
+        &replay,
+        &selection,
+        &report,
+        outcome.as_ref(),
+        started.elapsed(),
+        format,
+    );
+    match outcome {
+        Some(outcome) if !outcome.failed.is_empty() => Err(Failure::quiet(1)),
+        _ => Ok(()),
+    }
+}
+
+/// The namespace's Kafka topics; an SQS namespace cannot be replayed yet.
+fn kafka_topics(namespace: &Namespace) -> Result<Vec<String>, Failure> {
+    if let Some(queue) = namespace.queues.iter().find(|q| q.backend == Backend::Sqs) {
+        return Err(Failure::usage(format!(
+            "namespace '{}' has SQS queue '{}': SQS deletes what was consumed, so it can only be replayed from the namespace archive, which is not built yet",
+            namespace.name, queue.name
+        )));
+    }
+    Ok(namespace.queues.iter().map(|q| q.name.clone()).collect())
+}
+
+/// Refuses a range that starts before what the topics still hold, naming what is gone.
+async fn check_retention(
+    kafka: &wal_core::queue::kafka::KafkaSettings,
+    topics: &[String],
+    from_micros: i64,
+) -> Result<(), Failure> {
+    let mut gone = Vec::new();
+    for topic in topics {
+        for trimmed in scan::trimmed(kafka, topic)
+            .await
+            .map_err(|e| broker(topic, &e))?
+        {
+            if trimmed.first_micros > from_micros {
+                gone.push(format!(
+                    "topic '{topic}' partition {} holds records from {} on (offset {}); older ones were removed",
+                    trimmed.partition,
+                    when(trimmed.first_micros),
+                    trimmed.first_offset
+                ));
+            }
+        }
+    }
+    if gone.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nReplay from a later --from, or restore an older backup's data first",
+        when(from_micros),
+        gone.join("\n  ")
+    )))
+}
+
+fn applier(
+    replay: &Replay,
+    namespace: &Namespace,
+    target: Option<TargetSpec>,
+) -> Result<Applier, Failure> {
+    let settings = ClientSettings {
+        cql_nodes: replay.cql_nodes.clone(),
+        memcached: replay.memcached.clone(),
+        kafka_bootstrap: replay.brokers.kafka_bootstrap.clone(),
+        request_timeout: replay.apply_timeout,
+    };
+    let clients = Arc::new(
+        Clients::new(settings).map_err(|e| Failure::usage(format!("target clients: {e}")))?,
+    );
+    let targets = TargetRegistry::builtin(Arc::clone(&clients));
+    let deliverer = Deliverer::new(
+        targets,
+        clients,
+        DeliverySettings {
+            apply_timeout: replay.apply_timeout,
+        },
+    );
+    let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
+    Ok(Applier {
+        deliverer: Arc::new(deliverer),
+        namespace: namespace.clone(),
+        target,
+        limiter: RateLimiter::direct(Quota::per_second(per_second)),
+    })
+}
+
+fn progress_bar(format: Format) -> ProgressBar {
+    let bar = if format == Format::Table {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} read ({per_sec}, {eta} left)",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+fn broker(topic: &str, error: &impl std::fmt::Display) -> Failure {
+    Failure::broker(format!(
+        "reading topic '{topic}': {error}; run the replay again to continue"
+    ))
+}
+
+fn sample(entry: &wal_core::entry::Entry) -> serde_json::Value {
+    let payload = match &entry.body {
+        Some(wal_core::entry::Body::Payload(bytes)) => {
+            String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned()
+        }
+        Some(wal_core::entry::Body::ClaimCheck(check)) => format!("claim check in {}", check.table),
+        None => String::new(),
+    };
+    json!({
+        "id": entry.id,
+        "key": entry.key,
+        "written_at": when(entry.original_write_time_micros),
+        "payload": payload,
+    })
+}
+
+fn print(
+    replay: &Replay,
+    selection: &Selection,
+    report: &Report,
+    outcome: Option<&Outcome>,
+    took: Duration,
+    format: Format,
+) {
+    let left: BTreeMap<&str, u64> = selection
+        .left
+        .iter()
+        .map(|(left, count)| (left.label(), *count))
+        .collect();
+    let unseen = selection.excluded_unseen();
+    match format {
+        Format::Json => print_json(&json!({
+            "namespace": replay.namespace,
+            "dry_run": replay.dry_run,
+            "from": when(selection.from_micros),
+            "to": when(selection.to_micros),
+            "read": report.read,
+            "would_apply": report.would_apply,
+            "sample": report.sample,
+            "applied": outcome.map_or(0, |o| o.applied),
+            "keys": outcome.map_or(0, |o| o.keys.len()),
+            "left": left,
+            "excluded_not_found": unseen,
+            "failed": outcome.map(|o| &o.failed),
+            "failed_ids": outcome.map(|o| &o.failed_ids),
+            "seconds": took.as_secs_f64(),
+        })),
+        Format::Table => {
+            let mut out = table(&["", "ENTRIES"]);
+            out.add_row(vec!["read".to_owned(), report.read.to_string()]);
+            if replay.dry_run {
+                out.add_row(vec![
+                    "would be applied".to_owned(),
+                    report.would_apply.to_string(),
+                ]);
+            }
+            if let Some(outcome) = outcome {
+                out.add_row(vec!["applied".to_owned(), outcome.applied.to_string()]);
+                out.add_row(vec![
+                    "keys applied".to_owned(),
+                    outcome.keys.len().to_string(),
+                ]);
+                for (reason, count) in &outcome.failed {
+                    out.add_row(vec![format!("failed: {reason}"), count.to_string()]);
+                }
+            }
+            for (label, count) in &left {
+                out.add_row(vec![format!("left out: {label}"), count.to_string()]);
+            }
+            println!("{out}");
+            println!(
+                "range {} to {}, {:.1} s",
+                when(selection.from_micros),
+                when(selection.to_micros),
+                took.as_secs_f64()
+            );
+            for entry in &report.sample {
+                println!("would apply: {entry}");
+            }
+            if !unseen.is_empty() {
+                println!("excluded ids not found in the range: {unseen:?}");
+            }
+            if let Some(outcome) = outcome
+                && !outcome.failed_ids.is_empty()
+            {
+                println!(
+                    "failed ids (first {}): {:?}",
+                    outcome.failed_ids.len(),
+                    outcome.failed_ids
+                );
+            }
+            if replay.dry_run {
+                println!("dry run: nothing was applied");
+            }
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Which entries a replay applies: those written in the time range, not excluded by id, matching
+//! the field filters, each id once (a queue also holds retry, delay and redrive copies of an
+//! entry, all with its id).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use wal_core::entry::Entry;
+
+use crate::Failure;
+
+/// Why an entry is left out, counted in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Left {
+    /// Written before --from or at/after --to.
+    OutsideRange,
+    /// Named by --exclude-id or --exclude-file.
+    Excluded,
+    /// Another key or origin region than --key or --origin-region asked for.
+    Filtered,
+    /// A later copy (retry, delay, redrive) of an entry this replay already took.
+    Repeat,
+    /// Not an entry this build can read.
+    Undecodable,
+}
+
+impl Left {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::OutsideRange => "written outside the range",
+            Self::Excluded => "excluded by id",
+            Self::Filtered => "other key or origin region",
+            Self::Repeat => "repeated copies (retries, delays, redrives) of an entry taken",
+            Self::Undecodable => "undecodable",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Selection {
+    pub from_micros: i64,
+    pub to_micros: i64,
+    pub excluded: HashSet<String>,
+    pub key: Option<String>,
+    pub origin_region: Option<String>,
+    /// Ids taken so far: a queue holds several copies of an entry that was retried, parked on a
+    /// delay tier or redriven, and the entry is applied once. About 100 bytes an entry.
+    taken: HashSet<String>,
+    /// Excluded ids that were seen, so the report can name the ones that were not.
+    pub excluded_seen: HashSet<String>,
+    pub left: BTreeMap<Left, u64>,
+}
+
+impl Selection {
+    pub fn new(
+        from_micros: i64,
+        to_micros: i64,
+        excluded: HashSet<String>,
+        key: Option<String>,
+        origin_region: Option<String>,
+    ) -> Self {
+        Self {
+            from_micros,
+            to_micros,
+            excluded,
+            key,
+            origin_region,
+            taken: HashSet::new(),
+            excluded_seen: HashSet::new(),
+            left: BTreeMap::new(),
+        }
+    }
+
+    /// Whether to apply `entry`; a left-out one is counted.
+    pub fn take(&mut self, entry: &Entry) -> bool {
+        let left = if entry.original_write_time_micros < self.from_micros
+            || entry.original_write_time_micros >= self.to_micros
+        {
+            Some(Left::OutsideRange)
+        } else if self.excluded.contains(&entry.id) {
+            self.excluded_seen.insert(entry.id.clone());
+            Some(Left::Excluded)
+        } else if self.key.as_ref().is_some_and(|key| *key != entry.key)
+            || self
+                .origin_region
+                .as_ref()
+                .is_some_and(|region| *region != entry.origin_region)
+        {
+            Some(Left::Filtered)
+        } else if !self.taken.insert(entry.id.clone()) {
+            Some(Left::Repeat)
+        } else {
+            None
+        };
+        match left {
+            Some(left) => {
+                self.count(left);
+                false
+            }
+            None => true,
+        }
+    }
+
+    pub fn count(&mut self, left: Left) {
+        *self.left.entry(left).or_default() += 1;
+    }
+
+    /// The excluded ids this replay never saw: a typo, or an entry outside the range.
+    pub fn excluded_unseen(&self) -> Vec<&String> {
+        let mut unseen: Vec<&String> = self
+            .excluded
+            .iter()
+            .filter(|id| !self.excluded_seen.contains(*id))
+            .collect();
+        unseen.sort();
+        unseen
+    }
+}
+
+/// The ids of --exclude-id and of each --exclude-file (one id a line; blank lines and lines
+/// starting with # are skipped).
+pub fn excluded_ids(
+    ids: &[String],
+    files: &[std::path::PathBuf],
+) -> Result<HashSet<String>, Failure> {
+    let mut excluded: HashSet<String> = ids.iter().map(|id| id.trim().to_owned()).collect();
+    for file in files {
+        excluded.extend(read_ids(file)?);
+    }
+    excluded.remove("");
+    Ok(excluded)
+}
+
+fn read_ids(file: &Path) -> Result<Vec<String>, Failure> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read --exclude-file {}: {e}; expected a file with one entry id a line",
+            file.display()
+        ))
+    })?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, key: &str, written: i64) -> Entry {
+        Entry {
+            id: id.into(),
+            key: key.into(),
+            original_write_time_micros: written,
+            origin_region: "local".into(),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn takes_each_entry_in_range_once_and_counts_the_rest() {
+        let excluded: HashSet<String> = ["bad".to_owned(), "never-seen".to_owned()].into();
+        let mut selection = Selection::new(100, 200, excluded, None, None);
+        assert!(selection.take(&entry("a", "k", 100)));
+        assert!(!selection.take(&entry("a", "k", 100)), "a retry copy");
+        assert!(!selection.take(&entry("old", "k", 99)));
+        assert!(!selection.take(&entry("late", "k", 200)));
+        assert!(!selection.take(&entry("bad", "k", 150)));
+        assert!(selection.take(&entry("b", "k", 199)));
+        assert_eq!(selection.left[&Left::Repeat], 1);
+        assert_eq!(selection.left[&Left::OutsideRange], 2);
+        assert_eq!(selection.left[&Left::Excluded], 1);
+        assert_eq!(selection.excluded_unseen(), vec!["never-seen"]);
+    }
+
+    #[test]
+    fn key_and_region_filters_leave_others_out() {
+        let mut selection = Selection::new(
+            0,
+            1000,
+            HashSet::new(),
+            Some("k1".into()),
+            Some("local".into()),
+        );
+        assert!(selection.take(&entry("a", "k1", 5)));
+        assert!(!selection.take(&entry("b", "k2", 5)));
+        let mut other_region = entry("c", "k1", 5);
+        other_region.origin_region = "eu".into();
+        assert!(!selection.take(&other_region));
+        assert_eq!(selection.left[&Left::Filtered], 2);
+    }
+
+    #[test]
+    fn exclude_files_skip_blanks_and_comments_and_a_missing_one_is_named() {
+        let path = std::env::temp_dir().join(format!("walctl-exclude-{}", std::process::id()));
+        std::fs::write(&path, "# offending writes\nid-1\n\n  id-2  \n").unwrap();
+        let ids = excluded_ids(&["id-3".into()], std::slice::from_ref(&path)).unwrap();
+        assert_eq!(ids, ["id-1", "id-2", "id-3"].map(str::to_owned).into());
+        std::fs::remove_file(&path).unwrap();
+        let missing = excluded_ids(&[], std::slice::from_ref(&path)).unwrap_err();
+        assert_eq!(missing.code, 2);
+        assert!(
+            missing.message.contains("--exclude-file"),
+            "{}",
+            missing.message
+        );
+    }
+}
