@@ -219,12 +219,12 @@ pub async fn offsets_at(
 }
 
 /// What retention left of a partition that lost records: its first offset, and when its first
-/// remaining record was appended (microseconds since the Unix epoch).
+/// remaining record was appended (microseconds since the Unix epoch); `None` when none is left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trimmed {
     pub partition: i32,
     pub first_offset: i64,
-    pub first_micros: i64,
+    pub first_micros: Option<i64>,
 }
 
 /// The partitions of `topic` whose first records were removed (by retention or a deletion),
@@ -237,7 +237,15 @@ pub async fn trimmed(settings: &KafkaSettings, topic: &str) -> Result<Vec<Trimme
         let mut trimmed = Vec::new();
         for id in partition_ids(&consumer, &topic)? {
             let (low, high) = consumer.fetch_watermarks(&topic, id, CALL_TIMEOUT)?;
-            if low == 0 || low >= high {
+            if low == 0 {
+                continue;
+            }
+            if low >= high {
+                trimmed.push(Trimmed {
+                    partition: id,
+                    first_offset: low,
+                    first_micros: None,
+                });
                 continue;
             }
             let mut one = TopicPartitionList::new();
@@ -261,7 +269,7 @@ pub async fn trimmed(settings: &KafkaSettings, topic: &str) -> Result<Vec<Trimme
             trimmed.push(Trimmed {
                 partition: id,
                 first_offset: low,
-                first_micros,
+                first_micros: Some(first_micros),
             });
         }
         Ok(trimmed)

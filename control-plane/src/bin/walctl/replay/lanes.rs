@@ -136,25 +136,12 @@ impl Lanes {
         }
     }
 
-    /// Per topic and partition, the offset below which every record is done.
-    pub fn positions(&self) -> BTreeMap<String, BTreeMap<i32, i64>> {
-        let progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut positions: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
-        for ((topic, partition), state) in progress.iter() {
-            let done = state.pending.first().copied().unwrap_or(state.read_to);
-            positions
-                .entry(topic.to_string())
-                .or_default()
-                .insert(*partition, done);
+    /// A view of the progress, for saving it while the lanes work.
+    pub fn watcher(&self) -> Watcher {
+        Watcher {
+            progress: Arc::clone(&self.progress),
+            outcome: Arc::clone(&self.outcome),
         }
-        positions
-    }
-
-    pub fn applied(&self) -> u64 {
-        self.outcome
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .applied
     }
 
     /// Waits for every lane to finish what it was given.
@@ -162,6 +149,34 @@ impl Lanes {
         self.senders.clear();
         while self.tasks.join_next().await.is_some() {}
         std::mem::take(&mut *self.outcome.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The lanes' progress, readable from another task.
+#[derive(Debug, Clone)]
+pub struct Watcher {
+    progress: Arc<Progress>,
+    outcome: Arc<Mutex<Outcome>>,
+}
+
+impl Watcher {
+    /// Per topic and partition touched so far, the offset below which every record is done.
+    pub fn positions(&self) -> Vec<(String, i32, i64)> {
+        let progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        progress
+            .iter()
+            .map(|((topic, partition), state)| {
+                let done = state.pending.first().copied().unwrap_or(state.read_to);
+                (topic.to_string(), *partition, done)
+            })
+            .collect()
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .applied
     }
 }
 

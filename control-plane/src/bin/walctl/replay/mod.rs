@@ -14,7 +14,7 @@ mod select;
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use governor::{Quota, RateLimiter};
@@ -210,14 +210,35 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let started = Instant::now();
     let mut report = Report::default();
     let done_before = checkpoint.done;
-    let mut last_save = Instant::now();
+    // Where every partition starts, saved before anything is applied, so a resumed run never
+    // falls back to a partition's first record.
     for topic in &topics {
-        let from = match checkpoint.positions.get(topic) {
-            Some(positions) => positions.clone(),
-            None => scan::offsets_at(&kafka, topic, from_micros)
+        if !checkpoint.positions.contains_key(topic) {
+            let from = scan::offsets_at(&kafka, topic, from_micros)
                 .await
-                .map_err(|e| broker(topic, &e))?,
-        };
+                .map_err(|e| broker(topic, &e))?;
+            checkpoint.positions.insert(topic.clone(), from);
+        }
+    }
+    if !replay.dry_run {
+        checkpoint.save(&path)?;
+    }
+    let checkpoint = Arc::new(Mutex::new(checkpoint));
+    let saver = lanes.as_ref().map(|lanes| {
+        tokio::spawn(save_while_applying(
+            lanes.watcher(),
+            Arc::clone(&checkpoint),
+            path.clone(),
+            done_before,
+        ))
+    });
+    let mut range_ends = BTreeMap::new();
+    for topic in &topics {
+        let from = lock(&checkpoint)
+            .positions
+            .get(topic)
+            .cloned()
+            .unwrap_or_default();
         let until = to_micros.saturating_add(i64::try_from(APPEND_GRACE.as_micros()).unwrap_or(0));
         let upto = scan::offsets_at(&kafka, topic, until)
             .await
@@ -233,8 +254,10 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         bar.inc_length(u64::try_from(length).unwrap_or(0));
         bar.set_message(topic.clone());
         let topic_name: Arc<str> = Arc::from(topic.as_str());
+        let mut read_to = records.starts.clone();
         while let Some(record) = records.records.recv().await {
             let record = record.map_err(|e| broker(topic, &e))?;
+            read_to.insert(record.partition, record.offset + 1);
             report.read += 1;
             bar.inc(1);
             let entry = match record.entry {
@@ -268,35 +291,30 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
                     offset: record.offset,
                 })
                 .await;
-            if last_save.elapsed() >= SAVE_EVERY {
-                checkpoint.positions.extend(lanes.positions());
-                checkpoint.done = done_before + lanes.applied();
-                checkpoint.save(&path)?;
-                last_save = Instant::now();
+        }
+        // The scan ends only at the ends or after sending an error: checked, not assumed.
+        for (partition, end) in &records.ends {
+            if read_to.get(partition).copied().unwrap_or(0) < *end {
+                return Err(broker(
+                    topic,
+                    &format!("the read stopped before the end of partition {partition}"),
+                ));
             }
         }
-        if let Some(lanes) = &lanes {
-            // Partitions with nothing in range still count as read to their end.
-            for (partition, end) in &records.ends {
-                lanes.passed(&topic_name, *partition, end - 1);
-            }
-        }
+        range_ends.insert(topic.clone(), records.ends.clone());
     }
     let outcome = match lanes {
         Some(lanes) => {
             let outcome = lanes.finish().await;
+            if let Some(saver) = saver {
+                saver.abort();
+            }
+            let mut checkpoint = lock(&checkpoint);
             checkpoint.done = done_before + outcome.applied;
             // Every record of the range was handed out and finished: the range is done.
-            for topic in &topics {
-                let upto = scan::offsets_at(
-                    &kafka,
-                    topic,
-                    to_micros.saturating_add(i64::try_from(APPEND_GRACE.as_micros()).unwrap_or(0)),
-                )
-                .await
-                .map_err(|e| broker(topic, &e))?;
-                let saved = checkpoint.positions.entry(topic.clone()).or_default();
-                for (partition, end) in upto {
+            for (topic, ends) in range_ends {
+                let saved = checkpoint.positions.entry(topic).or_default();
+                for (partition, end) in ends {
                     let at = saved.entry(partition).or_insert(end);
                     *at = (*at).max(end);
                 }
@@ -321,6 +339,41 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     }
 }
 
+/// Saves the lanes' progress every [`SAVE_EVERY`] until aborted. A save that fails is said once
+/// and tried again; the run goes on (a later resume only repeats more).
+async fn save_while_applying(
+    lanes: lanes::Watcher,
+    checkpoint: Arc<Mutex<Checkpoint>>,
+    path: PathBuf,
+    done_before: u64,
+) {
+    let mut warned = false;
+    loop {
+        tokio::time::sleep(SAVE_EVERY).await;
+        let mut saved = lock(&checkpoint);
+        for (topic, partition, done) in lanes.positions() {
+            saved
+                .positions
+                .entry(topic)
+                .or_default()
+                .insert(partition, done);
+        }
+        saved.done = done_before + lanes.applied();
+        if let Err(failure) = saved.save(&path)
+            && !warned
+        {
+            eprintln!("walctl: {}", failure.message);
+            warned = true;
+        }
+    }
+}
+
+fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint> {
+    checkpoint
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The namespace's Kafka topics; an SQS namespace cannot be replayed yet.
 fn kafka_topics(namespace: &Namespace) -> Result<Vec<String>, Failure> {
     if let Some(queue) = namespace.queues.iter().find(|q| q.backend == Backend::Sqs) {
@@ -332,7 +385,8 @@ fn kafka_topics(namespace: &Namespace) -> Result<Vec<String>, Failure> {
     Ok(namespace.queues.iter().map(|q| q.name.clone()).collect())
 }
 
-/// Refuses a range that starts before what the topics still hold, naming what is gone.
+/// Refuses a range that starts before what the topics still hold, naming what is gone. A
+/// partition with nothing left is warned about instead (its removed records cannot be dated).
 async fn check_retention(
     kafka: &wal_core::queue::kafka::KafkaSettings,
     topics: &[String],
@@ -344,13 +398,20 @@ async fn check_retention(
             .await
             .map_err(|e| broker(topic, &e))?
         {
-            if trimmed.first_micros > from_micros {
-                gone.push(format!(
+            match trimmed.first_micros {
+                Some(first) if first > from_micros => gone.push(format!(
                     "topic '{topic}' partition {} holds records from {} on (offset {}); older ones were removed",
                     trimmed.partition,
-                    when(trimmed.first_micros),
+                    when(first),
                     trimmed.first_offset
-                ));
+                )),
+                Some(_) => {}
+                // Nothing left to date the removed records by: usually a quiet partition whose
+                // records all expired long before the range. Said, not refused.
+                None => eprintln!(
+                    "walctl: topic '{topic}' partition {} holds none of its {} records any more; any written after --from cannot be replayed from Kafka",
+                    trimmed.partition, trimmed.first_offset
+                ),
             }
         }
     }

@@ -1,0 +1,412 @@
+//! The corruption drill on the real stack: mutations written through WriteToLog and applied to
+//! Cassandra; a backup taken; more writes, one of them offending; the table corrupted and the
+//! backup restored; then `walctl replay` from the backup's time, leaving the offending write out,
+//! interrupted once and resumed. The table must equal the oracle (every write but the offending
+//! one), row by row. Also: a dry run writes nothing, and bad arguments get clear messages.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+#[path = "../../consumer/tests/support/mod.rs"]
+mod fleet;
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use fleet::producer::{TestProducer, namespace_json, write};
+use fleet::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
+use serde_json::Value;
+use support::control_plane_at;
+use wal_namespaces::Backend;
+use wal_proto::v1::{ApplyRequest, Trilean, WriteToLogRequest};
+
+type Rows = BTreeMap<String, Option<String>>;
+
+async fn walctl(control_plane: &str, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .arg("--control-plane")
+        .arg(control_plane)
+        .args(args)
+        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
+        .output()
+        .await
+        .unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Writes one mutation of `key` and returns its entry id.
+async fn mutate(
+    producer: &mut TestProducer,
+    namespace: &str,
+    key: &str,
+    payload: Vec<u8>,
+) -> String {
+    let request = WriteToLogRequest {
+        key: key.to_owned(),
+        ..write(namespace, &payload)
+    };
+    let answer = producer
+        .client
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
+    answer.entry_id
+}
+
+async fn applied(cql: &Cql, table: &str, expected: &Rows) {
+    eventually(
+        Duration::from_secs(60),
+        "the consumer to apply every write",
+        || async { (cql.rows(table).await == *expected).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
+    let (mut registry, url) = control_plane_at().await;
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let config = namespace_json(Backend::Kafka, 2, &cql_target(&table), "");
+    registry
+        .apply(ApplyRequest {
+            config_json: config.clone(),
+            author: "replay-test".into(),
+        })
+        .await
+        .unwrap();
+    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    // Before the backup.
+    let mut oracle = Rows::new();
+    for i in 0..20 {
+        let id = format!("row-{i}");
+        mutate(&mut producer, &name, &id, put(&id, "first")).await;
+        oracle.insert(id, Some("first".to_owned()));
+    }
+    applied(&cql, &table, &oracle).await;
+
+    // The backup: every row with its write time, as a snapshot keeps them.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let backup_at = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut backup = Vec::new();
+    for (id, value) in cql.rows(&table).await {
+        let written = cql.writetime(&table, &id).await.unwrap();
+        backup.push((id, value, written));
+    }
+
+    // After it: updates, deletes, new rows, and one offending write.
+    let mut after = oracle.clone();
+    for i in 0..5 {
+        let id = format!("row-{i}");
+        mutate(&mut producer, &name, &id, put(&id, "second")).await;
+        oracle.insert(id.clone(), Some("second".to_owned()));
+        after.insert(id, Some("second".to_owned()));
+    }
+    for i in 5..7 {
+        let id = format!("row-{i}");
+        mutate(&mut producer, &name, &id, delete(&id)).await;
+        oracle.remove(&id);
+        after.remove(&id);
+    }
+    for i in 20..25 {
+        let id = format!("row-{i}");
+        mutate(&mut producer, &name, &id, put(&id, "new")).await;
+        oracle.insert(id.clone(), Some("new".to_owned()));
+        after.insert(id, Some("new".to_owned()));
+    }
+    let offending = mutate(&mut producer, &name, "row-9", put("row-9", "garbage")).await;
+    after.insert("row-9".to_owned(), Some("garbage".to_owned()));
+    // A later write of the same key still counts: only the offending entry is left out.
+    mutate(&mut producer, &name, "row-10", put("row-10", "third")).await;
+    oracle.insert("row-10".to_owned(), Some("third".to_owned()));
+    after.insert("row-10".to_owned(), Some("third".to_owned()));
+    applied(&cql, &table, &after).await;
+
+    // Corrupted, then restored from the backup (with the backup's write times).
+    let execute = |statement: String| {
+        let session = &cql.session;
+        async move { session.query_unpaged(statement, &[]).await.unwrap() }
+    };
+    execute(format!(
+        "UPDATE {KEYSPACE}.{table} SET value = 'corrupt' WHERE id = 'row-1'"
+    ))
+    .await;
+    execute(format!("TRUNCATE {KEYSPACE}.{table}")).await;
+    for (id, value, written) in &backup {
+        let value = value.clone().unwrap_or_default();
+        execute(format!(
+            "INSERT INTO {KEYSPACE}.{table} (id, value) VALUES ('{id}', '{value}') USING TIMESTAMP {written}"
+        ))
+        .await;
+    }
+    let restored = cql.rows(&table).await;
+    assert_ne!(
+        restored, oracle,
+        "the restore put the table back before the later writes"
+    );
+
+    // A dry run counts what it would apply and writes nothing.
+    let dry = json_of(
+        &walctl(
+            &url,
+            &[
+                "replay",
+                "--namespace",
+                &name,
+                "--from",
+                &backup_at,
+                "--exclude-id",
+                &offending,
+                "--dry-run",
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(
+        dry["would_apply"], 13,
+        "5 updates, 2 deletes, 5 new rows, 1 later write: {dry:#}"
+    );
+    assert_eq!(dry["left"]["excluded by id"], 1, "{dry:#}");
+    assert_eq!(cql.rows(&table).await, restored);
+
+    // The replay, interrupted once and run again.
+    let checkpoint = std::env::temp_dir().join(format!("{}.json", fleet::unique("replay")));
+    let checkpoint_arg = checkpoint.display().to_string();
+    let args = [
+        "replay",
+        "--namespace",
+        &name,
+        "--from",
+        &backup_at,
+        "--exclude-id",
+        &offending,
+        "--rate",
+        "4",
+        "--concurrency",
+        "2",
+        "--checkpoint",
+        &checkpoint_arg,
+        "-o",
+        "json",
+    ];
+    let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .arg("--control-plane")
+        .arg(&url)
+        .args(args)
+        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the first run to apply some",
+        || async {
+            let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).ok()?).ok()?;
+            (saved["done"].as_u64()? >= 3).then_some(())
+        },
+    )
+    .await;
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+    let second = json_of(&walctl(&url, &args).await);
+    assert!(
+        second["applied"].as_u64().unwrap() < 13,
+        "the second run resumed: {second:#}"
+    );
+    assert_eq!(second["failed"], serde_json::json!({}), "{second:#}");
+
+    let rows = cql.rows(&table).await;
+    assert_eq!(
+        rows, oracle,
+        "row by row, every write but the offending one"
+    );
+
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    std::fs::remove_file(&checkpoint).unwrap();
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused_with_what_to_do() {
+    let (mut registry, url) = control_plane_at().await;
+    let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
+    registry
+        .apply(ApplyRequest {
+            config_json: config.clone(),
+            author: "replay-test".into(),
+        })
+        .await
+        .unwrap();
+    let name = wal_namespaces::parse(&config, "test").unwrap().name;
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+
+    let backwards = walctl(
+        &url,
+        &["replay", "--namespace", &name, "--from", "1h", "--to", "2h"],
+    )
+    .await;
+    assert_eq!(backwards.status.code(), Some(2), "{}", stderr(&backwards));
+    assert!(
+        stderr(&backwards).contains("must be before --to"),
+        "{}",
+        stderr(&backwards)
+    );
+
+    let unknown = walctl(
+        &url,
+        &["replay", "--namespace", "no-such-namespace", "--from", "1h"],
+    )
+    .await;
+    assert_eq!(unknown.status.code(), Some(4), "{}", stderr(&unknown));
+
+    let bad_time = walctl(
+        &url,
+        &["replay", "--namespace", &name, "--from", "last tuesday"],
+    )
+    .await;
+    assert_eq!(bad_time.status.code(), Some(2));
+    assert!(
+        stderr(&bad_time).contains("--from 'last tuesday'"),
+        "{}",
+        stderr(&bad_time)
+    );
+
+    let missing_file = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            "1h",
+            "--exclude-file",
+            "/nonexistent/ids.txt",
+        ],
+    )
+    .await;
+    assert_eq!(missing_file.status.code(), Some(2));
+    assert!(
+        stderr(&missing_file).contains("--exclude-file /nonexistent/ids.txt"),
+        "{}",
+        stderr(&missing_file)
+    );
+
+    let sqs = namespace_json(Backend::Sqs, 1, &cql_target("t"), "");
+    registry
+        .apply(ApplyRequest {
+            config_json: sqs.clone(),
+            author: "replay-test".into(),
+        })
+        .await
+        .unwrap();
+    let sqs_name = wal_namespaces::parse(&sqs, "test").unwrap().name;
+    let on_sqs = walctl(&url, &["replay", "--namespace", &sqs_name, "--from", "1h"]).await;
+    assert_eq!(on_sqs.status.code(), Some(2));
+    assert!(stderr(&on_sqs).contains("archive"), "{}", stderr(&on_sqs));
+}
+
+#[tokio::test]
+async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let (mut registry, url) = control_plane_at().await;
+    let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
+    registry
+        .apply(ApplyRequest {
+            config_json: config.clone(),
+            author: "replay-test".into(),
+        })
+        .await
+        .unwrap();
+    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let topic = namespace.queues[0].name.clone();
+    let before_writes = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    for i in 0..12 {
+        mutate(
+            &mut producer,
+            &namespace.name,
+            &format!("key-{i}"),
+            put("x", "y"),
+        )
+        .await;
+    }
+    producer.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let after_writes = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+
+    // Retention stands in: the first record of every partition goes.
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", fleet::local_stack().kafka_bootstrap)
+        .create()
+        .unwrap();
+    let mut first_records = TopicPartitionList::new();
+    for partition in 0..4 {
+        first_records
+            .add_partition_offset(&topic, partition, Offset::Offset(1))
+            .unwrap();
+    }
+    admin
+        .delete_records(&first_records, &AdminOptions::new())
+        .await
+        .unwrap();
+
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    let refused = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &namespace.name,
+            "--from",
+            &before_writes,
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains("cannot be replayed in full"), "{message}");
+    assert!(
+        message.contains(&format!("topic '{topic}' partition")),
+        "{message}"
+    );
+
+    // From after what is gone, the range is whole.
+    let later = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &namespace.name,
+            "--from",
+            &after_writes,
+            "--dry-run",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(json_of(&later)["would_apply"], 0);
+}
