@@ -1,0 +1,284 @@
+//! `walctl replay` against direct CQL inserts, side by side in one run on the local stack.
+//!
+//! BENCH_ENTRIES cql mutations (one row each, distinct keys) are put on a Kafka namespace queue
+//! (4 partitions) before any clock starts. Then `walctl replay` (the real binary, through a real
+//! control plane) re-applies them into a fresh Cassandra table, and the baseline writes the same
+//! rows with a prepared `INSERT ... USING TIMESTAMP` from as many concurrent tasks as the replay
+//! has lanes. The replay's time is what walctl reports: from its first read to its last apply,
+//! including finding the range (offsets-for-times), reading and decoding the records and
+//! checkpointing. Run with:
+//!     scripts/stack up && cargo bench -p wal-control-plane --bench replay_to_cql
+//! Tunables (environment): BENCH_ENTRIES (1000000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (1).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use futures::StreamExt as _;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use wal_control_plane::options::ControlPlaneOptions;
+use wal_control_plane::server::ControlPlane;
+use wal_core::entry::{self, Body, Entry, Target};
+use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::{Queue, QueueSpec};
+use wal_proto::v1::ApplyRequest;
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+
+const KEYSPACE: &str = "wal_bench";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn stack(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn value(i: usize) -> String {
+    format!("{i:064}")
+}
+
+async fn table(session: &Session, name: &str) {
+    session
+        .query_unpaged(format!("DROP TABLE IF EXISTS {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap();
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
+            &[],
+        )
+        .await
+        .unwrap();
+}
+
+async fn count(session: &Session, name: &str) -> i64 {
+    let rows = session
+        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    rows.first_row::<(i64,)>().unwrap().0
+}
+
+/// A control plane on a free port with a fresh SQLite store; its address.
+async fn control_plane() -> String {
+    let store = std::env::temp_dir().join(format!("bench-replay-{}.db", std::process::id()));
+    let options = ControlPlaneOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: format!("sqlite://{}", store.display()),
+        kafka_bootstrap: stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+        sqs_endpoint: Some(stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
+        sqs_region: "us-east-1".into(),
+    };
+    let control_plane = ControlPlane::start(&options).await.unwrap();
+    let listener = TcpListener::bind(options.listen).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(control_plane.serve(listener, std::future::pending()));
+    format!("http://{address}")
+}
+
+/// A namespace whose one queue holds `entries` puts into `table`; its name and the time just
+/// before the first was written.
+async fn filled_namespace(
+    control_plane: &str,
+    round: usize,
+    entries: usize,
+    table: &str,
+) -> (String, String) {
+    let name = format!("bench-replay-{}-{round}", std::process::id());
+    let config = format!(
+        r#"{{"namespace": "{name}", "persistence_configurations": {{"persistence_configuration": [
+            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{name}"]}}}}]}},
+            "default_target": {{"kind": "cql", "settings": {{"keyspace": "{KEYSPACE}", "table": "{table}"}}}}}}"#
+    );
+    NamespaceRegistryClient::connect(control_plane.to_owned())
+        .await
+        .unwrap()
+        .apply(ApplyRequest {
+            config_json: config,
+            author: "bench".into(),
+        })
+        .await
+        .unwrap();
+    let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack(
+        "WAL_KAFKA_BOOTSTRAP",
+        "127.0.0.1:19092",
+    )))
+    .unwrap();
+    let queue = Arc::new(backend.queue(QueueSpec::new(&name, &name, &format!("{name}-dlq"))));
+    let target = Target {
+        kind: "cql".into(),
+        settings_json: format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{table}"}}"#),
+    };
+    let written = entry::now_micros();
+    let limit = Arc::new(Semaphore::new(2000));
+    let mut tasks = Vec::with_capacity(entries);
+    for i in 0..entries {
+        let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
+        let queue = Arc::clone(&queue);
+        let payload = format!(
+            r#"{{"mutations":[{{"put":{{"row":{{"id":"row{i}","value":"{}"}}}}}}]}}"#,
+            value(i)
+        );
+        let entry = Entry {
+            version: entry::ENTRY_VERSION,
+            id: entry::new_entry_id(),
+            namespace: name.clone(),
+            key: format!("row{i}"),
+            body: Some(Body::Payload(payload.into_bytes())),
+            target: Some(target.clone()),
+            original_write_time_micros: written + i as i64,
+            deliver_at_micros: written,
+            enqueued_at_micros: written,
+            origin_region: "local".into(),
+            ..Entry::default()
+        };
+        tasks.push(tokio::spawn(async move {
+            queue.enqueue(&entry).await.unwrap();
+            drop(permit);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (name, from)
+}
+
+/// `walctl replay` of the whole namespace: rows per second, as walctl measured its run.
+async fn replay_round(
+    session: &Session,
+    control_plane: &str,
+    round: usize,
+    entries: usize,
+    concurrency: usize,
+) -> f64 {
+    let name = format!("replay_{round}");
+    table(session, &name).await;
+    let (namespace, from) = filled_namespace(control_plane, round, entries, &name).await;
+    let checkpoint = std::env::temp_dir().join(format!("{namespace}.checkpoint.json"));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .args(["--control-plane", control_plane, "-o", "json", "replay"])
+        .args(["--namespace", &namespace, "--from", &from, "--from-start"])
+        .args([
+            "--rate",
+            "1000000",
+            "--concurrency",
+            &concurrency.to_string(),
+        ])
+        .arg("--checkpoint")
+        .arg(&checkpoint)
+        .env("WAL_CQL_NODES", stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "walctl replay: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["applied"], entries, "{report:#}");
+    assert_eq!(count(session, &name).await, entries as i64);
+    let _ = std::fs::remove_file(checkpoint);
+    entries as f64 / report["seconds"].as_f64().unwrap()
+}
+
+/// Direct prepared inserts of the same rows, with the same concurrency.
+async fn direct_round(
+    session: &Arc<Session>,
+    round: usize,
+    entries: usize,
+    concurrency: usize,
+) -> f64 {
+    let name = format!("replay_direct_{round}");
+    table(session, &name).await;
+    let insert = session
+        .prepare(format!(
+            "INSERT INTO {KEYSPACE}.{name} (id, value) VALUES (?, ?) USING TIMESTAMP ?"
+        ))
+        .await
+        .unwrap();
+    let written = entry::now_micros();
+    let started = Instant::now();
+    futures::stream::iter(0..entries)
+        .for_each_concurrent(concurrency, |i| {
+            let (session, insert) = (Arc::clone(session), insert.clone());
+            async move {
+                session
+                    .execute_unpaged(&insert, (format!("row{i}"), value(i), written + i as i64))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let rate = entries as f64 / started.elapsed().as_secs_f64();
+    assert_eq!(count(session, &name).await, entries as i64);
+    rate
+}
+
+#[tokio::main]
+async fn main() {
+    let entries = env_usize("BENCH_ENTRIES", 1_000_000);
+    let concurrency = env_usize("BENCH_CONCURRENCY", 64);
+    let rounds = env_usize("BENCH_ROUNDS", 1).max(1);
+    let session = Arc::new(
+        SessionBuilder::new()
+            .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+            .build()
+            .await
+            .expect("Cassandra (scripts/stack up)"),
+    );
+    session
+        .query_unpaged(
+            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let control_plane = control_plane().await;
+    println!("replay to cql: {entries} entries, {concurrency} at once, {rounds} rounds");
+    // A freshly started Cassandra spends its first seconds compiling (JIT): an untimed round of
+    // inserts first keeps that out of whichever side would come first.
+    direct_round(&session, rounds, entries.min(50_000), concurrency).await;
+    let (mut replays, mut directs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternate which side goes first, so neither always meets a fresher Cassandra.
+        let (r, d) = if round % 2 == 0 {
+            let r = replay_round(&session, &control_plane, round, entries, concurrency).await;
+            (r, direct_round(&session, round, entries, concurrency).await)
+        } else {
+            let d = direct_round(&session, round, entries, concurrency).await;
+            (
+                replay_round(&session, &control_plane, round, entries, concurrency).await,
+                d,
+            )
+        };
+        println!(
+            "  round {round}: walctl replay {r:>7.0}/s   direct inserts {d:>7.0}/s   ratio {:.2}",
+            r / d
+        );
+        replays.push(r);
+        directs.push(d);
+        ratios.push(r / d);
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    println!(
+        "median: walctl replay {:.0}/s, direct inserts {:.0}/s, ratio {:.2} (goal: at least 0.85)",
+        median(&mut replays),
+        median(&mut directs),
+        median(&mut ratios)
+    );
+}
