@@ -139,8 +139,17 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let saved = if replay.from_start || replay.dry_run {
         None
     } else {
-        Checkpoint::load(&path)?
-            .filter(|saved| saved.namespace == namespace.name && saved.filter == typed)
+        match Checkpoint::load(&path)? {
+            Some(saved) if saved.namespace != namespace.name || saved.filter != typed => {
+                return Err(Failure::usage(format!(
+                    "the checkpoint {} belongs to another run (namespace '{}', {}); pass another --checkpoint or --from-start",
+                    path.display(),
+                    saved.namespace,
+                    saved.filter
+                )));
+            }
+            saved => saved,
+        }
     };
     let now = SystemTime::now();
     let (from_micros, to_micros) = match &saved {
