@@ -23,6 +23,10 @@ use wal_proto::v1::{ApplyRequest, Trilean, WriteToLogRequest};
 
 type Rows = BTreeMap<String, Option<String>>;
 
+/// The entries of the drill's range that a replay applies: every write after the backup but the
+/// offending one.
+const RANGE: u64 = 15;
+
 async fn walctl(control_plane: &str, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .arg("--control-plane")
@@ -111,13 +115,21 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
         backup.push((id, value, written));
     }
 
-    // After it: updates, deletes, new rows, and one offending write.
+    // After it: updates, deletes, new rows, and one offending write. `scratch` is what the range
+    // alone does to an empty table.
     let mut after = oracle.clone();
+    let mut scratch = Rows::new();
     for i in 0..5 {
         let id = format!("row-{i}");
         mutate(&mut producer, &name, &id, put(&id, "second")).await;
         oracle.insert(id.clone(), Some("second".to_owned()));
-        after.insert(id, Some("second".to_owned()));
+        after.insert(id.clone(), Some("second".to_owned()));
+        scratch.insert(id, Some("second".to_owned()));
+    }
+    // A key written twice in the range: the later value wins.
+    mutate(&mut producer, &name, "row-0", put("row-0", "second-b")).await;
+    for rows in [&mut oracle, &mut after, &mut scratch] {
+        rows.insert("row-0".to_owned(), Some("second-b".to_owned()));
     }
     for i in 5..7 {
         let id = format!("row-{i}");
@@ -129,14 +141,19 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
         let id = format!("row-{i}");
         mutate(&mut producer, &name, &id, put(&id, "new")).await;
         oracle.insert(id.clone(), Some("new".to_owned()));
-        after.insert(id, Some("new".to_owned()));
+        after.insert(id.clone(), Some("new".to_owned()));
+        scratch.insert(id, Some("new".to_owned()));
     }
     let offending = mutate(&mut producer, &name, "row-9", put("row-9", "garbage")).await;
     after.insert("row-9".to_owned(), Some("garbage".to_owned()));
-    // A later write of the same key still counts: only the offending entry is left out.
     mutate(&mut producer, &name, "row-10", put("row-10", "third")).await;
-    oracle.insert("row-10".to_owned(), Some("third".to_owned()));
-    after.insert("row-10".to_owned(), Some("third".to_owned()));
+    // A later write of the offending key still counts: only the offending entry is left out.
+    mutate(&mut producer, &name, "row-9", put("row-9", "mended")).await;
+    for (id, value) in [("row-10", "third"), ("row-9", "mended")] {
+        for rows in [&mut oracle, &mut after, &mut scratch] {
+            rows.insert(id.to_owned(), Some(value.to_owned()));
+        }
+    }
     applied(&cql, &table, &after).await;
 
     // Corrupted, then restored from the backup (with the backup's write times).
@@ -182,8 +199,8 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
         .await,
     );
     assert_eq!(
-        dry["would_apply"], 13,
-        "5 updates, 2 deletes, 5 new rows, 1 later write: {dry:#}"
+        dry["would_apply"], RANGE,
+        "6 updates, 2 deletes, 5 new rows, 2 later writes: {dry:#}"
     );
     assert_eq!(dry["left"]["excluded by id"], 1, "{dry:#}");
     assert_eq!(cql.rows(&table).await, restored);
@@ -227,18 +244,73 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
     .await;
     first.start_kill().unwrap();
     first.wait().await.unwrap();
+    let done_by_first: u64 = {
+        let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
+        saved["done"].as_u64().unwrap()
+    };
     let second = json_of(&walctl(&url, &args).await);
-    assert!(
-        second["applied"].as_u64().unwrap() < 13,
-        "the second run resumed: {second:#}"
-    );
+    let resumed = second["applied"].as_u64().unwrap();
     assert_eq!(second["failed"], serde_json::json!({}), "{second:#}");
+    // Resumed, not started over; and nothing the first run had not recorded was skipped.
+    assert!(resumed > 0 && resumed < RANGE, "{second:#}");
+    assert!(
+        resumed + done_by_first >= RANGE,
+        "first {done_by_first}, then {second:#}"
+    );
 
     let rows = cql.rows(&table).await;
     assert_eq!(
         rows, oracle,
         "row by row, every write but the offending one"
     );
+
+    // Into a scratch table that does not exist yet: every entry fails, and the run says so.
+    // Once the table exists, the same command applies them all: failures are not passed over.
+    let scratch_table = fleet::unique("scratch").replace('-', "_");
+    let settings = format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{scratch_table}"}}"#);
+    let scratch_args = [
+        "replay",
+        "--namespace",
+        &name,
+        "--from",
+        &backup_at,
+        "--exclude-id",
+        &offending,
+        "--target-kind",
+        "cql",
+        "--target-settings",
+        &settings,
+        "--checkpoint",
+        &checkpoint_arg,
+        "--from-start",
+        "-o",
+        "json",
+    ];
+    let failed = walctl(&url, &scratch_args).await;
+    assert_eq!(
+        failed.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    let report: Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(report["applied"], 0, "{report:#}");
+    assert!(
+        report["failed"].to_string().contains("does not exist"),
+        "{report:#}"
+    );
+    execute(format!(
+        "CREATE TABLE {KEYSPACE}.{scratch_table} (id text PRIMARY KEY, value text)"
+    ))
+    .await;
+    let again: Vec<&str> = scratch_args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--from-start")
+        .collect();
+    let fixed = json_of(&walctl(&url, &again).await);
+    assert_eq!(fixed["applied"], RANGE, "{fixed:#}");
+    assert_eq!(cql.rows(&scratch_table).await, scratch);
 
     consumer.shutdown().await;
     producer.shutdown().await;

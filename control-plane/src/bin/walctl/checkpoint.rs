@@ -22,6 +22,10 @@ pub struct Checkpoint {
     pub until_micros: Option<i64>,
     /// Topic -> partition -> the next offset to read.
     pub positions: BTreeMap<String, BTreeMap<i32, i64>>,
+    /// Topic -> partition -> where the range starts (a replay re-reads from there on a resume,
+    /// to know which entries it already took, without applying them again).
+    #[serde(default)]
+    pub starts: BTreeMap<String, BTreeMap<i32, i64>>,
     /// Entries redriven or applied under this checkpoint, over all runs.
     pub done: u64,
 }
@@ -104,6 +108,7 @@ mod tests {
             since_micros: Some(1),
             until_micros: None,
             positions: [("dlq".to_owned(), [(0, 17), (3, 4)].into())].into(),
+            starts: [("dlq".to_owned(), [(0, 2)].into())].into(),
             done: 21,
         };
         checkpoint.save(&path).unwrap();

@@ -45,6 +45,15 @@ pub struct Scan {
     pub records: mpsc::Receiver<Result<Scanned, KafkaError>>,
 }
 
+/// What a scan does when records it is to read are removed (by retention) while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gaps {
+    /// Go on from the first record left (listing a DLQ).
+    Skip,
+    /// Fail (a replay, which must not leave out what it was asked for).
+    Fail,
+}
+
 /// Starts reading `topic` from `from[partition]` (a partition's first record when absent) up
 /// to `upto[partition]` or, when absent or further, its current end. A topic that does not
 /// exist scans as empty.
@@ -53,6 +62,7 @@ pub async fn scan(
     topic: &str,
     from: BTreeMap<i32, i64>,
     upto: BTreeMap<i32, i64>,
+    gaps: Gaps,
 ) -> Result<Scan, KafkaError> {
     let settings = settings.clone();
     let topic = topic.to_owned();
@@ -61,7 +71,7 @@ pub async fn scan(
     // rdkafka's BaseConsumer blocks: the reading runs on a thread of its own, handing records
     // over as the caller takes them.
     tokio::task::spawn_blocking(move || {
-        let opened = open(&settings, &topic, &from, &upto);
+        let opened = open(&settings, &topic, &from, &upto, gaps);
         let Opened {
             consumer,
             starts,
@@ -141,8 +151,9 @@ fn open(
     topic: &str,
     from: &BTreeMap<i32, i64>,
     upto: &BTreeMap<i32, i64>,
+    gaps: Gaps,
 ) -> Result<Opened, KafkaError> {
-    let consumer = reader(settings)?;
+    let consumer = reader(settings, gaps)?;
     let mut ends = BTreeMap::new();
     let mut starts = BTreeMap::new();
     let mut reset = Vec::new();
@@ -176,15 +187,22 @@ fn open(
 }
 
 /// A consumer that reads assigned partitions: never joins a group, never commits.
-fn reader(settings: &KafkaSettings) -> Result<BaseConsumer, KafkaError> {
+fn reader(settings: &KafkaSettings, gaps: Gaps) -> Result<BaseConsumer, KafkaError> {
     ClientConfig::new()
         .set("bootstrap.servers", &settings.bootstrap_servers)
         // Required by librdkafka; never joined (partitions are assigned) nor committed to.
         .set("group.id", "wal-scan")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        // Records removed by retention while the scan runs: go on from the first one left.
-        .set("auto.offset.reset", "earliest")
+        // An offset retention removed while the scan runs: "earliest" goes on from the first
+        // record left; "error" makes the poll fail.
+        .set(
+            "auto.offset.reset",
+            match gaps {
+                Gaps::Skip => "earliest",
+                Gaps::Fail => "error",
+            },
+        )
         .create()
 }
 
@@ -198,7 +216,7 @@ pub async fn offsets_at(
     let settings = settings.clone();
     let topic = topic.to_owned();
     blocking(move || {
-        let consumer = reader(&settings)?;
+        let consumer = reader(&settings, Gaps::Fail)?;
         let mut asked = TopicPartitionList::new();
         let ids = partition_ids(&consumer, &topic)?;
         for id in &ids {
@@ -207,8 +225,14 @@ pub async fn offsets_at(
         let found = consumer.offsets_for_times(asked, CALL_TIMEOUT)?;
         let mut offsets = BTreeMap::new();
         for id in ids {
-            let offset = match found.find_partition(&topic, id).map(|p| p.offset()) {
-                Some(Offset::Offset(offset)) => offset,
+            let Some(partition) = found.find_partition(&topic, id) else {
+                return Err(KafkaError::OffsetFetch(RDKafkaErrorCode::UnknownPartition));
+            };
+            // An error on one partition comes back inside an answer that succeeded overall.
+            partition.error()?;
+            let offset = match partition.offset() {
+                Offset::Offset(offset) => offset,
+                // No record at or after the time: the partition's end.
                 _ => consumer.fetch_watermarks(&topic, id, CALL_TIMEOUT)?.1,
             };
             offsets.insert(id, offset);
@@ -233,7 +257,7 @@ pub async fn trimmed(settings: &KafkaSettings, topic: &str) -> Result<Vec<Trimme
     let settings = settings.clone();
     let topic = topic.to_owned();
     blocking(move || {
-        let consumer = reader(&settings)?;
+        let consumer = reader(&settings, Gaps::Fail)?;
         let mut trimmed = Vec::new();
         for id in partition_ids(&consumer, &topic)? {
             let (low, high) = consumer.fetch_watermarks(&topic, id, CALL_TIMEOUT)?;
@@ -254,8 +278,12 @@ pub async fn trimmed(settings: &KafkaSettings, topic: &str) -> Result<Vec<Trimme
             let deadline = Instant::now() + CALL_TIMEOUT;
             let first_micros = loop {
                 match consumer.poll(Duration::from_millis(500)) {
+                    // A record without a time cannot be dated: taken as newer than any range.
                     Some(Ok(message)) => {
-                        break message.timestamp().to_millis().unwrap_or(0) * 1000;
+                        break message
+                            .timestamp()
+                            .to_millis()
+                            .map_or(i64::MAX, |millis| millis.saturating_mul(1000));
                     }
                     Some(Err(error)) => return Err(error),
                     None if Instant::now() > deadline => {

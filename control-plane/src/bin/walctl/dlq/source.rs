@@ -153,7 +153,7 @@ impl DeadLetters {
     }
 
     pub async fn scan(&self, dlq: &str, from: BTreeMap<i32, i64>) -> Result<Scan, Failure> {
-        scan::scan(&self.kafka, dlq, from, BTreeMap::new())
+        scan::scan(&self.kafka, dlq, from, BTreeMap::new(), scan::Gaps::Skip)
             .await
             .map_err(|e| Failure::broker(format!("reading DLQ '{dlq}': {e}")))
     }

@@ -1,7 +1,8 @@
 //! Applying a replay's entries: in lanes by key, so the entries of one key are applied one after
 //! another in the order their partition holds them (the order they were written), while other
 //! keys go in parallel; at a bounded rate; a retryable failure tried again a few times. Tracks,
-//! per partition, the offset below which everything is done, for the checkpoint.
+//! per partition, the offset below which everything was applied, for the checkpoint: an entry
+//! that failed stays unfinished, so running the replay again starts at it.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -45,6 +46,8 @@ pub struct Job {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub applied: u64,
+    /// Entries that failed, or were lost with a lane that stopped.
+    pub failures: u64,
     /// Failure reasons and how many entries each.
     pub failed: BTreeMap<String, u64>,
     pub failed_ids: Vec<String>,
@@ -84,24 +87,14 @@ impl Lanes {
             tasks.spawn(async move {
                 while let Some(job) = jobs.recv().await {
                     let result = applier.apply(&job.entry).await;
-                    {
-                        let mut outcome = outcome.lock().unwrap_or_else(PoisonError::into_inner);
-                        match result {
-                            Ok(()) => {
-                                outcome.applied += 1;
-                                outcome.keys.insert(job.entry.key.clone());
-                            }
-                            Err(reason) => {
-                                *outcome.failed.entry(reason).or_default() += 1;
-                                if outcome.failed_ids.len() < FAILED_IDS_SHOWN {
-                                    outcome.failed_ids.push(job.entry.id.clone());
-                                }
-                            }
+                    let applied = result.is_ok();
+                    record(&outcome, &job.entry, result);
+                    // A failed entry stays pending: the checkpoint does not pass it.
+                    if applied {
+                        let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
+                        if let Some(partition) = progress.get_mut(&(job.topic, job.partition)) {
+                            partition.pending.remove(&job.offset);
                         }
-                    }
-                    let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(partition) = progress.get_mut(&(job.topic, job.partition)) {
-                        partition.pending.remove(&job.offset);
                     }
                 }
             });
@@ -118,8 +111,14 @@ impl Lanes {
     pub async fn submit(&self, job: Job) {
         self.read(&job.topic, job.partition, job.offset, true);
         let lane = lane_of(&job.entry.key, self.senders.len());
-        // A lane ends only when its task panicked; the entry then counts as not applied.
-        let _ = self.senders[lane].send(job).await;
+        // A lane ends only when its task panicked: the entry fails (and stays pending).
+        if let Err(lost) = self.senders[lane].send(job).await {
+            record(
+                &self.outcome,
+                &lost.0.entry,
+                Err("its lane stopped (a bug: please report it)".to_owned()),
+            );
+        }
     }
 
     /// A record read and not applied (left out by the selection).
@@ -144,11 +143,38 @@ impl Lanes {
         }
     }
 
-    /// Waits for every lane to finish what it was given.
+    /// Waits for every lane to finish what it was given. A lane that panicked counts as a
+    /// failure, so the run does not pass for complete.
     pub async fn finish(mut self) -> Outcome {
         self.senders.clear();
-        while self.tasks.join_next().await.is_some() {}
+        while let Some(joined) = self.tasks.join_next().await {
+            if let Err(error) = joined {
+                let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                outcome.failures += 1;
+                *outcome
+                    .failed
+                    .entry(format!("a lane stopped: {error}"))
+                    .or_default() += 1;
+            }
+        }
         std::mem::take(&mut *self.outcome.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn record(outcome: &Mutex<Outcome>, entry: &Entry, result: Result<(), String>) {
+    let mut outcome = outcome.lock().unwrap_or_else(PoisonError::into_inner);
+    match result {
+        Ok(()) => {
+            outcome.applied += 1;
+            outcome.keys.insert(entry.key.clone());
+        }
+        Err(reason) => {
+            outcome.failures += 1;
+            *outcome.failed.entry(reason).or_default() += 1;
+            if outcome.failed_ids.len() < FAILED_IDS_SHOWN {
+                outcome.failed_ids.push(entry.id.clone());
+            }
+        }
     }
 }
 
@@ -183,7 +209,16 @@ impl Watcher {
 impl Applier {
     /// Applies the entry through the consumer's target code, trying a retryable failure again.
     async fn apply(&self, entry: &Entry) -> Result<(), String> {
-        let spec = self.target.as_ref().or(entry.target.as_ref());
+        // As the consumer: --target, else the entry's own, else the namespace's default.
+        let default = self.namespace.default_target.as_ref().map(|t| TargetSpec {
+            kind: t.kind.clone(),
+            settings_json: t.settings_json.clone(),
+        });
+        let spec = self
+            .target
+            .as_ref()
+            .or(entry.target.as_ref())
+            .or(default.as_ref());
         let mut backoff = FIRST_BACKOFF;
         self.limiter.until_ready().await;
         for attempt in 1..=ATTEMPTS {

@@ -35,9 +35,10 @@ use crate::checkpoint::Checkpoint;
 use crate::output::{Format, print_json, table, when};
 use crate::time::instant;
 
-/// Records are appended a moment after their write time; the scan reads this far past --to and
-/// the write-time filter does the rest.
-const APPEND_GRACE: Duration = Duration::from_secs(60);
+/// How far ahead of its append a write time may be: the producer accepts a caller's
+/// original write time up to 300 s in the future, so the range's records may start that much
+/// before --from. The write-time filter does the rest.
+const FUTURE_WRITE_TIME: Duration = Duration::from_secs(300);
 /// How often progress is saved while entries are applied.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
 /// Entries a dry run shows.
@@ -173,7 +174,14 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         )));
     }
     let kafka = replay.brokers.kafka();
-    check_retention(&kafka, &topics, from_micros).await?;
+    let scan_from =
+        from_micros.saturating_sub(i64::try_from(FUTURE_WRITE_TIME.as_micros()).unwrap_or(0));
+    match &saved {
+        // Against --from: the 5 minutes before it matter only for a caller's future write
+        // times, too rare to refuse a range for.
+        None => check_retention(&kafka, &topics, from_micros).await?,
+        Some(saved) => check_resumable(&kafka, &topics, saved).await?,
+    }
     let target = match (&replay.target_kind, &replay.target_settings) {
         (Some(kind), Some(settings)) => {
             serde_json::from_str::<serde_json::Value>(settings)
@@ -187,8 +195,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     };
     let excluded = excluded_ids(&replay.exclude_ids, &replay.exclude_files)?;
     let mut selection = Selection::new(
-        from_micros,
-        to_micros,
+        (from_micros, to_micros, wal_core::entry::now_micros()),
         excluded,
         replay.key.clone(),
         replay.origin_region.clone(),
@@ -219,14 +226,18 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let started = Instant::now();
     let mut report = Report::default();
     let done_before = checkpoint.done;
-    // Where every partition starts, saved before anything is applied, so a resumed run never
-    // falls back to a partition's first record.
+    // Where every partition's range starts, saved before anything is applied, so a resumed
+    // run never falls back to a partition's first record.
     for topic in &topics {
-        if !checkpoint.positions.contains_key(topic) {
-            let from = scan::offsets_at(&kafka, topic, from_micros)
-                .await
-                .map_err(|e| broker(topic, &e))?;
-            checkpoint.positions.insert(topic.clone(), from);
+        if !checkpoint.starts.contains_key(topic) {
+            let from = match checkpoint.positions.get(topic) {
+                Some(positions) => positions.clone(),
+                None => scan::offsets_at(&kafka, topic, scan_from)
+                    .await
+                    .map_err(|e| broker(topic, &e))?,
+            };
+            checkpoint.starts.insert(topic.clone(), from.clone());
+            checkpoint.positions.entry(topic.clone()).or_insert(from);
         }
     }
     if !replay.dry_run {
@@ -243,16 +254,18 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     });
     let mut range_ends = BTreeMap::new();
     for topic in &topics {
-        let from = lock(&checkpoint)
-            .positions
-            .get(topic)
-            .cloned()
-            .unwrap_or_default();
-        let until = to_micros.saturating_add(i64::try_from(APPEND_GRACE.as_micros()).unwrap_or(0));
-        let upto = scan::offsets_at(&kafka, topic, until)
-            .await
-            .map_err(|e| broker(topic, &e))?;
-        let mut records = scan::scan(&kafka, topic, from, upto)
+        // Read from the range's start; what an earlier run finished (below the positions) is
+        // only noted, so copies of the entries it applied are not applied again. Read to the
+        // end: entries written before --to may have been appended long after (a caller's own
+        // write time, a retry), and the write-time filter chooses.
+        let (from, done_below) = {
+            let saved = lock(&checkpoint);
+            (
+                saved.starts.get(topic).cloned().unwrap_or_default(),
+                saved.positions.get(topic).cloned().unwrap_or_default(),
+            )
+        };
+        let mut records = scan::scan(&kafka, topic, from, BTreeMap::new(), scan::Gaps::Fail)
             .await
             .map_err(|e| broker(topic, &e))?;
         let length: i64 = records
@@ -267,6 +280,13 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         while let Some(record) = records.records.recv().await {
             let record = record.map_err(|e| broker(topic, &e))?;
             read_to.insert(record.partition, record.offset + 1);
+            if record.offset < done_below.get(&record.partition).copied().unwrap_or(0) {
+                if let Ok(entry) = &record.entry {
+                    selection.remember(entry);
+                }
+                bar.inc(1);
+                continue;
+            }
             report.read += 1;
             bar.inc(1);
             let entry = match record.entry {
@@ -314,18 +334,31 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     }
     let outcome = match lanes {
         Some(lanes) => {
+            let watcher = lanes.watcher();
             let outcome = lanes.finish().await;
             if let Some(saver) = saver {
                 saver.abort();
             }
             let mut checkpoint = lock(&checkpoint);
             checkpoint.done = done_before + outcome.applied;
-            // Every record of the range was handed out and finished: the range is done.
-            for (topic, ends) in range_ends {
-                let saved = checkpoint.positions.entry(topic).or_default();
-                for (partition, end) in ends {
-                    let at = saved.entry(partition).or_insert(end);
-                    *at = (*at).max(end);
+            if outcome.failures == 0 {
+                // Every record was handed out and applied: the range is done.
+                for (topic, ends) in range_ends {
+                    let saved = checkpoint.positions.entry(topic).or_default();
+                    for (partition, end) in ends {
+                        let at = saved.entry(partition).or_insert(end);
+                        *at = (*at).max(end);
+                    }
+                }
+            } else {
+                // Failed entries stay unfinished: running the same command again starts at
+                // the first one of each partition.
+                for (topic, partition, done) in watcher.positions() {
+                    checkpoint
+                        .positions
+                        .entry(topic)
+                        .or_default()
+                        .insert(partition, done);
                 }
             }
             checkpoint.save(&path)?;
@@ -428,8 +461,41 @@ async fn check_retention(
         return Ok(());
     }
     Err(Failure::usage(format!(
-        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nReplay from a later --from, or restore an older backup's data first",
+        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nRestore a backup taken after the latest of those times, and replay from that backup's time",
         when(from_micros),
+        gone.join("\n  ")
+    )))
+}
+
+/// On a resume: refuses when retention has removed records the replay has not finished.
+async fn check_resumable(
+    kafka: &wal_core::queue::kafka::KafkaSettings,
+    topics: &[String],
+    saved: &Checkpoint,
+) -> Result<(), Failure> {
+    let mut gone = Vec::new();
+    for topic in topics {
+        let Some(positions) = saved.positions.get(topic) else {
+            continue;
+        };
+        for trimmed in scan::trimmed(kafka, topic)
+            .await
+            .map_err(|e| broker(topic, &e))?
+        {
+            let needed = positions.get(&trimmed.partition).copied().unwrap_or(0);
+            if trimmed.first_offset > needed {
+                gone.push(format!(
+                    "topic '{topic}' partition {}: the replay still needs offsets from {needed}, the topic holds them from {}",
+                    trimmed.partition, trimmed.first_offset
+                ));
+            }
+        }
+    }
+    if gone.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "retention removed records this replay has not applied yet:\n  {}\nRestore a backup taken after them, and replay from its time with --from-start",
         gone.join("\n  ")
     )))
 }

@@ -22,6 +22,9 @@ pub enum Left {
     Repeat,
     /// Not an entry this build can read.
     Undecodable,
+    /// Due after the replay began (a delay not over yet): the consumer delivers it on time;
+    /// applying it now would be early.
+    NotDue,
 }
 
 impl Left {
@@ -32,6 +35,7 @@ impl Left {
             Self::Filtered => "other key or origin region",
             Self::Repeat => "repeated copies (retries, delays, redrives) of an entry taken",
             Self::Undecodable => "undecodable",
+            Self::NotDue => "not due yet (the consumer delivers it)",
         }
     }
 }
@@ -40,6 +44,8 @@ impl Left {
 pub struct Selection {
     pub from_micros: i64,
     pub to_micros: i64,
+    /// When the replay began: entries due later are the consumer's.
+    pub now_micros: i64,
     pub excluded: HashSet<String>,
     pub key: Option<String>,
     pub origin_region: Option<String>,
@@ -53,8 +59,7 @@ pub struct Selection {
 
 impl Selection {
     pub fn new(
-        from_micros: i64,
-        to_micros: i64,
+        (from_micros, to_micros, now_micros): (i64, i64, i64),
         excluded: HashSet<String>,
         key: Option<String>,
         origin_region: Option<String>,
@@ -62,6 +67,7 @@ impl Selection {
         Self {
             from_micros,
             to_micros,
+            now_micros,
             excluded,
             key,
             origin_region,
@@ -73,7 +79,23 @@ impl Selection {
 
     /// Whether to apply `entry`; a left-out one is counted.
     pub fn take(&mut self, entry: &Entry) -> bool {
-        let left = if entry.original_write_time_micros < self.from_micros
+        match self.judge(entry) {
+            Some(left) => {
+                self.count(left);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// Notes what an earlier run of this replay did with `entry` (read again on a resume, below
+    /// the checkpoint): a taken id stays taken, so its later copies are not applied.
+    pub fn remember(&mut self, entry: &Entry) {
+        let _ = self.judge(entry);
+    }
+
+    fn judge(&mut self, entry: &Entry) -> Option<Left> {
+        if entry.original_write_time_micros < self.from_micros
             || entry.original_write_time_micros >= self.to_micros
         {
             Some(Left::OutsideRange)
@@ -87,17 +109,12 @@ impl Selection {
                 .is_some_and(|region| *region != entry.origin_region)
         {
             Some(Left::Filtered)
+        } else if entry.deliver_at_micros > self.now_micros {
+            Some(Left::NotDue)
         } else if !self.taken.insert(entry.id.clone()) {
             Some(Left::Repeat)
         } else {
             None
-        };
-        match left {
-            Some(left) => {
-                self.count(left);
-                false
-            }
-            None => true,
         }
     }
 
@@ -163,7 +180,7 @@ mod tests {
     #[test]
     fn takes_each_entry_in_range_once_and_counts_the_rest() {
         let excluded: HashSet<String> = ["bad".to_owned(), "never-seen".to_owned()].into();
-        let mut selection = Selection::new(100, 200, excluded, None, None);
+        let mut selection = Selection::new((100, 200, 1000), excluded, None, None);
         assert!(selection.take(&entry("a", "k", 100)));
         assert!(!selection.take(&entry("a", "k", 100)), "a retry copy");
         assert!(!selection.take(&entry("old", "k", 99)));
@@ -177,10 +194,24 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_not_due_is_left_to_the_consumer_and_a_remembered_one_is_not_taken_again() {
+        let mut selection = Selection::new((0, 1000, 500), HashSet::new(), None, None);
+        let mut delayed = entry("d", "k", 10);
+        delayed.deliver_at_micros = 501;
+        assert!(!selection.take(&delayed));
+        assert_eq!(selection.left[&Left::NotDue], 1);
+        selection.remember(&entry("done-before", "k", 10));
+        assert!(
+            !selection.take(&entry("done-before", "k", 10)),
+            "a copy read after a resume"
+        );
+        assert_eq!(selection.left[&Left::Repeat], 1);
+    }
+
+    #[test]
     fn key_and_region_filters_leave_others_out() {
         let mut selection = Selection::new(
-            0,
-            1000,
+            (0, 1000, 1000),
             HashSet::new(),
             Some("k1".into()),
             Some("local".into()),
