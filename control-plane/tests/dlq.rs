@@ -10,42 +10,21 @@ mod fleet;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use fleet::producer::{TestProducer, namespace_json, write};
 use fleet::{Upstream, eventually, start_consumer};
 use serde_json::Value;
-use support::control_plane_at;
+use support::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 use wal_namespaces::Backend;
-use wal_proto::v1::{ApplyRequest, Trilean, WriteToLogRequest};
+use wal_proto::v1::{Trilean, WriteToLogRequest};
 
 /// Whether the upstream refuses everything (400: permanent, so straight to the DLQ).
 static BROKEN: AtomicBool = AtomicBool::new(true);
 
 const ENTRIES: usize = 30;
 const RATE: u32 = 10;
-
-async fn walctl(control_plane: &str, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .arg("--control-plane")
-        .arg(control_plane)
-        .args(args)
-        .output()
-        .await
-        .unwrap()
-}
-
-fn json_of(output: &Output) -> Value {
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 /// A control plane, a namespace on `backend` delivering to `upstream` applied to it, and a
 /// producer and a consumer serving it.
@@ -59,14 +38,7 @@ struct Fleet {
 async fn fleet_for(backend: Backend, upstream: &Upstream) -> Fleet {
     let (mut registry, url) = control_plane_at().await;
     let config = namespace_json(backend, 1, &upstream.target(), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: config.clone(),
-            author: "dlq-test".into(),
-        })
-        .await
-        .unwrap();
-    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let namespace = apply_config(&mut registry, &config).await;
     Fleet {
         url,
         name: namespace.name.clone(),

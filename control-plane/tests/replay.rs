@@ -17,36 +17,15 @@ use std::time::{Duration, SystemTime};
 use fleet::producer::{TestProducer, namespace_json, write};
 use fleet::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
 use serde_json::Value;
-use support::control_plane_at;
+use support::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 use wal_namespaces::Backend;
-use wal_proto::v1::{ApplyRequest, Trilean, WriteToLogRequest};
+use wal_proto::v1::{Trilean, WriteToLogRequest};
 
 type Rows = BTreeMap<String, Option<String>>;
 
 /// The entries of the drill's range that a replay applies: every write after the backup but the
 /// offending one.
 const RANGE: u64 = 15;
-
-async fn walctl(control_plane: &str, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .arg("--control-plane")
-        .arg(control_plane)
-        .args(args)
-        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
-        .output()
-        .await
-        .unwrap()
-}
-
-fn json_of(output: &Output) -> Value {
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 /// Writes one mutation of `key` and returns its entry id.
 async fn mutate(
@@ -84,14 +63,7 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
     let cql = Cql::connect().await;
     let table = cql.table().await;
     let config = namespace_json(Backend::Kafka, 2, &cql_target(&table), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: config.clone(),
-            author: "replay-test".into(),
-        })
-        .await
-        .unwrap();
-    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let namespace = apply_config(&mut registry, &config).await;
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
@@ -321,14 +293,7 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
 async fn bad_arguments_are_refused_with_what_to_do() {
     let (mut registry, url) = control_plane_at().await;
     let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: config.clone(),
-            author: "replay-test".into(),
-        })
-        .await
-        .unwrap();
-    let name = wal_namespaces::parse(&config, "test").unwrap().name;
+    let name = apply_config(&mut registry, &config).await.name;
     let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
 
     let backwards = walctl(
@@ -383,14 +348,7 @@ async fn bad_arguments_are_refused_with_what_to_do() {
     );
 
     let sqs = namespace_json(Backend::Sqs, 1, &cql_target("t"), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: sqs.clone(),
-            author: "replay-test".into(),
-        })
-        .await
-        .unwrap();
-    let sqs_name = wal_namespaces::parse(&sqs, "test").unwrap().name;
+    let sqs_name = apply_config(&mut registry, &sqs).await.name;
     let on_sqs = walctl(&url, &["replay", "--namespace", &sqs_name, "--from", "1h"]).await;
     assert_eq!(on_sqs.status.code(), Some(2));
     assert!(stderr(&on_sqs).contains("archive"), "{}", stderr(&on_sqs));
@@ -404,14 +362,7 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
 
     let (mut registry, url) = control_plane_at().await;
     let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
-    registry
-        .apply(ApplyRequest {
-            config_json: config.clone(),
-            author: "replay-test".into(),
-        })
-        .await
-        .unwrap();
-    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let namespace = apply_config(&mut registry, &config).await;
     let topic = namespace.queues[0].name.clone();
     let before_writes = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;

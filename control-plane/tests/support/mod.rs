@@ -67,3 +67,43 @@ pub fn config(name: &str, kind: &str, queues: &[&str], extra: &str) -> String {
         names.join(", ")
     )
 }
+
+/// The walctl binary with `args` against `control_plane`, the stack's CQL nodes in its
+/// environment (the brokers' come from the test's own, as `scripts/stack env` set them).
+pub async fn walctl_at(control_plane: &str, args: &[&str]) -> std::process::Output {
+    let cql = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .arg("--control-plane")
+        .arg(control_plane)
+        .args(args)
+        .env("WAL_CQL_NODES", cql)
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The JSON a successful walctl printed; a failure shows its stderr.
+pub fn json_of(output: &std::process::Output) -> serde_json::Value {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Applies `config` (namespace JSON) to the control plane; the namespace it defines.
+pub async fn apply_config(
+    registry: &mut NamespaceRegistryClient<Channel>,
+    config: &str,
+) -> wal_namespaces::Namespace {
+    registry
+        .apply(wal_proto::v1::ApplyRequest {
+            config_json: config.to_owned(),
+            author: "test-operator".into(),
+        })
+        .await
+        .unwrap();
+    wal_namespaces::parse(config, "test").unwrap()
+}
