@@ -9,6 +9,8 @@
 //! checkpointing. Run with:
 //!     scripts/stack up && cargo bench -p wal-control-plane --bench replay_to_cql
 //! Tunables (environment): BENCH_ENTRIES (1000000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (1).
+//! It ends with the direct inserts sent as `INSERT ... JSON ?`, the cql target's statement: how
+//! much of the gap is the server parsing JSON rather than the replay itself.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -193,31 +195,40 @@ async fn replay_round(
     entries as f64 / report["seconds"].as_f64().unwrap()
 }
 
-/// Direct prepared inserts of the same rows, with the same concurrency.
+/// Direct prepared inserts of the same rows, with the same concurrency. With `json`, the same
+/// statement the cql target sends (`INSERT ... JSON ?`), to tell the target's own cost from the
+/// server's cost of parsing JSON.
 async fn direct_round(
     session: &Arc<Session>,
     round: usize,
     entries: usize,
     concurrency: usize,
+    json: bool,
 ) -> f64 {
-    let name = format!("replay_direct_{round}");
+    let name = format!("replay_direct_{round}{}", if json { "_json" } else { "" });
     table(session, &name).await;
-    let insert = session
-        .prepare(format!(
-            "INSERT INTO {KEYSPACE}.{name} (id, value) VALUES (?, ?) USING TIMESTAMP ?"
-        ))
-        .await
-        .unwrap();
+    let text = if json {
+        format!("INSERT INTO {KEYSPACE}.{name} JSON ? DEFAULT UNSET USING TIMESTAMP ?")
+    } else {
+        format!("INSERT INTO {KEYSPACE}.{name} (id, value) VALUES (?, ?) USING TIMESTAMP ?")
+    };
+    let insert = session.prepare(text).await.unwrap();
     let written = entry::now_micros();
     let started = Instant::now();
     futures::stream::iter(0..entries)
         .for_each_concurrent(concurrency, |i| {
             let (session, insert) = (Arc::clone(session), insert.clone());
             async move {
-                session
-                    .execute_unpaged(&insert, (format!("row{i}"), value(i), written + i as i64))
-                    .await
-                    .unwrap();
+                let at = written + i as i64;
+                if json {
+                    let row = format!(r#"{{"id":"row{i}","value":"{}"}}"#, value(i));
+                    session.execute_unpaged(&insert, (row, at)).await.unwrap();
+                } else {
+                    session
+                        .execute_unpaged(&insert, (format!("row{i}"), value(i), at))
+                        .await
+                        .unwrap();
+                }
             }
         })
         .await;
@@ -249,15 +260,18 @@ async fn main() {
     println!("replay to cql: {entries} entries, {concurrency} at once, {rounds} rounds");
     // A freshly started Cassandra spends its first seconds compiling (JIT): an untimed round of
     // inserts first keeps that out of whichever side would come first.
-    direct_round(&session, rounds, entries.min(50_000), concurrency).await;
+    direct_round(&session, rounds, entries.min(50_000), concurrency, false).await;
     let (mut replays, mut directs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which side goes first, so neither always meets a fresher Cassandra.
         let (r, d) = if round % 2 == 0 {
             let r = replay_round(&session, &control_plane, round, entries, concurrency).await;
-            (r, direct_round(&session, round, entries, concurrency).await)
+            (
+                r,
+                direct_round(&session, round, entries, concurrency, false).await,
+            )
         } else {
-            let d = direct_round(&session, round, entries, concurrency).await;
+            let d = direct_round(&session, round, entries, concurrency, false).await;
             (
                 replay_round(&session, &control_plane, round, entries, concurrency).await,
                 d,
@@ -280,5 +294,12 @@ async fn main() {
         median(&mut replays),
         median(&mut directs),
         median(&mut ratios)
+    );
+    // Where the gap is: the same direct inserts as `INSERT ... JSON ?`, the statement the cql
+    // target sends.
+    let json = direct_round(&session, rounds, entries, concurrency, true).await;
+    println!(
+        "direct inserts as INSERT ... JSON (the cql target's statement): {json:.0}/s, {:.2} of typed inserts",
+        json / median(&mut directs)
     );
 }
