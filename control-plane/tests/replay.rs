@@ -433,3 +433,61 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
     .await;
     assert_eq!(json_of(&later)["would_apply"], 0);
 }
+
+#[tokio::test]
+async fn one_keys_entries_reach_an_http_target_in_the_order_they_were_written() {
+    let (mut registry, url) = control_plane_at().await;
+    let upstream = fleet::Upstream::start(|_| 200).await;
+    let config = namespace_json(Backend::Kafka, 2, &upstream.target(), "");
+    let namespace = apply_config(&mut registry, &config).await;
+    // Only a producer: the entries reach the upstream through the replay alone.
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    let keys = ["alpha", "beta", "gamma", "delta"];
+    for seq in 0..10 {
+        for key in keys {
+            let payload = format!("{key} {seq}").into_bytes();
+            mutate(&mut producer, &namespace.name, key, payload).await;
+        }
+    }
+    producer.shutdown().await;
+
+    let report = json_of(
+        &walctl(
+            &url,
+            &[
+                "replay",
+                "--namespace",
+                &namespace.name,
+                "--from",
+                &from,
+                "--concurrency",
+                "8",
+                "--from-start",
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(report["applied"], 40, "{report:#}");
+    assert_eq!(report["keys"], 4, "{report:#}");
+    let bodies: Vec<String> = upstream
+        .received()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(bodies.len(), 40, "each entry once: {bodies:?}");
+    for key in keys {
+        let order: Vec<u32> = bodies
+            .iter()
+            .filter_map(|body| body.strip_prefix(&format!("{key} ")))
+            .map(|seq| seq.parse().unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            (0..10).collect::<Vec<u32>>(),
+            "key {key}: {bodies:?}"
+        );
+    }
+}
