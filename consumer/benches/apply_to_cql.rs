@@ -12,36 +12,23 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "support/cql_rows.rs"]
+mod cql_rows;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use cql_rows::{KEYSPACE, count, env_usize, row_entry, stack, table, value};
 use futures::StreamExt as _;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::Semaphore;
 use wal_consumer::{Consumer, ConsumerOptions};
-use wal_core::entry::{self, Body, Entry, Target};
+use wal_core::entry;
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue, QueueSpec};
-
-const KEYSPACE: &str = "wal_bench";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn stack(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-fn value(i: usize) -> String {
-    format!("{i:064}")
-}
 
 /// CPU seconds this process has used so far (user + system), from /proc.
 fn cpu_seconds() -> f64 {
@@ -84,30 +71,6 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-async fn table(session: &Session, name: &str) {
-    session
-        .query_unpaged(format!("DROP TABLE IF EXISTS {KEYSPACE}.{name}"), &[])
-        .await
-        .unwrap();
-    session
-        .query_unpaged(
-            format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
-            &[],
-        )
-        .await
-        .unwrap();
-}
-
-async fn count(session: &Session, name: &str) -> i64 {
-    let rows = session
-        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
-        .await
-        .unwrap()
-        .into_rows_result()
-        .unwrap();
-    rows.first_row::<(i64,)>().unwrap().0
-}
-
 /// One side's figures: rows per second, and this process's CPU per row (the consumer's, or
 /// the direct-insert client's) in microseconds.
 struct Side {
@@ -127,32 +90,13 @@ async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
     .unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&topic, &topic, &format!("{topic}-dlq"))));
     queue.provision().await.unwrap();
-    let target = Target {
-        kind: "cql".into(),
-        settings_json: format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{table}"}}"#),
-    };
     let written = entry::now_micros();
     let limit = Arc::new(Semaphore::new(2000));
     let mut tasks = Vec::with_capacity(entries);
     for i in 0..entries {
         let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
         let queue = Arc::clone(&queue);
-        let payload = format!(
-            r#"{{"mutations":[{{"put":{{"row":{{"id":"row{i}","value":"{}"}}}}}}]}}"#,
-            value(i)
-        );
-        let entry = Entry {
-            version: entry::ENTRY_VERSION,
-            id: entry::new_entry_id(),
-            namespace: topic.clone(),
-            key: format!("row{i}"),
-            body: Some(Body::Payload(payload.into_bytes())),
-            target: Some(target.clone()),
-            original_write_time_micros: written + i as i64,
-            deliver_at_micros: written,
-            enqueued_at_micros: written,
-            ..Entry::default()
-        };
+        let entry = row_entry(&topic, table, i, written);
         tasks.push(tokio::spawn(async move {
             queue.enqueue(&entry).await.unwrap();
             drop(permit);

@@ -14,9 +14,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "../../consumer/benches/support/cql_rows.rs"]
+mod cql_rows;
+
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use cql_rows::{KEYSPACE, count, env_usize, row_entry, stack, table, value};
 use futures::StreamExt as _;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -24,52 +28,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use wal_control_plane::options::ControlPlaneOptions;
 use wal_control_plane::server::ControlPlane;
-use wal_core::entry::{self, Body, Entry, Target};
+use wal_core::entry;
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue, QueueSpec};
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-
-const KEYSPACE: &str = "wal_bench";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn stack(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-fn value(i: usize) -> String {
-    format!("{i:064}")
-}
-
-async fn table(session: &Session, name: &str) {
-    session
-        .query_unpaged(format!("DROP TABLE IF EXISTS {KEYSPACE}.{name}"), &[])
-        .await
-        .unwrap();
-    session
-        .query_unpaged(
-            format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
-            &[],
-        )
-        .await
-        .unwrap();
-}
-
-async fn count(session: &Session, name: &str) -> i64 {
-    let rows = session
-        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
-        .await
-        .unwrap()
-        .into_rows_result()
-        .unwrap();
-    rows.first_row::<(i64,)>().unwrap().0
-}
 
 /// A control plane on a free port with a fresh SQLite store; its address.
 async fn control_plane() -> String {
@@ -118,33 +81,13 @@ async fn filled_namespace(
     )))
     .unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&name, &name, &format!("{name}-dlq"))));
-    let target = Target {
-        kind: "cql".into(),
-        settings_json: format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{table}"}}"#),
-    };
     let written = entry::now_micros();
     let limit = Arc::new(Semaphore::new(2000));
     let mut tasks = Vec::with_capacity(entries);
     for i in 0..entries {
         let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
         let queue = Arc::clone(&queue);
-        let payload = format!(
-            r#"{{"mutations":[{{"put":{{"row":{{"id":"row{i}","value":"{}"}}}}}}]}}"#,
-            value(i)
-        );
-        let entry = Entry {
-            version: entry::ENTRY_VERSION,
-            id: entry::new_entry_id(),
-            namespace: name.clone(),
-            key: format!("row{i}"),
-            body: Some(Body::Payload(payload.into_bytes())),
-            target: Some(target.clone()),
-            original_write_time_micros: written + i as i64,
-            deliver_at_micros: written,
-            enqueued_at_micros: written,
-            origin_region: "local".into(),
-            ..Entry::default()
-        };
+        let entry = row_entry(&name, table, i, written);
         tasks.push(tokio::spawn(async move {
             queue.enqueue(&entry).await.unwrap();
             drop(permit);

@@ -1,0 +1,74 @@
+//! What the benchmarks that write rows to Cassandra share: their tunables, the rows (one
+//! `(id, value)` row per entry, `row{i}`), the entries that put them, and fresh tables to count
+//! them in. Included by path from each such bench (`apply_to_cql`, `replay_to_cql`).
+
+use scylla::client::session::Session;
+use wal_core::entry::{self, Body, Entry, Target};
+
+pub const KEYSPACE: &str = "wal_bench";
+
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A stack address from the environment `scripts/stack env` prints.
+pub fn stack(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// Row `i`'s value: 64 characters.
+pub fn value(i: usize) -> String {
+    format!("{i:064}")
+}
+
+/// The cql entry that puts row `i` into `table`, written `written + i` microseconds.
+pub fn row_entry(namespace: &str, table: &str, i: usize, written: i64) -> Entry {
+    let payload = format!(
+        r#"{{"mutations":[{{"put":{{"row":{{"id":"row{i}","value":"{}"}}}}}}]}}"#,
+        value(i)
+    );
+    Entry {
+        version: entry::ENTRY_VERSION,
+        id: entry::new_entry_id(),
+        namespace: namespace.to_owned(),
+        key: format!("row{i}"),
+        body: Some(Body::Payload(payload.into_bytes())),
+        target: Some(Target {
+            kind: "cql".into(),
+            settings_json: format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{table}"}}"#),
+        }),
+        original_write_time_micros: written + i as i64,
+        deliver_at_micros: written,
+        enqueued_at_micros: written,
+        origin_region: "local".into(),
+        ..Entry::default()
+    }
+}
+
+/// A fresh table `(id text PRIMARY KEY, value text)`, dropped first if a run left one.
+pub async fn table(session: &Session, name: &str) {
+    session
+        .query_unpaged(format!("DROP TABLE IF EXISTS {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap();
+    session
+        .query_unpaged(
+            format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
+            &[],
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn count(session: &Session, name: &str) -> i64 {
+    let rows = session
+        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    rows.first_row::<(i64,)>().unwrap().0
+}
