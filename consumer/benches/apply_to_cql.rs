@@ -20,8 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cql_rows::{KEYSPACE, count, env_usize, row_entry, stack, table, value};
-use futures::StreamExt as _;
+use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::Semaphore;
@@ -179,17 +178,7 @@ async fn direct_round(
         .unwrap();
     let written = entry::now_micros();
     let (started, cpu, machine) = (Instant::now(), cpu_seconds(), machine_ticks());
-    futures::stream::iter(0..entries)
-        .for_each_concurrent(concurrency, |i| {
-            let (session, insert) = (Arc::clone(session), insert.clone());
-            async move {
-                session
-                    .execute_unpaged(&insert, (format!("row{i}"), value(i), written + i as i64))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+    insert_rows(session, &insert, entries, concurrency, written, false).await;
     let side = Side {
         rate: entries as f64 / started.elapsed().as_secs_f64(),
         cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,

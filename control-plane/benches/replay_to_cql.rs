@@ -20,8 +20,7 @@ mod cql_rows;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use cql_rows::{KEYSPACE, count, env_usize, row_entry, stack, table, value};
-use futures::StreamExt as _;
+use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::net::TcpListener;
@@ -158,23 +157,7 @@ async fn direct_round(
     let insert = session.prepare(text).await.unwrap();
     let written = entry::now_micros();
     let started = Instant::now();
-    futures::stream::iter(0..entries)
-        .for_each_concurrent(concurrency, |i| {
-            let (session, insert) = (Arc::clone(session), insert.clone());
-            async move {
-                let at = written + i as i64;
-                if json {
-                    let row = format!(r#"{{"id":"row{i}","value":"{}"}}"#, value(i));
-                    session.execute_unpaged(&insert, (row, at)).await.unwrap();
-                } else {
-                    session
-                        .execute_unpaged(&insert, (format!("row{i}"), value(i), at))
-                        .await
-                        .unwrap();
-                }
-            }
-        })
-        .await;
+    insert_rows(session, &insert, entries, concurrency, written, json).await;
     let rate = entries as f64 / started.elapsed().as_secs_f64();
     assert_eq!(count(session, &name).await, entries as i64);
     rate

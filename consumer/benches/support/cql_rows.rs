@@ -2,7 +2,11 @@
 //! `(id, value)` row per entry, `row{i}`), the entries that put them, and fresh tables to count
 //! them in. Included by path from each such bench (`apply_to_cql`, `replay_to_cql`).
 
+use std::sync::Arc;
+
+use futures::StreamExt as _;
 use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
 use wal_core::entry::{self, Body, Entry, Target};
 
 pub const KEYSPACE: &str = "wal_bench";
@@ -71,4 +75,34 @@ pub async fn count(session: &Session, name: &str) -> i64 {
         .into_rows_result()
         .unwrap();
     rows.first_row::<(i64,)>().unwrap().0
+}
+
+/// Writes rows `0..entries` with `insert`, `concurrency` at a time, each with write time
+/// `written + i`: typed (`(id, value) VALUES (?, ?) USING TIMESTAMP ?`), or with `json` as the
+/// cql target sends them (`JSON ? ... USING TIMESTAMP ?`).
+pub async fn insert_rows(
+    session: &Arc<Session>,
+    insert: &PreparedStatement,
+    entries: usize,
+    concurrency: usize,
+    written: i64,
+    json: bool,
+) {
+    futures::stream::iter(0..entries)
+        .for_each_concurrent(concurrency, |i| {
+            let (session, insert) = (Arc::clone(session), insert.clone());
+            async move {
+                let at = written + i as i64;
+                if json {
+                    let row = format!(r#"{{"id":"row{i}","value":"{}"}}"#, value(i));
+                    session.execute_unpaged(&insert, (row, at)).await.unwrap();
+                } else {
+                    session
+                        .execute_unpaged(&insert, (format!("row{i}"), value(i), at))
+                        .await
+                        .unwrap();
+                }
+            }
+        })
+        .await;
 }

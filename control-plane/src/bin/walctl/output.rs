@@ -22,6 +22,21 @@ pub fn table(header: &[&str]) -> Table {
     table
 }
 
+/// A progress bar with `template` for people at a terminal (indicatif hides it when stderr is
+/// not one); none for JSON output, which scripts read.
+pub fn progress(format: Format, template: &str) -> indicatif::ProgressBar {
+    let bar = match format {
+        Format::Table => indicatif::ProgressBar::new(0),
+        Format::Json => indicatif::ProgressBar::hidden(),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
 /// A version as JSON: its metadata, and its config as a JSON value rather than a string.
 pub fn version_json(version: &NamespaceVersion) -> Value {
     let config = serde_json::from_str::<Value>(&version.config_json).unwrap_or(Value::Null);

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use governor::{Quota, RateLimiter};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 use wal_core::queue::redrive_copy;
 use wal_namespaces::Backend;
@@ -21,7 +21,7 @@ use super::filter::{Filter, FilterArgs, Verdict};
 use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
 use crate::Failure;
 use crate::checkpoint::Checkpoint;
-use crate::output::{Format, print_json, table};
+use crate::output::{Format, print_json, progress, table};
 
 #[derive(Debug, clap::Args)]
 pub struct RedriveArgs {
@@ -133,15 +133,9 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
         }
     };
     let per_second = NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN);
-    let bar = if format == Format::Table {
-        ProgressBar::new(0)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} read, {per_sec}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+    let bar = progress(
+        format,
+        "{spinner} {msg} [{bar:30}] {pos}/{len} read, {per_sec}",
     );
     let mut run = Run {
         args: &args,

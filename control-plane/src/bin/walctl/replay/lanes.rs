@@ -30,6 +30,8 @@ pub struct Applier {
     pub namespace: Namespace,
     /// --target-kind/--target-settings: every entry goes there instead of its own target.
     pub target: Option<TargetSpec>,
+    /// The namespace's default target, for entries that name none (as the consumer does).
+    pub default_target: Option<TargetSpec>,
     pub limiter: DefaultDirectRateLimiter,
 }
 
@@ -210,15 +212,11 @@ impl Applier {
     /// Applies the entry through the consumer's target code, trying a retryable failure again.
     async fn apply(&self, entry: &Entry) -> Result<(), String> {
         // As the consumer: --target, else the entry's own, else the namespace's default.
-        let default = self.namespace.default_target.as_ref().map(|t| TargetSpec {
-            kind: t.kind.clone(),
-            settings_json: t.settings_json.clone(),
-        });
         let spec = self
             .target
             .as_ref()
             .or(entry.target.as_ref())
-            .or(default.as_ref());
+            .or(self.default_target.as_ref());
         let mut backoff = FIRST_BACKOFF;
         self.limiter.until_ready().await;
         for attempt in 1..=ATTEMPTS {

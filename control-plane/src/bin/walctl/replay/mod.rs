@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use governor::{Quota, RateLimiter};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::delivery::{Deliverer, DeliverySettings};
@@ -32,7 +31,7 @@ use self::select::{Left, Selection, excluded_ids};
 use crate::Failure;
 use crate::brokers::BrokerArgs;
 use crate::checkpoint::Checkpoint;
-use crate::output::{Format, print_json, table, when};
+use crate::output::{Format, print_json, progress, table, when};
 use crate::time::instant;
 
 /// How far ahead of its append a write time may be: the producer accepts a caller's
@@ -222,7 +221,10 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
             Arc::new(applier(&replay, &namespace, target)?),
         ))
     };
-    let bar = progress_bar(format);
+    let bar = progress(
+        format,
+        "{spinner} {msg} [{bar:30}] {pos}/{len} read ({per_sec}, {eta} left)",
+    );
     let started = Instant::now();
     let mut report = Report::default();
     let done_before = checkpoint.done;
@@ -527,24 +529,12 @@ fn applier(
         deliverer: Arc::new(deliverer),
         namespace: namespace.clone(),
         target,
+        default_target: namespace.default_target.as_ref().map(|t| TargetSpec {
+            kind: t.kind.clone(),
+            settings_json: t.settings_json.clone(),
+        }),
         limiter: RateLimiter::direct(Quota::per_second(per_second)),
     })
-}
-
-fn progress_bar(format: Format) -> ProgressBar {
-    let bar = if format == Format::Table {
-        ProgressBar::new(0)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg} [{bar:30}] {pos}/{len} read ({per_sec}, {eta} left)",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar
 }
 
 fn broker(topic: &str, error: &impl std::fmt::Display) -> Failure {
