@@ -2,7 +2,7 @@
 //! memcached client per server list, each made on first use. A cluster that is down when the
 //! consumer starts is therefore not fatal: its entries retry until it answers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +41,8 @@ pub struct Clients {
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
+    /// Namespaces whose archive start this process has recorded.
+    archiving: std::sync::Mutex<HashSet<String>>,
 }
 
 impl fmt::Debug for Clients {
@@ -65,6 +67,7 @@ impl Clients {
             http,
             memcached: Mutex::new(HashMap::new()),
             durable: Mutex::new(HashMap::new()),
+            archiving: std::sync::Mutex::default(),
         })
     }
 
@@ -165,7 +168,6 @@ impl Clients {
         Ok(client)
     }
 
-    /// Durable storage in `keyspace`, for resolving claim checks.
     /// Durable storage in `keyspace` (a namespace's configured one, so their number is bounded
     /// by the config), connected on first use. Connecting to one keyspace never waits on another.
     pub async fn durable(&self, keyspace: &str) -> Result<Arc<DurableStorage>, TargetError> {
@@ -191,5 +193,30 @@ impl Clients {
             })
             .await?;
         Ok(Arc::clone(storage))
+    }
+
+    /// Records, once per namespace and process, since when the namespace's archive is kept
+    /// (the earliest such time stays), before its first entry is archived: replay refuses ranges
+    /// that start earlier.
+    pub async fn mark_archive_started(
+        &self,
+        storage: &DurableStorage,
+        namespace: &str,
+    ) -> Result<(), TargetError> {
+        if self.archiving().contains(namespace) {
+            return Ok(());
+        }
+        storage
+            .mark_archive_started(namespace, wal_core::entry::now_micros())
+            .await
+            .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))?;
+        self.archiving().insert(namespace.to_owned());
+        Ok(())
+    }
+
+    fn archiving(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.archiving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

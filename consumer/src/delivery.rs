@@ -157,10 +157,19 @@ impl Deliverer {
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let applied = self
-            .apply_to(&context.namespace, entry, spec, traceparent)
-            .instrument(span.clone())
-            .await;
+        let applied = self.apply_to(&context.namespace, entry, spec, traceparent);
+        let applied = match archive_of(&context.namespace) {
+            None => applied.instrument(span.clone()).await,
+            // The archive is written beside the apply, and the attempt succeeds only when both
+            // did: an entry is acknowledged only once it is in the archive. Boxed: few
+            // namespaces archive, and every delivery's future would carry its size.
+            Some((keyspace, retention)) => {
+                let archived =
+                    Box::pin(self.archive(&context.namespace, keyspace, entry, retention));
+                let (applied, archived) = tokio::join!(applied.instrument(span.clone()), archived);
+                applied.and(archived)
+            }
+        };
         metrics.apply_seconds.record(started.elapsed());
         if applied.is_ok() {
             let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
@@ -364,6 +373,47 @@ impl Deliverer {
         }
     }
 
+    /// Keeps the entry in the namespace's archive (with its payload, not a claim check, which
+    /// expires sooner), within the apply timeout. A failure is retryable: the entry is tried
+    /// again, the apply included, which idempotent targets take without harm.
+    async fn archive(
+        &self,
+        namespace: &Namespace,
+        keyspace: &str,
+        entry: &Entry,
+        retention: Duration,
+    ) -> Applied {
+        let write = async {
+            let storage = self.clients.durable(keyspace).await?;
+            self.clients
+                .mark_archive_started(&storage, &namespace.name)
+                .await?;
+            let resolved;
+            let entry = match &entry.body {
+                Some(Body::ClaimCheck(check)) => {
+                    let payload = self.claim_check(namespace, entry, check).await?;
+                    resolved = Entry {
+                        body: Some(Body::Payload(payload)),
+                        ..entry.clone()
+                    };
+                    &resolved
+                }
+                _ => entry,
+            };
+            storage
+                .archive(entry, retention)
+                .await
+                .map_err(|e| TargetError::retryable(format!("archiving the entry: {e}")))
+        };
+        match tokio::time::timeout(self.settings.apply_timeout, write).await {
+            Ok(archived) => archived,
+            Err(_) => Err(TargetError::retryable(format!(
+                "archiving the entry took longer than {:?}",
+                self.settings.apply_timeout
+            ))),
+        }
+    }
+
     /// Acknowledges, releases for a retry, or dead-letters, per the outcome and the namespace's
     /// retry policy. A retry or DLQ copy is written first and the original acknowledged after,
     /// each step retried on its own, so a failed acknowledgement never writes a second copy.
@@ -550,6 +600,13 @@ where
         }
         wait = (wait * 2).min(SETTLE_RETRY_MAX);
     }
+}
+
+/// The keyspace and retention of the namespace's archive, if it keeps one.
+fn archive_of(namespace: &Namespace) -> Option<(&str, Duration)> {
+    let durable = namespace.durable_storage.as_ref()?;
+    let archive = durable.archive.as_ref()?;
+    Some((durable.keyspace.as_str(), archive.retention))
 }
 
 pub(crate) fn micros_until(at_micros: i64) -> Duration {

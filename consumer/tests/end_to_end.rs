@@ -229,6 +229,7 @@ async fn a_claim_checked_payload_is_resolved_before_delivery() {
     namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
         keyspace: keyspace.into(),
         shard: None,
+        archive: None,
     });
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;

@@ -57,12 +57,35 @@ async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     .await;
 }
 
+/// `config` with an archive kept in the test keyspace.
+fn with_archive(config: &str) -> String {
+    let mut config: Value = serde_json::from_str(config).unwrap();
+    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] = serde_json::json!({
+        "namespace": KEYSPACE, "type": "cql", "archive": {"retention_days": 7}
+    });
+    config.to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
+    corruption_drill(Backend::Kafka).await;
+}
+
+/// SQS deletes what was consumed: the namespace keeps an archive, and the replay reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_corruption_drill_on_sqs_replays_from_the_archive() {
+    corruption_drill(Backend::Sqs).await;
+}
+
+async fn corruption_drill(backend: Backend) {
     let (mut registry, url) = control_plane_at().await;
     let cql = Cql::connect().await;
     let table = cql.table().await;
-    let config = namespace_json(Backend::Kafka, 2, &cql_target(&table), "");
+    let config = namespace_json(backend, 2, &cql_target(&table), "");
+    let config = match backend {
+        Backend::Kafka => config,
+        Backend::Sqs => with_archive(&config),
+    };
     let namespace = apply_config(&mut registry, &config).await;
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
@@ -283,6 +306,38 @@ async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
     let fixed = json_of(&walctl(&url, &again).await);
     assert_eq!(fixed["applied"], RANGE, "{fixed:#}");
     assert_eq!(cql.rows(&scratch_table).await, scratch);
+
+    // What the source cannot hold is refused, not skipped.
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    let (wrong_source, expected) = match backend {
+        Backend::Kafka => ("archive", "keeps no archive"),
+        Backend::Sqs => ("kafka", "SQS deletes what was consumed"),
+    };
+    let wrong = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            &backup_at,
+            "--source",
+            wrong_source,
+        ],
+    )
+    .await;
+    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains(expected), "{}", stderr(&wrong));
+    if backend == Backend::Sqs {
+        // Before the archive was turned on (its first entry, in this test): named, refused.
+        let before = walctl(&url, &["replay", "--namespace", &name, "--from", "1h"]).await;
+        assert_eq!(before.status.code(), Some(2), "{}", stderr(&before));
+        assert!(
+            stderr(&before).contains("when it was turned on"),
+            "{}",
+            stderr(&before)
+        );
+    }
 
     consumer.shutdown().await;
     producer.shutdown().await;

@@ -127,6 +127,19 @@ pub struct DurableStorageFile {
     /// The storage kind: "kv" or "cql" (both are CQL tables here).
     #[serde(rename = "type")]
     pub kind: String,
+    /// Keep every entry in a time-bucketed table of this keyspace, so the namespace can be
+    /// replayed after corruption beyond what its queues still hold: SQS deletes what was
+    /// consumed, and Kafka keeps only its retention. Off when unset.
+    #[serde(default)]
+    pub archive: Option<ArchiveFile>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveFile {
+    /// How long each entry is kept, in days from its write (1 to 3650).
+    #[serde(alias = "retentionDays")]
+    pub retention_days: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]

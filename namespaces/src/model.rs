@@ -96,6 +96,14 @@ pub struct DurableStorageConfig {
     pub keyspace: String,
     /// The CQL cluster's name, mapped to contact points by the deployment.
     pub shard: Option<String>,
+    /// Every entry also kept in the keyspace's archive table, for replay.
+    pub archive: Option<ArchiveConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveConfig {
+    /// How long each entry is kept from its original write time.
+    pub retention: Duration,
 }
 
 impl RetryPolicy {

@@ -13,8 +13,8 @@ use crate::file::{
     RetryPolicyFile, StorageKind, TargetFile,
 };
 use crate::model::{
-    Backend, ConsumerSettings, DelayLimits, DurableStorageConfig, Namespace, QueueConfig,
-    RateLimit, RetryPolicy, TARGET_KINDS, TargetConfig,
+    ArchiveConfig, Backend, ConsumerSettings, DelayLimits, DurableStorageConfig, Namespace,
+    QueueConfig, RateLimit, RetryPolicy, TARGET_KINDS, TargetConfig,
 };
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
@@ -181,7 +181,7 @@ impl Shared {
                     "durable storage is given in two storages; keep one",
                 );
             }
-            self.durable_storage = durable_storage(problems, &durable_path, durable);
+            self.durable_storage = durable_storage(problems, &durable_path, durable, spelling);
         }
     }
 }
@@ -442,6 +442,7 @@ fn durable_storage(
     problems: &mut Problems<'_>,
     path: &str,
     durable: &DurableStorageFile,
+    spelling: Spelling,
 ) -> Option<DurableStorageConfig> {
     let mut ok = true;
     if !matches!(durable.kind.as_str(), "kv" | "cql") {
@@ -463,9 +464,25 @@ fn durable_storage(
         );
         ok = false;
     }
+    let archive = durable.archive.as_ref().map(|archive| {
+        let days = in_range(
+            problems,
+            format!(
+                "{path}.archive.{}",
+                spelling.key("retention_days", "retentionDays")
+            ),
+            archive.retention_days,
+            1,
+            3650,
+        );
+        ArchiveConfig {
+            retention: Duration::from_millis(days.saturating_mul(DAY_MS)),
+        }
+    });
     ok.then(|| DurableStorageConfig {
         keyspace: keyspace.clone(),
         shard: durable.shard.clone(),
+        archive,
     })
 }
 

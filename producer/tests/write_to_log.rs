@@ -306,6 +306,7 @@ async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit(
     with_storage.durable_storage = Some(wal_namespaces::DurableStorageConfig {
         keyspace: "wal_test".into(),
         shard: None,
+        archive: None,
     });
     let without = namespace(Backend::Sqs, 1, "");
     let mut producer = TestProducer::start(vec![with_storage.clone(), without.clone()]).await;

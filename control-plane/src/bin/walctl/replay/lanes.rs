@@ -1,10 +1,11 @@
 //! Applying a replay's entries: in lanes by key, so the entries of one key are applied one after
 //! another in the order their partition holds them (the order they were written), while other
 //! keys go in parallel; at a bounded rate; a retryable failure tried again a few times. Tracks,
-//! per partition, the offset below which everything was applied, for the checkpoint: an entry
-//! that failed stays unfinished, so running the replay again starts at it.
+//! per partition (or archive shard), the offset (or write time) below which everything was
+//! applied, for the checkpoint: an entry that failed stays unfinished, so running the replay
+//! again starts at it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -58,8 +59,9 @@ pub struct Outcome {
 
 #[derive(Debug, Default)]
 struct Partition {
-    /// Offsets handed to a lane and not finished.
-    pending: BTreeSet<i64>,
+    /// Offsets handed to a lane and not finished, with how many records hold each: an archive
+    /// shard's positions are write times, which two entries may share.
+    pending: BTreeMap<i64, u32>,
     /// The offset after the last record read.
     read_to: i64,
 }
@@ -94,8 +96,13 @@ impl Lanes {
                     // A failed entry stays pending: the checkpoint does not pass it.
                     if applied {
                         let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
-                        if let Some(partition) = progress.get_mut(&(job.topic, job.partition)) {
-                            partition.pending.remove(&job.offset);
+                        if let Some(partition) = progress.get_mut(&(job.topic, job.partition))
+                            && let Some(count) = partition.pending.get_mut(&job.offset)
+                        {
+                            *count -= 1;
+                            if *count == 0 {
+                                partition.pending.remove(&job.offset);
+                            }
                         }
                     }
                 }
@@ -133,7 +140,7 @@ impl Lanes {
         let entry = progress.entry((Arc::clone(topic), partition)).or_default();
         entry.read_to = entry.read_to.max(offset + 1);
         if pending {
-            entry.pending.insert(offset);
+            *entry.pending.entry(offset).or_default() += 1;
         }
     }
 
@@ -194,7 +201,10 @@ impl Watcher {
         progress
             .iter()
             .map(|((topic, partition), state)| {
-                let done = state.pending.first().copied().unwrap_or(state.read_to);
+                let done = state
+                    .pending
+                    .first_key_value()
+                    .map_or(state.read_to, |(offset, _)| *offset);
                 (topic.to_string(), *partition, done)
             })
             .collect()
@@ -237,10 +247,8 @@ impl Applier {
     }
 }
 
-/// The lane of a key: FNV-1a, so one key always goes to one lane.
+/// The lane of a key, so one key always goes to one lane.
 fn lane_of(key: &str, lanes: usize) -> usize {
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
+    let hash = wal_core::entry::key_hash(key.as_bytes());
     usize::try_from(hash % lanes.max(1) as u64).unwrap_or(0)
 }

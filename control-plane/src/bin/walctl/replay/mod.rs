@@ -5,11 +5,14 @@
 //! data is harmless.
 //!
 //! Kafka namespaces replay from their topics: the broker's offsets-for-times find where the
-//! range starts on every partition. A range that retention already trimmed is refused, naming
-//! what is gone. SQS namespaces need the namespace archive, which is not built yet.
+//! range starts on every partition. Namespaces that keep an archive (durable_storage.archive)
+//! can replay from it instead, and SQS namespaces, whose queues delete what was consumed, only
+//! from it ([`source`]). A range the source no longer holds in full is refused, naming what is
+//! gone.
 
 mod lanes;
 mod select;
+mod source;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
@@ -22,12 +25,14 @@ use serde_json::json;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::delivery::{Deliverer, DeliverySettings};
 use wal_consumer::target::TargetRegistry;
-use wal_core::entry::Target as TargetSpec;
-use wal_core::queue::kafka::scan;
-use wal_namespaces::{Backend, Namespace};
+use wal_core::durable::{ARCHIVE_SHARDS, DurableStorage};
+use wal_core::entry::{CodecError, Entry, Target as TargetSpec};
+use wal_core::queue::kafka::{KafkaSettings, scan};
+use wal_namespaces::Namespace;
 
 use self::lanes::{Applier, Job, Lanes, Outcome};
 use self::select::{Left, Selection, excluded_ids};
+use self::source::{ARCHIVE, Source, Wanted, broker};
 use crate::Failure;
 use crate::brokers::BrokerArgs;
 use crate::checkpoint::Checkpoint;
@@ -68,6 +73,10 @@ pub struct Replay {
     /// Leave out the entries whose ids this file lists, one a line (# comments allowed).
     #[arg(long = "exclude-file")]
     exclude_files: Vec<PathBuf>,
+    /// Where to read the namespace's history: its Kafka topics, or its archive (needed for
+    /// SQS queues). auto: Kafka while it still holds the range, else the archive.
+    #[arg(long, value_enum, default_value_t = Wanted::Auto)]
+    source: Wanted,
     /// Only entries of this key.
     #[arg(long)]
     key: Option<String>,
@@ -107,9 +116,10 @@ impl Replay {
     /// The flags that define the run, as typed: the same command resumes the same replay.
     fn typed(&self) -> String {
         format!(
-            "from={:?} to={:?} target={:?}/{:?} exclude={:?}/{:?} key={:?} region={:?}",
+            "from={:?} to={:?} source={:?} target={:?}/{:?} exclude={:?}/{:?} key={:?} region={:?}",
             self.from,
             self.to,
+            self.source,
             self.target_kind,
             self.target_settings,
             self.exclude_ids,
@@ -130,7 +140,6 @@ struct Report {
 
 pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<(), Failure> {
     let namespace = crate::namespace::current(control_plane, &replay.namespace).await?;
-    let topics = kafka_topics(&namespace)?;
     let typed = replay.typed();
     let path = replay
         .checkpoint
@@ -173,14 +182,14 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         )));
     }
     let kafka = replay.brokers.kafka();
-    let scan_from =
-        from_micros.saturating_sub(i64::try_from(FUTURE_WRITE_TIME.as_micros()).unwrap_or(0));
-    match &saved {
-        // Against --from: the 5 minutes before it matter only for a caller's future write
-        // times, too rare to refuse a range for.
-        None => check_retention(&kafka, &topics, from_micros).await?,
-        Some(saved) => check_resumable(&kafka, &topics, saved).await?,
-    }
+    let source = source::choose(
+        replay.source,
+        &namespace,
+        (&kafka, &replay.cql_nodes),
+        saved.as_ref(),
+        from_micros,
+    )
+    .await?;
     let target = match (&replay.target_kind, &replay.target_settings) {
         (Some(kind), Some(settings)) => {
             serde_json::from_str::<serde_json::Value>(settings)
@@ -223,23 +232,24 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     };
     let bar = progress(
         format,
-        "{spinner} {msg} [{bar:30}] {pos}/{len} read ({per_sec}, {eta} left)",
+        match source {
+            Source::Kafka { .. } => {
+                "{spinner} {msg} [{bar:30}] {pos}/{len} read ({per_sec}, {eta} left)"
+            }
+            Source::Archive { .. } => "{spinner} {msg}: {pos} read ({per_sec})",
+        },
     );
     let started = Instant::now();
     let mut report = Report::default();
     let done_before = checkpoint.done;
-    // Where every partition's range starts, saved before anything is applied, so a resumed
-    // run never falls back to a partition's first record.
-    for topic in &topics {
-        if !checkpoint.starts.contains_key(topic) {
-            let from = match checkpoint.positions.get(topic) {
-                Some(positions) => positions.clone(),
-                None => scan::offsets_at(&kafka, topic, scan_from)
-                    .await
-                    .map_err(|e| broker(topic, &e))?,
-            };
-            checkpoint.starts.insert(topic.clone(), from.clone());
-            checkpoint.positions.entry(topic.clone()).or_insert(from);
+    match &source {
+        Source::Kafka { topics } => {
+            kafka_starts(&kafka, topics, from_micros, &mut checkpoint).await?
+        }
+        // The archive is read by write time: a shard's position is the write time below which
+        // it is done, and the range's start is --from.
+        Source::Archive { .. } => {
+            checkpoint.starts.entry(ARCHIVE.to_owned()).or_default();
         }
     }
     if !replay.dry_run {
@@ -254,86 +264,29 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
             done_before,
         ))
     });
-    let mut range_ends = BTreeMap::new();
-    for topic in &topics {
-        // Read from the range's start; what an earlier run finished (below the positions) is
-        // only noted, so copies of the entries it applied are not applied again. Read to the
-        // end: entries written before --to may have been appended long after (a caller's own
-        // write time, a retry), and the write-time filter chooses.
-        let (from, done_below) = {
-            let saved = lock(&checkpoint);
-            (
-                saved.starts.get(topic).cloned().unwrap_or_default(),
-                saved.positions.get(topic).cloned().unwrap_or_default(),
+    let mut reader = Reader {
+        selection: &mut selection,
+        lanes: lanes.as_ref(),
+        report: &mut report,
+        bar: &bar,
+    };
+    let range_ends = match &source {
+        Source::Kafka { topics } => read_topics(&kafka, topics, &checkpoint, &mut reader).await?,
+        Source::Archive { storage } => {
+            let from = lock(&checkpoint)
+                .positions
+                .get(ARCHIVE)
+                .cloned()
+                .unwrap_or_default();
+            read_archive(
+                storage,
+                &namespace.name,
+                (from_micros, from, to_micros),
+                &mut reader,
             )
-        };
-        let mut records = scan::scan(&kafka, topic, from, BTreeMap::new(), scan::Gaps::Fail)
-            .await
-            .map_err(|e| broker(topic, &e))?;
-        let length: i64 = records
-            .ends
-            .iter()
-            .map(|(p, end)| end - records.starts.get(p).copied().unwrap_or(*end).min(*end))
-            .sum();
-        bar.inc_length(u64::try_from(length).unwrap_or(0));
-        bar.set_message(topic.clone());
-        let topic_name: Arc<str> = Arc::from(topic.as_str());
-        let mut read_to = records.starts.clone();
-        while let Some(record) = records.records.recv().await {
-            let record = record.map_err(|e| broker(topic, &e))?;
-            read_to.insert(record.partition, record.offset + 1);
-            if record.offset < done_below.get(&record.partition).copied().unwrap_or(0) {
-                if let Ok(entry) = &record.entry {
-                    selection.remember(entry);
-                }
-                bar.inc(1);
-                continue;
-            }
-            report.read += 1;
-            bar.inc(1);
-            let entry = match record.entry {
-                Ok(entry) if selection.take(&entry) => entry,
-                Ok(_) => {
-                    if let Some(lanes) = &lanes {
-                        lanes.passed(&topic_name, record.partition, record.offset);
-                    }
-                    continue;
-                }
-                Err(_) => {
-                    selection.count(Left::Undecodable);
-                    if let Some(lanes) = &lanes {
-                        lanes.passed(&topic_name, record.partition, record.offset);
-                    }
-                    continue;
-                }
-            };
-            let Some(lanes) = &lanes else {
-                report.would_apply += 1;
-                if report.sample.len() < SAMPLE {
-                    report.sample.push(sample(&entry));
-                }
-                continue;
-            };
-            lanes
-                .submit(Job {
-                    entry,
-                    topic: Arc::clone(&topic_name),
-                    partition: record.partition,
-                    offset: record.offset,
-                })
-                .await;
+            .await?
         }
-        // The scan ends only at the ends or after sending an error: checked, not assumed.
-        for (partition, end) in &records.ends {
-            if read_to.get(partition).copied().unwrap_or(0) < *end {
-                return Err(broker(
-                    topic,
-                    &format!("the read stopped before the end of partition {partition}"),
-                ));
-            }
-        }
-        range_ends.insert(topic.clone(), records.ends.clone());
-    }
+    };
     let outcome = match lanes {
         Some(lanes) => {
             let watcher = lanes.watcher();
@@ -383,6 +336,170 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     }
 }
 
+/// Where every partition's range starts, saved before anything is applied, so a resumed run
+/// never falls back to a partition's first record.
+async fn kafka_starts(
+    kafka: &KafkaSettings,
+    topics: &[String],
+    from_micros: i64,
+    checkpoint: &mut Checkpoint,
+) -> Result<(), Failure> {
+    let scan_from =
+        from_micros.saturating_sub(i64::try_from(FUTURE_WRITE_TIME.as_micros()).unwrap_or(0));
+    for topic in topics {
+        if !checkpoint.starts.contains_key(topic) {
+            let from = match checkpoint.positions.get(topic) {
+                Some(positions) => positions.clone(),
+                None => scan::offsets_at(kafka, topic, scan_from)
+                    .await
+                    .map_err(|e| broker(topic, &e))?,
+            };
+            checkpoint.starts.insert(topic.clone(), from.clone());
+            checkpoint.positions.entry(topic.clone()).or_insert(from);
+        }
+    }
+    Ok(())
+}
+
+/// Where the records read go: to the selection, then to the lanes (or, on a dry run, to the
+/// count and the sample).
+struct Reader<'a> {
+    selection: &'a mut Selection,
+    lanes: Option<&'a Lanes>,
+    report: &'a mut Report,
+    bar: &'a indicatif::ProgressBar,
+}
+
+impl Reader<'_> {
+    async fn read(
+        &mut self,
+        stream: &Arc<str>,
+        (partition, offset): (i32, i64),
+        entry: Result<Entry, CodecError>,
+    ) {
+        self.report.read += 1;
+        self.bar.inc(1);
+        let entry = match entry {
+            Ok(entry) if self.selection.take(&entry) => entry,
+            left_out => {
+                if left_out.is_err() {
+                    self.selection.count(Left::Undecodable);
+                }
+                if let Some(lanes) = self.lanes {
+                    lanes.passed(stream, partition, offset);
+                }
+                return;
+            }
+        };
+        let Some(lanes) = self.lanes else {
+            self.report.would_apply += 1;
+            if self.report.sample.len() < SAMPLE {
+                self.report.sample.push(sample(&entry));
+            }
+            return;
+        };
+        lanes
+            .submit(Job {
+                entry,
+                topic: Arc::clone(stream),
+                partition,
+                offset,
+            })
+            .await;
+    }
+}
+
+/// Reads every topic from its range's start to its end. Returns each partition's end.
+async fn read_topics(
+    kafka: &KafkaSettings,
+    topics: &[String],
+    checkpoint: &Mutex<Checkpoint>,
+    reader: &mut Reader<'_>,
+) -> Result<Ends, Failure> {
+    let mut range_ends = BTreeMap::new();
+    for topic in topics {
+        // Read from the range's start; what an earlier run finished (below the positions) is
+        // only noted, so copies of the entries it applied are not applied again. Read to the
+        // end: entries written before --to may have been appended long after (a caller's own
+        // write time, a retry), and the write-time filter chooses.
+        let (from, done_below) = {
+            let saved = lock(checkpoint);
+            (
+                saved.starts.get(topic).cloned().unwrap_or_default(),
+                saved.positions.get(topic).cloned().unwrap_or_default(),
+            )
+        };
+        let mut records = scan::scan(kafka, topic, from, BTreeMap::new(), scan::Gaps::Fail)
+            .await
+            .map_err(|e| broker(topic, &e))?;
+        let length: i64 = records
+            .ends
+            .iter()
+            .map(|(p, end)| end - records.starts.get(p).copied().unwrap_or(*end).min(*end))
+            .sum();
+        reader.bar.inc_length(u64::try_from(length).unwrap_or(0));
+        reader.bar.set_message(topic.clone());
+        let topic_name: Arc<str> = Arc::from(topic.as_str());
+        let mut read_to = records.starts.clone();
+        while let Some(record) = records.records.recv().await {
+            let record = record.map_err(|e| broker(topic, &e))?;
+            read_to.insert(record.partition, record.offset + 1);
+            if record.offset < done_below.get(&record.partition).copied().unwrap_or(0) {
+                if let Ok(entry) = &record.entry {
+                    reader.selection.remember(entry);
+                }
+                reader.bar.inc(1);
+                continue;
+            }
+            reader
+                .read(&topic_name, (record.partition, record.offset), record.entry)
+                .await;
+        }
+        // The scan ends only at the ends or after sending an error: checked, not assumed.
+        for (partition, end) in &records.ends {
+            if read_to.get(partition).copied().unwrap_or(0) < *end {
+                return Err(broker(
+                    topic,
+                    &format!("the read stopped before the end of partition {partition}"),
+                ));
+            }
+        }
+        range_ends.insert(topic.clone(), records.ends.clone());
+    }
+    Ok(range_ends)
+}
+
+/// Reads the archive's entries written in the range, each shard from where an earlier run left
+/// it. An entry has one row (its copies share its write time and id), so nothing below a
+/// position needs reading again. Returns every shard's end: --to.
+async fn read_archive(
+    storage: &Arc<DurableStorage>,
+    namespace: &str,
+    (from_micros, from, to_micros): (i64, BTreeMap<i32, i64>, i64),
+    reader: &mut Reader<'_>,
+) -> Result<Ends, Failure> {
+    reader.bar.set_message("archive");
+    let stream: Arc<str> = Arc::from(ARCHIVE);
+    let mut rows = storage.read_archive(namespace, from_micros, from, to_micros);
+    while let Some(row) = rows.recv().await {
+        let row = row.map_err(|e| {
+            Failure::broker(format!(
+                "reading the archive: {e}; run the replay again to continue"
+            ))
+        })?;
+        reader
+            .read(&stream, (row.shard, row.written_at), row.entry)
+            .await;
+    }
+    let ends = (0..ARCHIVE_SHARDS)
+        .map(|shard| (shard, to_micros))
+        .collect();
+    Ok(BTreeMap::from([(ARCHIVE.to_owned(), ends)]))
+}
+
+/// Stream (topic or archive) -> partition (or shard) -> the position after the range.
+type Ends = BTreeMap<String, BTreeMap<i32, i64>>;
+
 /// Saves the lanes' progress every [`SAVE_EVERY`] until aborted. A save that fails is said once
 /// and tried again; the run goes on (a later resume only repeats more).
 async fn save_while_applying(
@@ -418,90 +535,6 @@ fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint>
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The namespace's Kafka topics; an SQS namespace cannot be replayed yet.
-fn kafka_topics(namespace: &Namespace) -> Result<Vec<String>, Failure> {
-    if let Some(queue) = namespace.queues.iter().find(|q| q.backend == Backend::Sqs) {
-        return Err(Failure::usage(format!(
-            "namespace '{}' has SQS queue '{}': SQS deletes what was consumed, so it can only be replayed from the namespace archive, which is not built yet",
-            namespace.name, queue.name
-        )));
-    }
-    Ok(namespace.queues.iter().map(|q| q.name.clone()).collect())
-}
-
-/// Refuses a range that starts before what the topics still hold, naming what is gone. A
-/// partition with nothing left is warned about instead (its removed records cannot be dated).
-async fn check_retention(
-    kafka: &wal_core::queue::kafka::KafkaSettings,
-    topics: &[String],
-    from_micros: i64,
-) -> Result<(), Failure> {
-    let mut gone = Vec::new();
-    for topic in topics {
-        for trimmed in scan::trimmed(kafka, topic)
-            .await
-            .map_err(|e| broker(topic, &e))?
-        {
-            match trimmed.first_micros {
-                Some(first) if first > from_micros => gone.push(format!(
-                    "topic '{topic}' partition {} holds records from {} on (offset {}); older ones were removed",
-                    trimmed.partition,
-                    when(first),
-                    trimmed.first_offset
-                )),
-                Some(_) => {}
-                // Nothing left to date the removed records by: usually a quiet partition whose
-                // records all expired long before the range. Said, not refused.
-                None => eprintln!(
-                    "walctl: topic '{topic}' partition {} holds none of its {} records any more; any written after --from cannot be replayed from Kafka",
-                    trimmed.partition, trimmed.first_offset
-                ),
-            }
-        }
-    }
-    if gone.is_empty() {
-        return Ok(());
-    }
-    Err(Failure::usage(format!(
-        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nRestore a backup taken after the latest of those times, and replay from that backup's time",
-        when(from_micros),
-        gone.join("\n  ")
-    )))
-}
-
-/// On a resume: refuses when retention has removed records the replay has not finished.
-async fn check_resumable(
-    kafka: &wal_core::queue::kafka::KafkaSettings,
-    topics: &[String],
-    saved: &Checkpoint,
-) -> Result<(), Failure> {
-    let mut gone = Vec::new();
-    for topic in topics {
-        let Some(positions) = saved.positions.get(topic) else {
-            continue;
-        };
-        for trimmed in scan::trimmed(kafka, topic)
-            .await
-            .map_err(|e| broker(topic, &e))?
-        {
-            let needed = positions.get(&trimmed.partition).copied().unwrap_or(0);
-            if trimmed.first_offset > needed {
-                gone.push(format!(
-                    "topic '{topic}' partition {}: the replay still needs offsets from {needed}, the topic holds them from {}",
-                    trimmed.partition, trimmed.first_offset
-                ));
-            }
-        }
-    }
-    if gone.is_empty() {
-        return Ok(());
-    }
-    Err(Failure::usage(format!(
-        "retention removed records this replay has not applied yet:\n  {}\nRestore a backup taken after them, and replay from its time with --from-start",
-        gone.join("\n  ")
-    )))
-}
-
 fn applier(
     replay: &Replay,
     namespace: &Namespace,
@@ -535,12 +568,6 @@ fn applier(
         }),
         limiter: RateLimiter::direct(Quota::per_second(per_second)),
     })
-}
-
-fn broker(topic: &str, error: &impl std::fmt::Display) -> Failure {
-    Failure::broker(format!(
-        "reading topic '{topic}': {error}; run the replay again to continue"
-    ))
 }
 
 fn sample(entry: &wal_core::entry::Entry) -> serde_json::Value {

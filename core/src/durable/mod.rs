@@ -1,13 +1,17 @@
 //! Durable storage: CQL tables (ScyllaDB in production, Cassandra locally) for what does not fit
 //! on a queue. Today: claim-checked payloads, bodies too large for the backend, stored here while
-//! the queue carries a [`ClaimCheck`] that the consumer resolves before delivery.
+//! the queue carries a [`ClaimCheck`] that the consumer resolves before delivery; and the
+//! namespace archive ([`archive`]), every entry kept for replay.
 //!
 //! The keyspace is created with SimpleStrategy only when it does not exist yet; in production,
 //! create it beforehand with NetworkTopologyStrategy and the replication you need, and the
 //! platform leaves it alone.
 
+mod archive;
+
 use std::time::Duration;
 
+pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::prepared::PreparedStatement;
@@ -83,6 +87,7 @@ pub struct DurableStorage {
     keyspace: String,
     put_claim_check: PreparedStatement,
     get_claim_check: PreparedStatement,
+    archive: archive::ArchiveStatements,
 }
 
 impl DurableStorage {
@@ -98,7 +103,10 @@ impl DurableStorage {
                 nodes: settings.nodes.clone(),
                 reason: e.to_string(),
             })?;
-        for statement in schema(keyspace, settings.replication_factor) {
+        let tables = schema(keyspace, settings.replication_factor)
+            .into_iter()
+            .chain(archive::schema(keyspace));
+        for statement in tables {
             session
                 .query_unpaged(statement, &[])
                 .await
@@ -117,11 +125,13 @@ impl DurableStorage {
             ))
             .await
             .map_err(|e| cql("prepare")(&e))?;
+        let archive = archive::ArchiveStatements::prepare(&session, keyspace).await?;
         Ok(Self {
             session,
             keyspace: keyspace.to_owned(),
             put_claim_check,
             get_claim_check,
+            archive,
         })
     }
 

@@ -1,0 +1,264 @@
+//! Where a replay reads the namespace's history: its Kafka topics, or its archive (a CQL table
+//! every consumed entry is kept in). Each is checked to hold the whole range before anything is
+//! applied; a range partly gone is refused, naming what is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wal_core::durable::{ARCHIVE_SHARDS, DurableSettings, DurableStorage};
+use wal_core::entry::now_micros;
+use wal_core::queue::kafka::{KafkaSettings, scan};
+use wal_namespaces::{Backend, Namespace};
+
+use crate::Failure;
+use crate::checkpoint::Checkpoint;
+use crate::output::when;
+
+/// The checkpoint's name for the archive in place of a topic (no topic can be named so).
+pub const ARCHIVE: &str = "(archive)";
+
+/// What `--source` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wanted {
+    /// Kafka when its topics still hold the range, else the archive.
+    Auto,
+    Kafka,
+    Archive,
+}
+
+/// The chosen source, checked to hold the range.
+#[derive(Debug)]
+pub enum Source {
+    Kafka { topics: Vec<String> },
+    Archive { storage: Arc<DurableStorage> },
+}
+
+/// Chooses the source and checks it holds what the run needs: the range from `from_micros` on a
+/// first run; on a resume, what the saved positions have not passed yet (and the source the
+/// first run chose).
+pub async fn choose(
+    wanted: Wanted,
+    namespace: &Namespace,
+    (kafka, cql_nodes): (&KafkaSettings, &[String]),
+    saved: Option<&Checkpoint>,
+    from_micros: i64,
+) -> Result<Source, Failure> {
+    let wanted = match saved {
+        Some(saved) if saved.starts.contains_key(ARCHIVE) => Wanted::Archive,
+        Some(_) => Wanted::Kafka,
+        None => wanted,
+    };
+    let sqs = namespace.queues.iter().find(|q| q.backend == Backend::Sqs);
+    match (wanted, sqs) {
+        (Wanted::Kafka, Some(queue)) => Err(Failure::usage(format!(
+            "namespace '{}' has SQS queue '{}', and SQS deletes what was consumed: replay it from its archive (--source archive)",
+            namespace.name, queue.name
+        ))),
+        (Wanted::Archive, _) | (Wanted::Auto, Some(_)) => {
+            let storage = archive(namespace, cql_nodes).await?;
+            check_archive(&storage, namespace, saved, from_micros).await?;
+            Ok(Source::Archive { storage })
+        }
+        (Wanted::Kafka | Wanted::Auto, None) => {
+            let topics: Vec<String> = namespace.queues.iter().map(|q| q.name.clone()).collect();
+            let kept = match saved {
+                Some(saved) => check_resumable(kafka, &topics, saved).await,
+                None => check_retention(kafka, &topics, from_micros).await,
+            };
+            match kept {
+                Ok(()) => Ok(Source::Kafka { topics }),
+                Err(gone) if wanted == Wanted::Auto && has_archive(namespace) => {
+                    let storage = archive(namespace, cql_nodes).await?;
+                    check_archive(&storage, namespace, saved, from_micros)
+                        .await
+                        .map_err(|also| {
+                            Failure::usage(format!(
+                                "{}\nNor can the archive: {}",
+                                gone.message, also.message
+                            ))
+                        })?;
+                    eprintln!(
+                        "walctl: Kafka no longer holds the whole range; replaying from the archive"
+                    );
+                    Ok(Source::Archive { storage })
+                }
+                Err(gone) => Err(gone),
+            }
+        }
+    }
+}
+
+fn has_archive(namespace: &Namespace) -> bool {
+    namespace
+        .durable_storage
+        .as_ref()
+        .is_some_and(|d| d.archive.is_some())
+}
+
+/// Connects to the namespace's archive, or says how to turn it on.
+async fn archive(
+    namespace: &Namespace,
+    cql_nodes: &[String],
+) -> Result<Arc<DurableStorage>, Failure> {
+    let durable = namespace
+        .durable_storage
+        .as_ref()
+        .filter(|d| d.archive.is_some())
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "namespace '{}' keeps no archive; turn it on with durable_storage.archive in its config (only entries consumed after that can be replayed from it)",
+                namespace.name
+            ))
+        })?;
+    if cql_nodes.is_empty() {
+        return Err(Failure::usage(
+            "the archive is in CQL; pass --cql-nodes (or set WAL_CQL_NODES)",
+        ));
+    }
+    let nodes: Vec<&str> = cql_nodes.iter().map(String::as_str).collect();
+    DurableStorage::connect(&DurableSettings::new(&nodes, &durable.keyspace))
+        .await
+        .map(Arc::new)
+        .map_err(|e| {
+            Failure::broker(format!(
+                "the archive in keyspace '{}': {e}",
+                durable.keyspace
+            ))
+        })
+}
+
+/// Refuses a range the archive does not hold in full: entries written before it was turned on
+/// were never archived (unless consumed after), and entries older than its retention expired.
+async fn check_archive(
+    storage: &DurableStorage,
+    namespace: &Namespace,
+    saved: Option<&Checkpoint>,
+    from_micros: i64,
+) -> Result<(), Failure> {
+    let retention = namespace
+        .durable_storage
+        .as_ref()
+        .and_then(|d| d.archive.as_ref())
+        .map_or(Duration::ZERO, |a| a.retention);
+    let since = storage
+        .archive_started(&namespace.name)
+        .await
+        .map_err(|e| Failure::broker(format!("reading the archive's start: {e}")))?
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "namespace '{}' has an archive, but no consumer has archived an entry yet",
+                namespace.name
+            ))
+        })?;
+    let expired_before =
+        now_micros().saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+    // On a resume only what is not applied yet must still be there.
+    let needed = match saved.and_then(|s| s.positions.get(ARCHIVE)) {
+        Some(positions) => (0..ARCHIVE_SHARDS)
+            .map(|shard| positions.get(&shard).copied().unwrap_or(from_micros))
+            .min()
+            .unwrap_or(from_micros)
+            .max(from_micros),
+        None => from_micros,
+    };
+    let days = retention.as_secs() / 86_400;
+    if needed < since {
+        return Err(Failure::usage(format!(
+            "the archive of namespace '{}' holds entries from {} on, when it was turned on; entries written from {} to {} are not in it. Restore a backup taken after {}, and replay from that backup's time",
+            namespace.name,
+            when(since),
+            when(needed),
+            when(since),
+            when(since)
+        )));
+    }
+    if needed < expired_before {
+        return Err(Failure::usage(format!(
+            "the archive of namespace '{}' keeps entries {days} days: those written from {} to {} have expired. Restore a backup taken after {}, and replay from that backup's time",
+            namespace.name,
+            when(needed),
+            when(expired_before),
+            when(expired_before)
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a range that starts before what the topics still hold, naming what is gone. A
+/// partition with nothing left is warned about instead (its removed records cannot be dated).
+async fn check_retention(
+    kafka: &KafkaSettings,
+    topics: &[String],
+    from_micros: i64,
+) -> Result<(), Failure> {
+    let mut gone = Vec::new();
+    for topic in topics {
+        for trimmed in scan::trimmed(kafka, topic)
+            .await
+            .map_err(|e| broker(topic, &e))?
+        {
+            match trimmed.first_micros {
+                Some(first) if first > from_micros => gone.push(format!(
+                    "topic '{topic}' partition {} holds records from {} on (offset {}); older ones were removed",
+                    trimmed.partition,
+                    when(first),
+                    trimmed.first_offset
+                )),
+                Some(_) => {}
+                // Nothing left to date the removed records by: usually a quiet partition whose
+                // records all expired long before the range. Said, not refused.
+                None => eprintln!(
+                    "walctl: topic '{topic}' partition {} holds none of its {} records any more; any written after --from cannot be replayed from Kafka",
+                    trimmed.partition, trimmed.first_offset
+                ),
+            }
+        }
+    }
+    if gone.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nRestore a backup taken after the latest of those times, and replay from that backup's time",
+        when(from_micros),
+        gone.join("\n  ")
+    )))
+}
+
+/// On a resume: refuses when retention has removed records the replay has not finished.
+async fn check_resumable(
+    kafka: &KafkaSettings,
+    topics: &[String],
+    saved: &Checkpoint,
+) -> Result<(), Failure> {
+    let mut gone = Vec::new();
+    for topic in topics {
+        let Some(positions) = saved.positions.get(topic) else {
+            continue;
+        };
+        for trimmed in scan::trimmed(kafka, topic)
+            .await
+            .map_err(|e| broker(topic, &e))?
+        {
+            let needed = positions.get(&trimmed.partition).copied().unwrap_or(0);
+            if trimmed.first_offset > needed {
+                gone.push(format!(
+                    "topic '{topic}' partition {}: the replay still needs offsets from {needed}, the topic holds them from {}",
+                    trimmed.partition, trimmed.first_offset
+                ));
+            }
+        }
+    }
+    if gone.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "retention removed records this replay has not applied yet:\n  {}\nRestore a backup taken after them, and replay from its time with --from-start",
+        gone.join("\n  ")
+    )))
+}
+
+pub fn broker(topic: &str, error: &impl std::fmt::Display) -> Failure {
+    Failure::broker(format!(
+        "reading topic '{topic}': {error}; run the replay again to continue"
+    ))
+}
