@@ -197,17 +197,18 @@ impl Clients {
 
     /// Records, once per namespace and process, since when the namespace's archive is kept
     /// (the earliest such time stays), before its first entry is archived: replay refuses ranges
-    /// that start earlier.
+    /// that start earlier. `since_micros` is when the crew that archives began reading.
     pub async fn mark_archive_started(
         &self,
         storage: &DurableStorage,
         namespace: &str,
+        since_micros: i64,
     ) -> Result<(), TargetError> {
         if self.archiving().contains(namespace) {
             return Ok(());
         }
         storage
-            .mark_archive_started(namespace, wal_core::entry::now_micros())
+            .mark_archive_started(namespace, since_micros)
             .await
             .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))?;
         self.archiving().insert(namespace.to_owned());

@@ -46,6 +46,7 @@ impl Crew {
             kind: t.kind.clone(),
             settings_json: t.settings_json.clone(),
         });
+        let started_micros = wal_core::entry::now_micros();
         let mut workers = Vec::new();
         for config in &namespace.queues {
             let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
@@ -66,6 +67,7 @@ impl Crew {
                 default_target: default_target.clone(),
                 in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
                 held: Arc::new(Semaphore::new(options.max_held as usize)),
+                started_micros,
             };
             let worker = |context, role| Worker {
                 context,

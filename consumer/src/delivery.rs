@@ -53,6 +53,9 @@ pub struct QueueContext {
     /// back, so a queue full of retries in backoff still applies the entries that are due; when
     /// these slots run out too, a waiting entry keeps its in-flight slot and the worker slows.
     pub held: Arc<Semaphore>,
+    /// When the crew reading this queue was built with this namespace config: every entry
+    /// written since is consumed by it or a later crew, so an archive holds them all.
+    pub started_micros: i64,
 }
 
 #[derive(Debug)]
@@ -164,8 +167,7 @@ impl Deliverer {
             // did: an entry is acknowledged only once it is in the archive. Boxed: few
             // namespaces archive, and every delivery's future would carry its size.
             Some((keyspace, retention)) => {
-                let archived =
-                    Box::pin(self.archive(&context.namespace, keyspace, entry, retention));
+                let archived = Box::pin(self.archive(context, keyspace, entry, retention));
                 let (applied, archived) = tokio::join!(applied.instrument(span.clone()), archived);
                 applied.and(archived)
             }
@@ -378,15 +380,16 @@ impl Deliverer {
     /// again, the apply included, which idempotent targets take without harm.
     async fn archive(
         &self,
-        namespace: &Namespace,
+        context: &QueueContext,
         keyspace: &str,
         entry: &Entry,
         retention: Duration,
     ) -> Applied {
+        let namespace = &*context.namespace;
         let write = async {
             let storage = self.clients.durable(keyspace).await?;
             self.clients
-                .mark_archive_started(&storage, &namespace.name)
+                .mark_archive_started(&storage, &namespace.name, context.started_micros)
                 .await?;
             let resolved;
             let entry = match &entry.body {

@@ -409,12 +409,30 @@ async fn bad_arguments_are_refused_with_what_to_do() {
     assert!(stderr(&on_sqs).contains("archive"), "{}", stderr(&on_sqs));
 }
 
-#[tokio::test]
-async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
+/// Retention stands in: the first record of every partition of `topic` goes.
+async fn trim_first_records(topic: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions};
     use rdkafka::client::DefaultClientContext;
     use rdkafka::{Offset, TopicPartitionList};
 
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", fleet::local_stack().kafka_bootstrap)
+        .create()
+        .unwrap();
+    let mut first_records = TopicPartitionList::new();
+    for partition in 0..4 {
+        first_records
+            .add_partition_offset(topic, partition, Offset::Offset(1))
+            .unwrap();
+    }
+    admin
+        .delete_records(&first_records, &AdminOptions::new())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
     let (mut registry, url) = control_plane_at().await;
     let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
     let namespace = apply_config(&mut registry, &config).await;
@@ -434,21 +452,7 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let after_writes = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
 
-    // Retention stands in: the first record of every partition goes.
-    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", fleet::local_stack().kafka_bootstrap)
-        .create()
-        .unwrap();
-    let mut first_records = TopicPartitionList::new();
-    for partition in 0..4 {
-        first_records
-            .add_partition_offset(&topic, partition, Offset::Offset(1))
-            .unwrap();
-    }
-    admin
-        .delete_records(&first_records, &AdminOptions::new())
-        .await
-        .unwrap();
+    trim_first_records(&topic).await;
 
     let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
     let refused = walctl(
@@ -544,5 +548,104 @@ async fn one_keys_entries_reach_an_http_target_in_the_order_they_were_written() 
             (0..10).collect::<Vec<u32>>(),
             "key {key}: {bodies:?}"
         );
+    }
+}
+
+/// A Kafka namespace that keeps an archive: once retention has trimmed its topic, the replay
+/// reads the range from the archive instead, each key's entries still in their written order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order() {
+    let (mut registry, url) = control_plane_at().await;
+    let delivered = fleet::Upstream::start(|_| 200).await;
+    let config = with_archive(&namespace_json(Backend::Kafka, 1, &delivered.target(), ""));
+    let namespace = apply_config(&mut registry, &config).await;
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    // The archive holds what was written after its consumer began reading.
+    let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    let keys = ["alpha", "beta", "gamma", "delta"];
+    for seq in 0..6 {
+        for key in keys {
+            let payload = format!("{key} {seq}").into_bytes();
+            mutate(&mut producer, &name, key, payload).await;
+        }
+    }
+    // Acknowledged only once archived: all delivered means all archived.
+    eventually(
+        Duration::from_secs(60),
+        "the consumer to deliver every entry",
+        || async { (delivered.count() >= 24).then_some(()) },
+    )
+    .await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    trim_first_records(&namespace.queues[0].name).await;
+
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    let kafka_only = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            &from,
+            "--source",
+            "kafka",
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert_eq!(kafka_only.status.code(), Some(2), "{}", stderr(&kafka_only));
+    assert!(
+        stderr(&kafka_only).contains("cannot be replayed in full from Kafka"),
+        "{}",
+        stderr(&kafka_only)
+    );
+
+    let replayed = fleet::Upstream::start(|_| 200).await;
+    let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
+    let output = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            &from,
+            "--concurrency",
+            "8",
+            "--target-kind",
+            "http",
+            "--target-settings",
+            &settings,
+            "--from-start",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        stderr(&output).contains("replaying from the archive"),
+        "{}",
+        stderr(&output)
+    );
+    let report = json_of(&output);
+    assert_eq!(report["applied"], 24, "{report:#}");
+    assert_eq!(report["keys"], 4, "{report:#}");
+    let bodies: Vec<String> = replayed
+        .received()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(bodies.len(), 24, "each entry once: {bodies:?}");
+    for key in keys {
+        let order: Vec<u32> = bodies
+            .iter()
+            .filter_map(|body| body.strip_prefix(&format!("{key} ")))
+            .map(|seq| seq.parse().unwrap())
+            .collect();
+        assert_eq!(order, (0..6).collect::<Vec<u32>>(), "key {key}: {bodies:?}");
     }
 }

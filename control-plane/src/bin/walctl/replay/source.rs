@@ -150,8 +150,6 @@ async fn check_archive(
                 namespace.name
             ))
         })?;
-    let expired_before =
-        now_micros().saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
     // On a resume only what is not applied yet must still be there.
     let needed = match saved.and_then(|s| s.positions.get(ARCHIVE)) {
         Some(positions) => (0..ARCHIVE_SHARDS)
@@ -161,27 +159,41 @@ async fn check_archive(
             .max(from_micros),
         None => from_micros,
     };
-    let days = retention.as_secs() / 86_400;
+    match archive_gap(&namespace.name, (since, retention), now_micros(), needed) {
+        Some(gap) => Err(Failure::usage(gap)),
+        None => Ok(()),
+    }
+}
+
+/// What of the entries written from `needed` on the archive no longer (or never) held, if any:
+/// those written before it was turned on (`since`), and those older than its retention.
+fn archive_gap(
+    namespace: &str,
+    (since, retention): (i64, Duration),
+    now: i64,
+    needed: i64,
+) -> Option<String> {
+    let expired_before =
+        now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
     if needed < since {
-        return Err(Failure::usage(format!(
-            "the archive of namespace '{}' holds entries from {} on, when it was turned on; entries written from {} to {} are not in it. Restore a backup taken after {}, and replay from that backup's time",
-            namespace.name,
+        return Some(format!(
+            "the archive of namespace '{namespace}' holds entries from {} on, when it was turned on; entries written from {} to {} are not in it. Restore a backup taken after {}, and replay from that backup's time",
             when(since),
             when(needed),
             when(since),
             when(since)
-        )));
+        ));
     }
     if needed < expired_before {
-        return Err(Failure::usage(format!(
-            "the archive of namespace '{}' keeps entries {days} days: those written from {} to {} have expired. Restore a backup taken after {}, and replay from that backup's time",
-            namespace.name,
+        return Some(format!(
+            "the archive of namespace '{namespace}' keeps entries {} days: those written from {} to {} have expired. Restore a backup taken after {}, and replay from that backup's time",
+            retention.as_secs() / 86_400,
             when(needed),
             when(expired_before),
             when(expired_before)
-        )));
+        ));
     }
-    Ok(())
+    None
 }
 
 /// Refuses a range that starts before what the topics still hold, naming what is gone. A
@@ -261,4 +273,31 @@ pub fn broker(topic: &str, error: &impl std::fmt::Display) -> Failure {
     Failure::broker(format!(
         "reading topic '{topic}': {error}; run the replay again to continue"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: i64 = 3_600_000_000;
+
+    #[test]
+    fn the_archive_holds_from_its_start_until_its_retention_expires() {
+        let week = Duration::from_secs(7 * 86_400);
+        let now = 1_000 * HOUR;
+        let since = now - 48 * HOUR;
+        assert_eq!(archive_gap("ns", (since, week), now, since), None);
+        assert_eq!(archive_gap("ns", (since, week), now, now - HOUR), None);
+        let before = archive_gap("ns", (since, week), now, since - 1).unwrap();
+        assert!(before.contains("when it was turned on"), "{before}");
+        // Turned on long ago: retention is what bounds it.
+        let old = now - 30 * 24 * HOUR;
+        assert_eq!(
+            archive_gap("ns", (old, week), now, now - 6 * 24 * HOUR),
+            None
+        );
+        let expired = archive_gap("ns", (old, week), now, now - 8 * 24 * HOUR).unwrap();
+        assert!(expired.contains("keeps entries 7 days"), "{expired}");
+        assert!(expired.contains("have expired"), "{expired}");
+    }
 }
