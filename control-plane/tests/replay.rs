@@ -81,10 +81,10 @@ async fn corruption_drill(backend: Backend) {
     let (mut registry, url) = control_plane_at().await;
     let cql = Cql::connect().await;
     let table = cql.table().await;
-    let config = namespace_json(backend, 2, &cql_target(&table), "");
+    let plain = namespace_json(backend, 2, &cql_target(&table), "");
     let config = match backend {
-        Backend::Kafka => config,
-        Backend::Sqs => with_archive(&config),
+        Backend::Kafka => plain.clone(),
+        Backend::Sqs => with_archive(&plain),
     };
     let namespace = apply_config(&mut registry, &config).await;
     let name = namespace.name.clone();
@@ -336,6 +336,27 @@ async fn corruption_drill(backend: Backend) {
             stderr(&before).contains("when it was turned on"),
             "{}",
             stderr(&before)
+        );
+        // Turned off and on again: the archive holds nothing from before the last turn-on.
+        apply_config(&mut registry, &plain).await;
+        apply_config(&mut registry, &config).await;
+        let gap = walctl(
+            &url,
+            &[
+                "replay",
+                "--namespace",
+                &name,
+                "--from",
+                &backup_at,
+                "--dry-run",
+            ],
+        )
+        .await;
+        assert_eq!(gap.status.code(), Some(2), "{}", stderr(&gap));
+        assert!(
+            stderr(&gap).contains("when it was turned on"),
+            "{}",
+            stderr(&gap)
         );
     }
 

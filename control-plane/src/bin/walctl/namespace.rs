@@ -327,3 +327,36 @@ pub async fn current(address: &str, name: &str) -> Result<wal_namespaces::Namesp
     wal_namespaces::parse(&version.config_json, &format!("namespace '{name}'"))
         .map_err(|errors| Failure::broker(format!("the stored config does not validate: {errors}")))
 }
+
+/// When the namespace's archive was last turned on: the store time of the oldest of the
+/// newest versions that all keep an archive in the same keyspace. None when the current version
+/// keeps none.
+pub async fn archive_turned_on(address: &str, name: &str) -> Result<Option<i64>, Failure> {
+    let mut versions = connect(address)
+        .await?
+        .history(HistoryRequest {
+            name: name.to_owned(),
+        })
+        .await
+        .map_err(|status| Failure::from_status(&status, "reading the namespace's history"))?
+        .into_inner()
+        .versions;
+    versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    let archive_keyspace = |version: &wal_proto::v1::NamespaceVersion| {
+        let parsed = wal_namespaces::parse(&version.config_json, name).ok()?;
+        let durable = parsed.durable_storage?;
+        durable.archive.map(|_| durable.keyspace)
+    };
+    let mut turned_on = None;
+    let mut keyspace = None;
+    for version in &versions {
+        let Some(this) = archive_keyspace(version) else {
+            break;
+        };
+        if keyspace.get_or_insert_with(|| this.clone()) != &this {
+            break;
+        }
+        turned_on = Some(version.created_at_micros);
+    }
+    Ok(turned_on)
+}

@@ -182,9 +182,10 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         )));
     }
     let kafka = replay.brokers.kafka();
+    let turned_on = crate::namespace::archive_turned_on(control_plane, &namespace.name).await?;
     let source = source::choose(
         replay.source,
-        &namespace,
+        (&namespace, turned_on),
         (&kafka, &replay.cql_nodes),
         saved.as_ref(),
         from_micros,

@@ -38,7 +38,7 @@ pub enum Source {
 /// first run chose).
 pub async fn choose(
     wanted: Wanted,
-    namespace: &Namespace,
+    (namespace, turned_on): (&Namespace, Option<i64>),
     (kafka, cql_nodes): (&KafkaSettings, &[String]),
     saved: Option<&Checkpoint>,
     from_micros: i64,
@@ -56,7 +56,7 @@ pub async fn choose(
         ))),
         (Wanted::Archive, _) | (Wanted::Auto, Some(_)) => {
             let storage = archive(namespace, cql_nodes).await?;
-            check_archive(&storage, namespace, saved, from_micros).await?;
+            check_archive(&storage, (namespace, turned_on), saved, from_micros).await?;
             Ok(Source::Archive { storage })
         }
         (Wanted::Kafka | Wanted::Auto, None) => {
@@ -69,7 +69,7 @@ pub async fn choose(
                 Ok(()) => Ok(Source::Kafka { topics }),
                 Err(gone) if wanted == Wanted::Auto && has_archive(namespace) => {
                     let storage = archive(namespace, cql_nodes).await?;
-                    check_archive(&storage, namespace, saved, from_micros)
+                    check_archive(&storage, (namespace, turned_on), saved, from_micros)
                         .await
                         .map_err(|also| {
                             Failure::usage(format!(
@@ -129,9 +129,10 @@ async fn archive(
 
 /// Refuses a range the archive does not hold in full: entries written before it was turned on
 /// were never archived (unless consumed after), and entries older than its retention expired.
+/// `turned_on`: when the config that last turned it on was stored.
 async fn check_archive(
     storage: &DurableStorage,
-    namespace: &Namespace,
+    (namespace, turned_on): (&Namespace, Option<i64>),
     saved: Option<&Checkpoint>,
     from_micros: i64,
 ) -> Result<(), Failure> {
@@ -150,6 +151,9 @@ async fn check_archive(
                 namespace.name
             ))
         })?;
+    // The recorded start is the earliest ever: an archive turned off and on again holds
+    // nothing from before the config that turned it on last.
+    let since = since.max(turned_on.unwrap_or(i64::MIN));
     // On a resume only what is not applied yet must still be there.
     let needed = match saved.and_then(|s| s.positions.get(ARCHIVE)) {
         Some(positions) => (0..ARCHIVE_SHARDS)
