@@ -17,7 +17,7 @@ use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlValue;
 use serde::Deserialize;
-use tokio::sync::RwLock;
+use tokio::sync::{OnceCell, RwLock};
 
 use self::payload::{Delete, Mutation as CqlMutation, Put};
 use super::{Mutation, Target, TargetError, TargetKind};
@@ -55,6 +55,7 @@ impl TargetKind for Cql {
             session,
             settings,
             prepared: RwLock::new(HashMap::new()),
+            default_put: OnceCell::new(),
         }))
     }
 }
@@ -64,6 +65,9 @@ pub struct CqlTarget {
     session: Arc<Session>,
     settings: CqlSettings,
     prepared: RwLock<HashMap<String, PreparedStatement>>,
+    /// The put of a row into the target's own table without a TTL: most entries are one, so it
+    /// is kept apart, ready without making its text or looking it up.
+    default_put: OnceCell<PreparedStatement>,
 }
 
 #[async_trait]
@@ -76,6 +80,24 @@ impl Target for CqlTarget {
             ));
         }
         let parsed = payload::parse(mutation.payload)?;
+        if let [
+            CqlMutation::Put(Put {
+                table: None,
+                row,
+                ttl_seconds: None,
+            }),
+        ] = parsed.mutations.as_slice()
+        {
+            let statement = self
+                .default_put
+                .get_or_try_init(|| self.prepare(self.put_text(None, false)))
+                .await?;
+            self.session
+                .execute_unpaged(statement, (row.get(), timestamp))
+                .await
+                .map_err(|e| errors::classify("write", &e))?;
+            return Ok(());
+        }
         let mut statements = Vec::with_capacity(parsed.mutations.len());
         for each in &parsed.mutations {
             let (text, values) = self.statement(each, timestamp);
@@ -118,19 +140,17 @@ impl CqlTarget {
                 row,
                 ttl_seconds,
             }) => {
-                let table = quoted(table.as_deref().unwrap_or(&self.settings.table));
                 let mut values = vec![
                     CqlValue::Text(row.get().to_owned()),
                     CqlValue::BigInt(timestamp),
                 ];
-                let mut text = format!(
-                    "INSERT INTO {keyspace}.{table} JSON ? DEFAULT UNSET USING TIMESTAMP ?"
-                );
                 if let Some(ttl) = ttl_seconds {
-                    text.push_str(" AND TTL ?");
                     values.push(CqlValue::Int(i32::try_from(*ttl).unwrap_or(i32::MAX)));
                 }
-                (text, values)
+                (
+                    self.put_text(table.as_deref(), ttl_seconds.is_some()),
+                    values,
+                )
             }
             CqlMutation::Delete(Delete {
                 table,
@@ -154,6 +174,15 @@ impl CqlTarget {
                 (text, values)
             }
         }
+    }
+
+    /// `INSERT ... JSON ?` into `table` (the target's own when None), binding the row's JSON,
+    /// the timestamp and, with `ttl`, the TTL.
+    fn put_text(&self, table: Option<&str>, ttl: bool) -> String {
+        let keyspace = quoted(&self.settings.keyspace);
+        let table = quoted(table.unwrap_or(&self.settings.table));
+        let ttl = if ttl { " AND TTL ?" } else { "" };
+        format!("INSERT INTO {keyspace}.{table} JSON ? DEFAULT UNSET USING TIMESTAMP ?{ttl}")
     }
 
     async fn prepare(&self, text: String) -> Result<PreparedStatement, TargetError> {

@@ -175,7 +175,9 @@ fn record(outcome: &Mutex<Outcome>, entry: &Entry, result: Result<(), String>) {
     match result {
         Ok(()) => {
             outcome.applied += 1;
-            outcome.keys.insert(entry.key.clone());
+            if !outcome.keys.contains(&entry.key) {
+                outcome.keys.insert(entry.key.clone());
+            }
         }
         Err(reason) => {
             outcome.failures += 1;
