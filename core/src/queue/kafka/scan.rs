@@ -18,8 +18,13 @@ use crate::entry::{self, CodecError, Entry};
 
 /// How long each broker call of a scan may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Records read ahead of the caller.
-const READ_AHEAD: usize = 256;
+/// Records are handed over in batches of this many at most, or fewer holding this many bytes:
+/// one hand-over per record made the reading thread and the caller wake each other for every
+/// record once the caller was the slower one.
+const BATCH_RECORDS: usize = 256;
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Batches read ahead of the caller.
+const READ_AHEAD: usize = 2;
 /// A scan that receives nothing this long, short of its ends, fails rather than hang.
 const STALL_LIMIT: Duration = Duration::from_secs(30);
 
@@ -42,7 +47,47 @@ pub struct Scan {
     /// Partitions where the offset asked for was past the end: the topic was deleted and made
     /// again, so they are read from their first record instead.
     pub reset: Vec<i32>,
-    pub records: mpsc::Receiver<Result<Scanned, KafkaError>>,
+    pub records: Records,
+}
+
+/// A scan's records, in offset order per partition; after an error, none.
+#[derive(Debug)]
+pub struct Records {
+    batches: mpsc::Receiver<Vec<Result<Scanned, KafkaError>>>,
+    batch: std::vec::IntoIter<Result<Scanned, KafkaError>>,
+}
+
+impl Records {
+    /// The next record, or None after the last one (or after an error).
+    pub async fn recv(&mut self) -> Option<Result<Scanned, KafkaError>> {
+        loop {
+            if let Some(record) = self.batch.next() {
+                return Some(record);
+            }
+            self.batch = self.batches.recv().await?.into_iter();
+        }
+    }
+}
+
+/// Records read and not yet handed over.
+#[derive(Default)]
+struct Batch {
+    records: Vec<Result<Scanned, KafkaError>>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn full(&self) -> bool {
+        self.records.len() >= BATCH_RECORDS || self.bytes >= BATCH_BYTES
+    }
+
+    /// Hands the records over (waiting while the caller is behind); false when the caller
+    /// stopped reading.
+    fn hand_over(&mut self, sender: &mpsc::Sender<Vec<Result<Scanned, KafkaError>>>) -> bool {
+        self.bytes = 0;
+        let records = std::mem::take(&mut self.records);
+        records.is_empty() || sender.blocking_send(records).is_ok()
+    }
 }
 
 /// What a scan does when records it is to read are removed (by retention) while it runs.
@@ -66,7 +111,7 @@ pub async fn scan(
 ) -> Result<Scan, KafkaError> {
     let settings = settings.clone();
     let topic = topic.to_owned();
-    let (sender, records) = mpsc::channel(READ_AHEAD);
+    let (sender, batches) = mpsc::channel(READ_AHEAD);
     let (ready, started) = tokio::sync::oneshot::channel();
     // rdkafka's BaseConsumer blocks: the reading runs on a thread of its own, handing records
     // over as the caller takes them.
@@ -88,13 +133,27 @@ pub async fn scan(
         if ready.send(Ok((starts, ends.clone(), reset))).is_err() {
             return;
         }
+        let mut batch = Batch::default();
         let mut last_record = Instant::now();
         while next.iter().any(|(p, offset)| *offset < ends[p]) {
-            let Some(polled) = consumer.poll(Duration::from_millis(500)) else {
-                if last_record.elapsed() > STALL_LIMIT {
-                    let _ = sender.blocking_send(Err(KafkaError::MessageConsumption(
+            // Wait only with nothing in hand: what is held goes to the caller first.
+            let wait = if batch.records.is_empty() {
+                Duration::from_millis(500)
+            } else {
+                Duration::ZERO
+            };
+            let Some(polled) = consumer.poll(wait) else {
+                if !batch.records.is_empty() {
+                    if !batch.hand_over(&sender) {
+                        return; // The caller stopped reading.
+                    }
+                    // After the hand-over, which waits as long as the caller takes.
+                    last_record = Instant::now();
+                } else if last_record.elapsed() > STALL_LIMIT {
+                    batch.records.push(Err(KafkaError::MessageConsumption(
                         RDKafkaErrorCode::OperationTimedOut,
                     )));
+                    batch.hand_over(&sender);
                     return;
                 }
                 continue;
@@ -102,7 +161,8 @@ pub async fn scan(
             let message = match polled {
                 Ok(message) => message,
                 Err(error) => {
-                    let _ = sender.blocking_send(Err(error));
+                    batch.records.push(Err(error));
+                    batch.hand_over(&sender);
                     return;
                 }
             };
@@ -114,17 +174,21 @@ pub async fn scan(
                 continue;
             }
             next.insert(partition, offset + 1);
-            let scanned = Scanned {
+            let payload = message.payload().unwrap_or_default();
+            batch.bytes += payload.len();
+            batch.records.push(Ok(Scanned {
                 partition,
                 offset,
-                entry: entry::decode(message.payload().unwrap_or_default()),
-            };
-            if sender.blocking_send(Ok(scanned)).is_err() {
-                return; // The caller stopped reading.
+                entry: entry::decode(payload),
+            }));
+            if batch.full() {
+                if !batch.hand_over(&sender) {
+                    return;
+                }
+                last_record = Instant::now();
             }
-            // After the hand-over, which waits as long as the caller takes (a slow redrive).
-            last_record = Instant::now();
         }
+        batch.hand_over(&sender);
     });
     let (starts, ends, reset) = started
         .await
@@ -133,7 +197,10 @@ pub async fn scan(
         starts,
         ends,
         reset,
-        records,
+        records: Records {
+            batches,
+            batch: Vec::new().into_iter(),
+        },
     })
 }
 

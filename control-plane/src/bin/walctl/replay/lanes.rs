@@ -5,7 +5,7 @@
 //! applied, for the checkpoint: an entry that failed stays unfinished, so running the replay
 //! again starts at it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ pub struct Outcome {
     /// Failure reasons and how many entries each.
     pub failed: BTreeMap<String, u64>,
     pub failed_ids: Vec<String>,
-    pub keys: HashSet<String>,
+    pub keys: foldhash::HashSet<String>,
 }
 
 #[derive(Debug, Default)]

@@ -40,18 +40,40 @@ impl Left {
     }
 }
 
+/// An entry id as the taken set keeps it: a UUID (as the producer makes them) as its 128 bits,
+/// without an allocation; any other id as its text.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum TakenId {
+    Uuid(u128),
+    Text(String),
+}
+
+impl TakenId {
+    fn of(id: &str) -> Self {
+        match uuid::Uuid::try_parse(id) {
+            // Only the canonical spelling: another spelling of the same UUID (upper case,
+            // braces) is another id to the rest of the platform.
+            Ok(uuid) if uuid.hyphenated().encode_lower(&mut [0; 36]) == id => {
+                Self::Uuid(uuid.as_u128())
+            }
+            _ => Self::Text(id.to_owned()),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Selection {
     pub from_micros: i64,
     pub to_micros: i64,
     /// When the replay began: entries due later are the consumer's.
     pub now_micros: i64,
-    pub excluded: HashSet<String>,
+    pub excluded: foldhash::HashSet<String>,
     pub key: Option<String>,
     pub origin_region: Option<String>,
     /// Ids taken so far: a queue holds several copies of an entry that was retried, parked on a
-    /// delay tier or redriven, and the entry is applied once. About 100 bytes an entry.
-    taken: HashSet<String>,
+    /// delay tier or redriven, and the entry is applied once. About 40 bytes an entry (the
+    /// producer's ids are UUIDs).
+    taken: foldhash::HashSet<TakenId>,
     /// Excluded ids that were seen, so the report can name the ones that were not.
     pub excluded_seen: HashSet<String>,
     pub left: BTreeMap<Left, u64>,
@@ -68,10 +90,10 @@ impl Selection {
             from_micros,
             to_micros,
             now_micros,
-            excluded,
+            excluded: excluded.into_iter().collect(),
             key,
             origin_region,
-            taken: HashSet::new(),
+            taken: foldhash::HashSet::default(),
             excluded_seen: HashSet::new(),
             left: BTreeMap::new(),
         }
@@ -111,7 +133,7 @@ impl Selection {
             Some(Left::Filtered)
         } else if entry.deliver_at_micros > self.now_micros {
             Some(Left::NotDue)
-        } else if !self.taken.insert(entry.id.clone()) {
+        } else if !self.taken.insert(TakenId::of(&entry.id)) {
             Some(Left::Repeat)
         } else {
             None
@@ -206,6 +228,20 @@ mod tests {
             "a copy read after a resume"
         );
         assert_eq!(selection.left[&Left::Repeat], 1);
+    }
+
+    #[test]
+    fn uuid_ids_are_kept_as_their_bits_and_other_spellings_stay_distinct() {
+        let id = "0194f3a2-7c1e-7b3d-9a55-1f2e3d4c5b6a";
+        assert!(matches!(TakenId::of(id), TakenId::Uuid(_)));
+        assert_eq!(TakenId::of(id), TakenId::of(id));
+        let upper = id.to_ascii_uppercase();
+        assert_eq!(TakenId::of(&upper), TakenId::Text(upper.clone()));
+        assert_eq!(TakenId::of("order-7"), TakenId::Text("order-7".into()));
+        let mut selection = Selection::new((0, 1000, 1000), HashSet::new(), None, None);
+        assert!(selection.take(&entry(id, "k", 5)));
+        assert!(!selection.take(&entry(id, "k", 5)), "a copy");
+        assert!(selection.take(&entry(&upper, "k", 5)), "another id");
     }
 
     #[test]
