@@ -8,7 +8,9 @@
 //! is the median of rounds that alternate which side goes first, after an untimed
 //! warm-up round. Run with:
 //!     scripts/stack up && cargo bench -p wal-consumer --bench apply_to_cql
-//! Tunables (environment): BENCH_ENTRIES (50000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (5).
+//! Tunables (environment): BENCH_ENTRIES (50000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (5),
+//! BENCH_ARCHIVE (0; 1 makes the namespace keep an archive, which the consumer writes beside
+//! every apply).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -117,9 +119,17 @@ async fn consumer_round(
     let name = format!("consumer_{round}");
     table(session, &name).await;
     let topic = fill_queue(round, entries, &name).await;
+    // BENCH_ARCHIVE=1: the namespace keeps an archive, one more CQL write per entry.
+    let archive = if env_usize("BENCH_ARCHIVE", 0) == 1 {
+        format!(
+            r#", "durable_storage": {{"namespace": "{KEYSPACE}", "type": "cql", "archive": {{"retention_days": 1}}}}"#
+        )
+    } else {
+        String::new()
+    };
     let config = format!(
         r#"{{"namespace": "{topic}", "persistence_configurations": {{"persistence_configuration": [
-            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"], "wal-kafka-dlq-topics": ["{topic}-dlq"]}}}}]}}}}"#
+            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"], "wal-kafka-dlq-topics": ["{topic}-dlq"]{archive}}}}}]}}}}"#
     );
     let namespace = wal_namespaces::parse(&config, "bench").unwrap();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
