@@ -67,7 +67,9 @@ pub async fn choose(
             };
             match kept {
                 Ok(()) => Ok(Source::Kafka { topics }),
-                Err(gone) if wanted == Wanted::Auto && has_archive(namespace) => {
+                // Only for what retention removed (a usage refusal), not for a broker that
+                // did not answer: the archive lacks what is still waiting on the queue.
+                Err(gone) if gone.code == 2 && wanted == Wanted::Auto && has_archive(namespace) => {
                     let storage = archive(namespace, cql_nodes).await?;
                     check_archive(&storage, (namespace, turned_on), saved, from_micros)
                         .await
