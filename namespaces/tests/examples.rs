@@ -22,6 +22,12 @@ fn delay_queue_on_sqs_in_camel_case() {
     assert_eq!(ns.queues[0].backend, Backend::Sqs);
     assert_eq!(ns.queues[0].name, "dgwwal-dq-pds");
     assert_eq!(ns.queues[0].dlq, "dgwwal-dlq-pds");
+    // SQS deletes what was consumed: the archive is what a replay reads.
+    let archive = ns.durable_storage.as_ref().and_then(|d| d.archive.as_ref());
+    assert_eq!(
+        archive.map(|a| a.retention),
+        Some(std::time::Duration::from_secs(14 * 86_400))
+    );
     assert_eq!(ns.consumer.poll_wait, Duration::from_secs(10));
     assert_eq!(ns.consumer.max_messages_per_poll, 100);
     assert_eq!(ns.delay.default_jitter, Duration::from_secs(60));
