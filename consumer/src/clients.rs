@@ -41,7 +41,7 @@ pub struct Clients {
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
-    /// Namespaces whose archive start this process has recorded.
+    /// Archives (`keyspace.namespace`) whose start this process has recorded.
     archiving: std::sync::Mutex<HashSet<String>>,
 }
 
@@ -195,8 +195,8 @@ impl Clients {
         Ok(Arc::clone(storage))
     }
 
-    /// Records, once per namespace and process, since when the namespace's archive is kept
-    /// (the earliest such time stays), before its first entry is archived: replay refuses ranges
+    /// Records, once per archive and process, since when the namespace's archive is kept (the
+    /// first time recorded stays), before its first entry is archived: replay refuses ranges
     /// that start earlier. `since_micros` is when the crew that archives began reading.
     pub async fn mark_archive_started(
         &self,
@@ -204,14 +204,16 @@ impl Clients {
         namespace: &str,
         since_micros: i64,
     ) -> Result<(), TargetError> {
-        if self.archiving().contains(namespace) {
+        // By keyspace too: a namespace whose archive moves to another keyspace starts anew.
+        let archive = format!("{}.{namespace}", storage.keyspace());
+        if self.archiving().contains(&archive) {
             return Ok(());
         }
         storage
             .mark_archive_started(namespace, since_micros)
             .await
             .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))?;
-        self.archiving().insert(namespace.to_owned());
+        self.archiving().insert(archive);
         Ok(())
     }
 

@@ -46,7 +46,6 @@ impl Crew {
             kind: t.kind.clone(),
             settings_json: t.settings_json.clone(),
         });
-        let started_micros = wal_core::entry::now_micros();
         let mut workers = Vec::new();
         for config in &namespace.queues {
             let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
@@ -67,7 +66,7 @@ impl Crew {
                 default_target: default_target.clone(),
                 in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
                 held: Arc::new(Semaphore::new(options.max_held as usize)),
-                started_micros,
+                started_micros: 0,
             };
             let worker = |context, role| Worker {
                 context,
@@ -93,7 +92,11 @@ impl Crew {
     pub fn start(self, shutdown: &CancellationToken) -> RunningCrew {
         let stop = shutdown.child_token();
         let tasks = TaskTracker::new();
-        for worker in self.workers {
+        // Taken now, not when built: a crew this one replaces is stopped before it starts, so
+        // every entry written from here on is received by this crew or a later one.
+        let started_micros = wal_core::entry::now_micros();
+        for mut worker in self.workers {
+            worker.context.started_micros = started_micros;
             tasks.spawn(worker.run(stop.clone()));
         }
         tasks.close();

@@ -53,8 +53,8 @@ pub struct QueueContext {
     /// back, so a queue full of retries in backoff still applies the entries that are due; when
     /// these slots run out too, a waiting entry keeps its in-flight slot and the worker slows.
     pub held: Arc<Semaphore>,
-    /// When the crew reading this queue was built with this namespace config: every entry
-    /// written since is consumed by it or a later crew, so an archive holds them all.
+    /// When the crew reading this queue started with this namespace config: every entry
+    /// written since is received by it or a later crew, so an archive holds them all.
     pub started_micros: i64,
 }
 

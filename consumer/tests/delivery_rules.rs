@@ -242,3 +242,49 @@ async fn kafka_never_delivers_before_deliver_at() {
 async fn sqs_never_delivers_before_deliver_at() {
     never_delivered_before_deliver_at(Backend::Sqs).await;
 }
+
+/// A namespace that keeps an archive: an entry is acknowledged only once it is archived. With
+/// the archive's CQL cluster unreachable the apply succeeds every time, yet the entry is retried
+/// and finally dead-lettered, naming the archive, instead of being acknowledged unarchived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_the_archive_did_not_take_is_not_acknowledged() {
+    let upstream = Upstream::start(|_| 200).await;
+    let mut namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), RETRY_THRICE);
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
+        keyspace: "wal_test".into(),
+        shard: None,
+        archive: Some(wal_namespaces::ArchiveConfig {
+            retention: Duration::from_secs(86_400),
+        }),
+    });
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    // Nothing listens on port 1: every archive write fails to connect.
+    let consumer = start_consumer_with(vec![namespace.clone()], |options| {
+        options.cql_nodes = vec!["127.0.0.1:1".into()];
+    })
+    .await;
+    let answer = producer
+        .client
+        .write_to_log(write(&name, b"archived or not at all"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True);
+
+    let dlq = dlq_reader(&namespace).await;
+    let dead = find_entry(dlq.as_ref(), |e| e.id == answer.entry_id).await;
+    assert_eq!(dead.attempt, 3, "every attempt failed for the archive");
+    assert!(
+        dead.last_error.contains("durable storage") && dead.last_error.contains("127.0.0.1:1"),
+        "{}",
+        dead.last_error
+    );
+    assert_eq!(
+        bodies(&upstream.received(), b"archived or not at all").len(),
+        3,
+        "each attempt applied it (idempotent targets absorb the repeats)"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

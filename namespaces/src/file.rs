@@ -139,6 +139,7 @@ pub struct DurableStorageFile {
 pub struct ArchiveFile {
     /// How long each entry is kept, in days from its write (1 to 3650).
     #[serde(alias = "retentionDays")]
+    #[schemars(range(min = 1, max = 3650))]
     pub retention_days: u64,
 }
 

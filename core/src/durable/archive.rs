@@ -116,7 +116,9 @@ impl DurableStorage {
         let Some(left) = retention.checked_sub(age).filter(|left| !left.is_zero()) else {
             return Ok(());
         };
-        let ttl = i32::try_from(left.as_secs().max(1)).unwrap_or(i32::MAX);
+        // Rounded up: a row must not expire before its retention is over.
+        let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        let ttl = i32::try_from(seconds).unwrap_or(i32::MAX);
         let values = (
             &entry.namespace,
             written_at.div_euclid(ARCHIVE_BUCKET_MICROS),
@@ -165,15 +167,13 @@ impl DurableStorage {
         Ok(row.map(|(since,)| since))
     }
 
-    /// Reads `namespace`'s archived entries written in `[from[shard], to_micros)`, shard after
-    /// shard and each shard in write-time order, into a channel the caller drains. A shard
-    /// missing from `from` is read from `from_micros`. The channel ends after the last row, or
-    /// after an error.
+    /// Reads `namespace`'s archived entries written in `[from_micros, to_micros)`, shard after
+    /// shard and each shard in write-time order (then id order), into a channel the caller
+    /// drains. The channel ends after the last row, or after an error.
     pub fn read_archive(
         self: &std::sync::Arc<Self>,
         namespace: &str,
         from_micros: i64,
-        from: std::collections::BTreeMap<i32, i64>,
         to_micros: i64,
     ) -> mpsc::Receiver<Result<Archived, DurableError>> {
         let (sender, rows) = mpsc::channel(READ_AHEAD);
@@ -181,13 +181,8 @@ impl DurableStorage {
         let namespace = namespace.to_owned();
         tokio::spawn(async move {
             for shard in 0..ARCHIVE_SHARDS {
-                let start = from
-                    .get(&shard)
-                    .copied()
-                    .unwrap_or(from_micros)
-                    .max(from_micros);
                 if let Err(error) = storage
-                    .read_shard(&namespace, shard, (start, to_micros), &sender)
+                    .read_shard(&namespace, shard, (from_micros, to_micros), &sender)
                     .await
                 {
                     let _ = sender.send(Err(error)).await;

@@ -328,10 +328,21 @@ pub async fn current(address: &str, name: &str) -> Result<wal_namespaces::Namesp
         .map_err(|errors| Failure::broker(format!("the stored config does not validate: {errors}")))
 }
 
-/// When the namespace's archive was last turned on: the store time of the oldest of the
-/// newest versions that all keep an archive in the same keyspace. None when the current version
-/// keeps none.
-pub async fn archive_turned_on(address: &str, name: &str) -> Result<Option<i64>, Failure> {
+/// What the namespace's history says of its archive: since when it has been on, and the
+/// shortest retention it had meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveHistory {
+    /// When the oldest of the newest versions that all keep an archive, in one keyspace, was
+    /// stored.
+    pub turned_on_micros: i64,
+    /// Whether that version created the namespace: then no crew ever read it without archiving.
+    pub from_creation: bool,
+    /// The shortest retention of those versions: rows keep the TTL they were written with.
+    pub shortest_retention: std::time::Duration,
+}
+
+/// The namespace's archive history; None when the current version keeps no archive.
+pub async fn archive_history(address: &str, name: &str) -> Result<Option<ArchiveHistory>, Failure> {
     let mut versions = connect(address)
         .await?
         .history(HistoryRequest {
@@ -342,21 +353,26 @@ pub async fn archive_turned_on(address: &str, name: &str) -> Result<Option<i64>,
         .into_inner()
         .versions;
     versions.sort_by_key(|v| std::cmp::Reverse(v.version));
-    let archive_keyspace = |version: &wal_proto::v1::NamespaceVersion| {
+    let archive = |version: &wal_proto::v1::NamespaceVersion| {
         let parsed = wal_namespaces::parse(&version.config_json, name).ok()?;
         let durable = parsed.durable_storage?;
-        durable.archive.map(|_| durable.keyspace)
+        durable.archive.map(|a| (durable.keyspace, a.retention))
     };
-    let mut turned_on = None;
+    let mut history: Option<ArchiveHistory> = None;
     let mut keyspace = None;
     for version in &versions {
-        let Some(this) = archive_keyspace(version) else {
+        let Some((this, retention)) = archive(version) else {
             break;
         };
         if keyspace.get_or_insert_with(|| this.clone()) != &this {
             break;
         }
-        turned_on = Some(version.created_at_micros);
+        let shortest = history.map_or(retention, |h| h.shortest_retention.min(retention));
+        history = Some(ArchiveHistory {
+            turned_on_micros: version.created_at_micros,
+            from_creation: version.version == 1,
+            shortest_retention: shortest,
+        });
     }
-    Ok(turned_on)
+    Ok(history)
 }

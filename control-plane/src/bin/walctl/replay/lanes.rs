@@ -43,6 +43,9 @@ pub struct Job {
     pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
+    /// Where reading stands with this record: everything before it was read. A topic's next
+    /// offset; in an archive shard, the record's own write time, as more rows may share it.
+    pub read_to: i64,
 }
 
 /// What the lanes did.
@@ -118,7 +121,7 @@ impl Lanes {
 
     /// Hands the entry to its key's lane (waiting while the lane is full).
     pub async fn submit(&self, job: Job) {
-        self.read(&job.topic, job.partition, job.offset, true);
+        self.read(&job.topic, job.partition, job.read_to, Some(job.offset));
         let lane = lane_of(&job.entry.key, self.senders.len());
         // A lane ends only when its task panicked: the entry fails (and stays pending).
         if let Err(lost) = self.senders[lane].send(job).await {
@@ -130,16 +133,17 @@ impl Lanes {
         }
     }
 
-    /// A record read and not applied (left out by the selection).
-    pub fn passed(&self, topic: &Arc<str>, partition: i32, offset: i64) {
-        self.read(topic, partition, offset, false);
+    /// Reading went past `read_to` with nothing to apply there: a record left out by the
+    /// selection, or the end of an archive shard.
+    pub fn passed(&self, topic: &Arc<str>, partition: i32, read_to: i64) {
+        self.read(topic, partition, read_to, None);
     }
 
-    fn read(&self, topic: &Arc<str>, partition: i32, offset: i64, pending: bool) {
+    fn read(&self, topic: &Arc<str>, partition: i32, read_to: i64, pending: Option<i64>) {
         let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = progress.entry((Arc::clone(topic), partition)).or_default();
-        entry.read_to = entry.read_to.max(offset + 1);
-        if pending {
+        entry.read_to = entry.read_to.max(read_to);
+        if let Some(offset) = pending {
             *entry.pending.entry(offset).or_default() += 1;
         }
     }

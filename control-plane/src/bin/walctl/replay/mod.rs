@@ -182,10 +182,11 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         )));
     }
     let kafka = replay.brokers.kafka();
-    let turned_on = crate::namespace::archive_turned_on(control_plane, &namespace.name).await?;
+    let history = crate::namespace::archive_history(control_plane, &namespace.name).await?;
+    let resumed = saved.clone();
     let source = source::choose(
         replay.source,
-        (&namespace, turned_on),
+        (&namespace, history),
         (&kafka, &replay.cql_nodes),
         saved.as_ref(),
         from_micros,
@@ -274,18 +275,30 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let range_ends = match &source {
         Source::Kafka { topics } => read_topics(&kafka, topics, &checkpoint, &mut reader).await?,
         Source::Archive { storage } => {
-            let from = lock(&checkpoint)
+            let done_below = lock(&checkpoint)
                 .positions
                 .get(ARCHIVE)
                 .cloned()
                 .unwrap_or_default();
-            read_archive(
+            let ends = read_archive(
                 storage,
                 &namespace.name,
-                (from_micros, from, to_micros),
+                (from_micros, to_micros),
+                &done_below,
                 &mut reader,
             )
-            .await?
+            .await?;
+            // Rows expire by TTL while the replay reads shard after shard: what it needed must
+            // still have been there at the end, or part of the range was never read.
+            source::check_archive(storage, (&namespace, history), resumed.as_ref(), from_micros)
+                .await
+                .map_err(|gone| {
+                    Failure::broker(format!(
+                        "while the replay read the archive, retention removed entries it had not read: {}",
+                        gone.message
+                    ))
+                })?;
+            ends
         }
     };
     let outcome = match lanes {
@@ -375,7 +388,7 @@ impl Reader<'_> {
     async fn read(
         &mut self,
         stream: &Arc<str>,
-        (partition, offset): (i32, i64),
+        (partition, offset, read_to): (i32, i64, i64),
         entry: Result<Entry, CodecError>,
     ) {
         self.report.read += 1;
@@ -387,7 +400,7 @@ impl Reader<'_> {
                     self.selection.count(Left::Undecodable);
                 }
                 if let Some(lanes) = self.lanes {
-                    lanes.passed(stream, partition, offset);
+                    lanes.passed(stream, partition, read_to);
                 }
                 return;
             }
@@ -405,6 +418,7 @@ impl Reader<'_> {
                 topic: Arc::clone(stream),
                 partition,
                 offset,
+                read_to,
             })
             .await;
     }
@@ -453,7 +467,11 @@ async fn read_topics(
                 continue;
             }
             reader
-                .read(&topic_name, (record.partition, record.offset), record.entry)
+                .read(
+                    &topic_name,
+                    (record.partition, record.offset, record.offset + 1),
+                    record.entry,
+                )
                 .await;
         }
         // The scan ends only at the ends or after sending an error: checked, not assumed.
@@ -470,28 +488,54 @@ async fn read_topics(
     Ok(range_ends)
 }
 
-/// Reads the archive's entries written in the range, each shard from where an earlier run left
-/// it. An entry has one row (its copies share its write time and id), so nothing below a
-/// position needs reading again. Returns every shard's end: --to.
+/// Reads the archive's entries written in the range. As with a topic, what an earlier run
+/// finished (below a shard's position) is read only to be noted, so the report names the same
+/// excluded ids. A shard's position is exact: within a shard, reading stands at the write time
+/// of the last row read (more rows may share it, a page may end between them), and at --to once
+/// the shard is read to its end. Returns every shard's end: --to.
 async fn read_archive(
     storage: &Arc<DurableStorage>,
     namespace: &str,
-    (from_micros, from, to_micros): (i64, BTreeMap<i32, i64>, i64),
+    (from_micros, to_micros): (i64, i64),
+    done_below: &BTreeMap<i32, i64>,
     reader: &mut Reader<'_>,
 ) -> Result<Ends, Failure> {
     reader.bar.set_message("archive");
     let stream: Arc<str> = Arc::from(ARCHIVE);
-    let mut rows = storage.read_archive(namespace, from_micros, from, to_micros);
+    // Shards come one after another: every shard before the current row's is read to its end.
+    let mut next_shard = 0;
+    let ended = |reader: &Reader<'_>, shards: std::ops::Range<i32>| {
+        if let Some(lanes) = reader.lanes {
+            for shard in shards {
+                lanes.passed(&stream, shard, to_micros);
+            }
+        }
+    };
+    let mut rows = storage.read_archive(namespace, from_micros, to_micros);
     while let Some(row) = rows.recv().await {
         let row = row.map_err(|e| {
             Failure::broker(format!(
                 "reading the archive: {e}; run the replay again to continue"
             ))
         })?;
+        ended(reader, next_shard..row.shard);
+        next_shard = next_shard.max(row.shard);
+        if row.written_at < done_below.get(&row.shard).copied().unwrap_or(i64::MIN) {
+            if let Ok(entry) = &row.entry {
+                reader.selection.remember(entry);
+            }
+            reader.bar.inc(1);
+            continue;
+        }
         reader
-            .read(&stream, (row.shard, row.written_at), row.entry)
+            .read(
+                &stream,
+                (row.shard, row.written_at, row.written_at),
+                row.entry,
+            )
             .await;
     }
+    ended(reader, next_shard..ARCHIVE_SHARDS);
     let ends = (0..ARCHIVE_SHARDS)
         .map(|shard| (shard, to_micros))
         .collect();

@@ -12,10 +12,16 @@ use wal_namespaces::{Backend, Namespace};
 
 use crate::Failure;
 use crate::checkpoint::Checkpoint;
+use crate::namespace::ArchiveHistory;
 use crate::output::when;
 
 /// The checkpoint's name for the archive in place of a topic (no topic can be named so).
 pub const ARCHIVE: &str = "(archive)";
+/// How long after a config turning the archive on is stored every consumer is taken to have
+/// loaded it: the Watch stream tells them at once and a poll every 2 s, and the crew it
+/// replaces gets at most the 30 s shutdown grace. Entries written before that may have been
+/// consumed by a crew that did not archive.
+const RELOAD_MARGIN_MICROS: i64 = 120_000_000;
 
 /// What `--source` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -38,7 +44,7 @@ pub enum Source {
 /// first run chose).
 pub async fn choose(
     wanted: Wanted,
-    (namespace, turned_on): (&Namespace, Option<i64>),
+    (namespace, history): (&Namespace, Option<ArchiveHistory>),
     (kafka, cql_nodes): (&KafkaSettings, &[String]),
     saved: Option<&Checkpoint>,
     from_micros: i64,
@@ -56,7 +62,7 @@ pub async fn choose(
         ))),
         (Wanted::Archive, _) | (Wanted::Auto, Some(_)) => {
             let storage = archive(namespace, cql_nodes).await?;
-            check_archive(&storage, (namespace, turned_on), saved, from_micros).await?;
+            check_archive(&storage, (namespace, history), saved, from_micros).await?;
             Ok(Source::Archive { storage })
         }
         (Wanted::Kafka | Wanted::Auto, None) => {
@@ -71,7 +77,7 @@ pub async fn choose(
                 // did not answer: the archive lacks what is still waiting on the queue.
                 Err(gone) if gone.code == 2 && wanted == Wanted::Auto && has_archive(namespace) => {
                     let storage = archive(namespace, cql_nodes).await?;
-                    check_archive(&storage, (namespace, turned_on), saved, from_micros)
+                    check_archive(&storage, (namespace, history), saved, from_micros)
                         .await
                         .map_err(|also| {
                             Failure::usage(format!(
@@ -131,18 +137,15 @@ async fn archive(
 
 /// Refuses a range the archive does not hold in full: entries written before it was turned on
 /// were never archived (unless consumed after), and entries older than its retention expired.
-/// `turned_on`: when the config that last turned it on was stored.
-async fn check_archive(
+/// `history`: what the namespace's versions say of the archive.
+pub async fn check_archive(
     storage: &DurableStorage,
-    (namespace, turned_on): (&Namespace, Option<i64>),
+    (namespace, history): (&Namespace, Option<ArchiveHistory>),
     saved: Option<&Checkpoint>,
     from_micros: i64,
 ) -> Result<(), Failure> {
-    let retention = namespace
-        .durable_storage
-        .as_ref()
-        .and_then(|d| d.archive.as_ref())
-        .map_or(Duration::ZERO, |a| a.retention);
+    // Rows keep the TTL they were written with: the shortest retention since it was turned on.
+    let retention = history.map_or(Duration::ZERO, |h| h.shortest_retention);
     let since = storage
         .archive_started(&namespace.name)
         .await
@@ -153,9 +156,18 @@ async fn check_archive(
                 namespace.name
             ))
         })?;
-    // The recorded start is the earliest ever: an archive turned off and on again holds
-    // nothing from before the config that turned it on last.
-    let since = since.max(turned_on.unwrap_or(i64::MIN));
+    // The recorded start is the first ever: an archive turned off and on again holds nothing
+    // from before the config that turned it on last, and, unless that config created the
+    // namespace, nothing until every consumer has loaded it.
+    let turned_on = history.map_or(i64::MAX, |h| {
+        let margin = if h.from_creation {
+            0
+        } else {
+            RELOAD_MARGIN_MICROS
+        };
+        h.turned_on_micros.saturating_add(margin)
+    });
+    let since = since.max(turned_on);
     // On a resume only what is not applied yet must still be there.
     let needed = match saved.and_then(|s| s.positions.get(ARCHIVE)) {
         Some(positions) => (0..ARCHIVE_SHARDS)
