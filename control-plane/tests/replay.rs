@@ -57,6 +57,18 @@ async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     .await;
 }
 
+/// Waits until the consumer's archiving crew runs: one entry written and delivered to
+/// `delivered`. The archive holds what was written from then on.
+async fn archiving(producer: &mut TestProducer, namespace: &str, delivered: &fleet::Upstream) {
+    mutate(producer, namespace, "warm-up", b"warm-up".to_vec()).await;
+    eventually(
+        Duration::from_secs(60),
+        "the consumer's first delivery",
+        || async { (delivered.count() >= 1).then_some(()) },
+    )
+    .await;
+}
+
 /// `config` with an archive kept in the test keyspace.
 fn with_archive(config: &str) -> String {
     let mut config: Value = serde_json::from_str(config).unwrap();
@@ -593,6 +605,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
     // The archive holds what was written after its consumer began reading.
+    archiving(&mut producer, &name, &delivered).await;
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
     let keys = ["alpha", "beta", "gamma", "delta"];
     for seq in 0..6 {
@@ -605,7 +618,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
     eventually(
         Duration::from_secs(60),
         "the consumer to deliver every entry",
-        || async { (delivered.count() >= 24).then_some(()) },
+        || async { (delivered.count() >= 25).then_some(()) },
     )
     .await;
     consumer.shutdown().await;
@@ -678,6 +691,7 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
+    archiving(&mut producer, &name, &delivered).await;
     let written = wal_core::entry::now_micros() + 1_000;
     for seq in 0..12 {
         let mut request = WriteToLogRequest {
@@ -694,7 +708,7 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
     eventually(
         Duration::from_secs(60),
         "the consumer to deliver (and archive) every entry",
-        || async { (delivered.count() >= 12).then_some(()) },
+        || async { (delivered.count() >= 13).then_some(()) },
     )
     .await;
     consumer.shutdown().await;
