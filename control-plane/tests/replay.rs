@@ -69,6 +69,31 @@ async fn archiving(producer: &mut TestProducer, namespace: &str, delivered: &fle
     .await;
 }
 
+/// Runs walctl with `args` until its checkpoint says 3 or more were applied, kills it, and
+/// returns how many the checkpoint says were applied.
+async fn killed_after_three(url: &str, args: &[&str], checkpoint: &std::path::Path) -> u64 {
+    let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .args(["--control-plane", url])
+        .args(args)
+        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let applied = || async {
+        let saved: Value = serde_json::from_slice(&std::fs::read(checkpoint).ok()?).ok()?;
+        saved["done"].as_u64()
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the first run to apply some",
+        || async { applied().await.filter(|done| *done >= 3) },
+    )
+    .await;
+    run.start_kill().unwrap();
+    run.wait().await.unwrap();
+    applied().await.unwrap()
+}
+
 /// `config` with an archive kept in the test keyspace.
 fn with_archive(config: &str) -> String {
     let mut config: Value = serde_json::from_str(config).unwrap();
@@ -232,29 +257,7 @@ async fn corruption_drill(backend: Backend) {
         "-o",
         "json",
     ];
-    let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .arg("--control-plane")
-        .arg(&url)
-        .args(args)
-        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    eventually(
-        Duration::from_secs(30),
-        "the first run to apply some",
-        || async {
-            let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).ok()?).ok()?;
-            (saved["done"].as_u64()? >= 3).then_some(())
-        },
-    )
-    .await;
-    first.start_kill().unwrap();
-    first.wait().await.unwrap();
-    let done_by_first: u64 = {
-        let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
-        saved["done"].as_u64().unwrap()
-    };
+    let done_by_first = killed_after_three(&url, &args, &checkpoint).await;
     let second = json_of(&walctl(&url, &args).await);
     let resumed = second["applied"].as_u64().unwrap();
     assert_eq!(second["failed"], serde_json::json!({}), "{second:#}");
@@ -723,8 +726,6 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
     let checkpoint = std::env::temp_dir().join(format!("{}.json", fleet::unique("replay")));
     let checkpoint_arg = checkpoint.display().to_string();
     let args = [
-        "--control-plane",
-        &url,
         "replay",
         "--namespace",
         &name,
@@ -743,24 +744,8 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
         "-o",
         "json",
     ];
-    let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .args(args)
-        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    eventually(
-        Duration::from_secs(30),
-        "the first run to apply some",
-        || async {
-            let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).ok()?).ok()?;
-            (saved["done"].as_u64()? >= 3).then_some(())
-        },
-    )
-    .await;
-    first.start_kill().unwrap();
-    first.wait().await.unwrap();
-    let second = json_of(&walctl(&url, &args[2..]).await);
+    killed_after_three(&url, &args, &checkpoint).await;
+    let second = json_of(&walctl(&url, &args).await);
     assert_eq!(second["failed"], serde_json::json!({}), "{second:#}");
     assert!(second["applied"].as_u64().unwrap() > 0, "{second:#}");
 

@@ -385,6 +385,15 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// A record an earlier run of this replay finished, read again on a resume: only noted, so
+    /// its id stays taken and the report names the same excluded ids.
+    fn done_before(&mut self, entry: &Result<Entry, CodecError>) {
+        if let Ok(entry) = entry {
+            self.selection.remember(entry);
+        }
+        self.bar.inc(1);
+    }
+
     async fn read(
         &mut self,
         stream: &Arc<str>,
@@ -460,10 +469,7 @@ async fn read_topics(
             let record = record.map_err(|e| broker(topic, &e))?;
             read_to.insert(record.partition, record.offset + 1);
             if record.offset < done_below.get(&record.partition).copied().unwrap_or(0) {
-                if let Ok(entry) = &record.entry {
-                    reader.selection.remember(entry);
-                }
-                reader.bar.inc(1);
+                reader.done_before(&record.entry);
                 continue;
             }
             reader
@@ -521,10 +527,7 @@ async fn read_archive(
         ended(reader, next_shard..row.shard);
         next_shard = next_shard.max(row.shard);
         if row.written_at < done_below.get(&row.shard).copied().unwrap_or(i64::MIN) {
-            if let Ok(entry) = &row.entry {
-                reader.selection.remember(entry);
-            }
-            reader.bar.inc(1);
+            reader.done_before(&row.entry);
             continue;
         }
         reader
