@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::Semaphore;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
@@ -229,20 +228,7 @@ async fn main() {
     let entries = env_usize("BENCH_ENTRIES", 50_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
-    let session = Arc::new(
-        SessionBuilder::new()
-            .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
-            .build()
-            .await
-            .expect("Cassandra (scripts/stack up)"),
-    );
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .unwrap();
+    let session = cql_rows::session().await;
     println!("apply to cql: {entries} entries, {concurrency} in flight, {rounds} rounds");
     // A freshly started Cassandra spends its first seconds compiling (JIT); an untimed round of
     // inserts first keeps that out of whichever side would come first.

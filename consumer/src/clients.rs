@@ -2,7 +2,7 @@
 //! memcached client per server list, each made on first use. A cluster that is down when the
 //! consumer starts is therefore not fatal: its entries retry until it answers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +41,6 @@ pub struct Clients {
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
-    /// Archives (`keyspace.namespace`) whose start this process has recorded.
-    archiving: std::sync::Mutex<HashSet<String>>,
 }
 
 impl fmt::Debug for Clients {
@@ -67,7 +65,6 @@ impl Clients {
             http,
             memcached: Mutex::new(HashMap::new()),
             durable: Mutex::new(HashMap::new()),
-            archiving: std::sync::Mutex::default(),
         })
     }
 
@@ -193,33 +190,5 @@ impl Clients {
             })
             .await?;
         Ok(Arc::clone(storage))
-    }
-
-    /// Records, once per archive and process, since when the namespace's archive is kept (the
-    /// first time recorded stays), before its first entry is archived: replay refuses ranges
-    /// that start earlier. `since_micros` is when the crew that archives began reading.
-    pub async fn mark_archive_started(
-        &self,
-        storage: &DurableStorage,
-        namespace: &str,
-        since_micros: i64,
-    ) -> Result<(), TargetError> {
-        // By keyspace too: a namespace whose archive moves to another keyspace starts anew.
-        let archive = format!("{}.{namespace}", storage.keyspace());
-        if self.archiving().contains(&archive) {
-            return Ok(());
-        }
-        storage
-            .mark_archive_started(namespace, since_micros)
-            .await
-            .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))?;
-        self.archiving().insert(archive);
-        Ok(())
-    }
-
-    fn archiving(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.archiving
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

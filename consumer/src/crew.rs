@@ -67,6 +67,7 @@ impl Crew {
                 in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
                 held: Arc::new(Semaphore::new(options.max_held as usize)),
                 started_micros: 0,
+                archive_recorded: Arc::default(),
             };
             let worker = |context, role| Worker {
                 context,

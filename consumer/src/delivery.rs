@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::Rng as _;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_core::durable::DurableError;
@@ -56,6 +56,8 @@ pub struct QueueContext {
     /// When the crew reading this queue started with this namespace config: every entry
     /// written since is received by it or a later crew, so an archive holds them all.
     pub started_micros: i64,
+    /// Whether this crew recorded `started_micros` as its archive's start.
+    pub archive_recorded: Arc<OnceCell<()>>,
 }
 
 #[derive(Debug)]
@@ -388,8 +390,19 @@ impl Deliverer {
         let namespace = &*context.namespace;
         let write = async {
             let storage = self.clients.durable(keyspace).await?;
-            self.clients
-                .mark_archive_started(&storage, &namespace.name, context.started_micros)
+            // Before the crew's first archived entry, once: since when the archive is kept (the
+            // first time recorded stays). Replay refuses ranges that start earlier.
+            context
+                .archive_recorded
+                .get_or_try_init(|| async {
+                    storage
+                        .mark_archive_started(&namespace.name, context.started_micros)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| {
+                            TargetError::retryable(format!("recording the archive's start: {e}"))
+                        })
+                })
                 .await?;
             let resolved;
             let entry = match &entry.body {

@@ -22,7 +22,6 @@ use std::time::{Instant, SystemTime};
 
 use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use wal_control_plane::options::ControlPlaneOptions;
@@ -168,20 +167,7 @@ async fn main() {
     let entries = env_usize("BENCH_ENTRIES", 1_000_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 1).max(1);
-    let session = Arc::new(
-        SessionBuilder::new()
-            .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
-            .build()
-            .await
-            .expect("Cassandra (scripts/stack up)"),
-    );
-    session
-        .query_unpaged(
-            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
-        .await
-        .unwrap();
+    let session = cql_rows::session().await;
     let control_plane = control_plane().await;
     println!("replay to cql: {entries} entries, {concurrency} at once, {rounds} rounds");
     // A freshly started Cassandra spends its first seconds compiling (JIT): an untimed round of

@@ -18,7 +18,10 @@ use fleet::producer::{TestProducer, namespace_json, write};
 use fleet::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
 use serde_json::Value;
 use support::{apply_config, control_plane_at, json_of, walctl_at as walctl};
-use wal_namespaces::Backend;
+use tonic::transport::Channel;
+use wal_consumer::ConsumerHandle;
+use wal_namespaces::{Backend, Namespace};
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{Trilean, WriteToLogRequest};
 
 type Rows = BTreeMap<String, Option<String>>;
@@ -57,16 +60,32 @@ async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     .await;
 }
 
-/// Waits until the consumer's archiving crew runs: one entry written and delivered to
-/// `delivered`. The archive holds what was written from then on.
-async fn archiving(producer: &mut TestProducer, namespace: &str, delivered: &fleet::Upstream) {
-    mutate(producer, namespace, "warm-up", b"warm-up".to_vec()).await;
+/// A namespace on `backend` that keeps an archive and delivers to `delivered`, applied to the
+/// control plane, with a producer and a consumer running. Returns once the consumer's archiving
+/// crew delivered a first entry: the archive holds what is written from then on.
+async fn archiving_namespace(
+    registry: &mut NamespaceRegistryClient<Channel>,
+    backend: Backend,
+    delivered: &fleet::Upstream,
+) -> (Namespace, TestProducer, ConsumerHandle) {
+    let config = with_archive(&namespace_json(backend, 1, &delivered.target(), ""));
+    let namespace = apply_config(registry, &config).await;
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    mutate(
+        &mut producer,
+        &namespace.name,
+        "warm-up",
+        b"warm-up".to_vec(),
+    )
+    .await;
     eventually(
         Duration::from_secs(60),
         "the consumer's first delivery",
         || async { (delivered.count() >= 1).then_some(()) },
     )
     .await;
+    (namespace, producer, consumer)
 }
 
 /// Runs walctl with `args` until its checkpoint says 3 or more were applied, kills it, and
@@ -602,13 +621,9 @@ fn each_key_once_in_order(upstream: &fleet::Upstream, keys: &[&str], per_key: u3
 async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order() {
     let (mut registry, url) = control_plane_at().await;
     let delivered = fleet::Upstream::start(|_| 200).await;
-    let config = with_archive(&namespace_json(Backend::Kafka, 1, &delivered.target(), ""));
-    let namespace = apply_config(&mut registry, &config).await;
+    let (namespace, mut producer, consumer) =
+        archiving_namespace(&mut registry, Backend::Kafka, &delivered).await;
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
-    // The archive holds what was written after its consumer began reading.
-    archiving(&mut producer, &name, &delivered).await;
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
     let keys = ["alpha", "beta", "gamma", "delta"];
     for seq in 0..6 {
@@ -689,12 +704,9 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
 async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_write_time() {
     let (mut registry, url) = control_plane_at().await;
     let delivered = fleet::Upstream::start(|_| 200).await;
-    let config = with_archive(&namespace_json(Backend::Sqs, 1, &delivered.target(), ""));
-    let namespace = apply_config(&mut registry, &config).await;
+    let (namespace, mut producer, consumer) =
+        archiving_namespace(&mut registry, Backend::Sqs, &delivered).await;
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
-    archiving(&mut producer, &name, &delivered).await;
     let written = wal_core::entry::now_micros() + 1_000;
     for seq in 0..12 {
         let mut request = WriteToLogRequest {

@@ -23,6 +23,23 @@ pub fn stack(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
+/// A session on the local stack's Cassandra, with the benches' keyspace made.
+pub async fn session() -> Arc<Session> {
+    let session = scylla::client::session_builder::SessionBuilder::new()
+        .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+        .build()
+        .await
+        .expect("Cassandra (scripts/stack up)");
+    session
+        .query_unpaged(
+            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+            &[],
+        )
+        .await
+        .expect("the benches' keyspace");
+    Arc::new(session)
+}
+
 /// Row `i`'s value: 64 characters.
 pub fn value(i: usize) -> String {
     format!("{i:064}")

@@ -135,11 +135,6 @@ impl DurableStorage {
         })
     }
 
-    /// The keyspace the platform's tables are in.
-    pub fn keyspace(&self) -> &str {
-        &self.keyspace
-    }
-
     /// The session, for components that keep their own statements in the same cluster.
     pub fn session(&self) -> &Session {
         &self.session

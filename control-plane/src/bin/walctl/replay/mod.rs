@@ -183,11 +183,12 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     }
     let kafka = replay.brokers.kafka();
     let history = crate::namespace::archive_history(control_plane, &namespace.name).await?;
+    let clients = clients(&replay)?;
     let resumed = saved.clone();
     let source = source::choose(
         replay.source,
         (&namespace, history),
-        (&kafka, &replay.cql_nodes),
+        (&kafka, &clients),
         saved.as_ref(),
         from_micros,
     )
@@ -229,7 +230,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     } else {
         Some(Lanes::start(
             replay.concurrency as usize,
-            Arc::new(applier(&replay, &namespace, target)?),
+            Arc::new(applier(&replay, &namespace, target, clients)),
         ))
     };
     let bar = progress(
@@ -583,20 +584,25 @@ fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint>
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn applier(
-    replay: &Replay,
-    namespace: &Namespace,
-    target: Option<TargetSpec>,
-) -> Result<Applier, Failure> {
+/// The connections a replay reads the archive and applies with, made once.
+fn clients(replay: &Replay) -> Result<Arc<Clients>, Failure> {
     let settings = ClientSettings {
         cql_nodes: replay.cql_nodes.clone(),
         memcached: replay.memcached.clone(),
         kafka_bootstrap: replay.brokers.kafka_bootstrap.clone(),
         request_timeout: replay.apply_timeout,
     };
-    let clients = Arc::new(
-        Clients::new(settings).map_err(|e| Failure::usage(format!("target clients: {e}")))?,
-    );
+    Clients::new(settings)
+        .map(Arc::new)
+        .map_err(|e| Failure::usage(format!("target clients: {e}")))
+}
+
+fn applier(
+    replay: &Replay,
+    namespace: &Namespace,
+    target: Option<TargetSpec>,
+    clients: Arc<Clients>,
+) -> Applier {
     let targets = TargetRegistry::builtin(Arc::clone(&clients));
     let deliverer = Deliverer::new(
         targets,
@@ -606,7 +612,7 @@ fn applier(
         },
     );
     let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
-    Ok(Applier {
+    Applier {
         deliverer: Arc::new(deliverer),
         namespace: namespace.clone(),
         target,
@@ -615,7 +621,7 @@ fn applier(
             settings_json: t.settings_json.clone(),
         }),
         limiter: RateLimiter::direct(Quota::per_second(per_second)),
-    })
+    }
 }
 
 fn sample(entry: &wal_core::entry::Entry) -> serde_json::Value {

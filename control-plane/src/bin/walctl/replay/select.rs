@@ -50,14 +50,16 @@ enum TakenId {
 
 impl TakenId {
     fn of(id: &str) -> Self {
-        match uuid::Uuid::try_parse(id) {
-            // Only the canonical spelling: another spelling of the same UUID (upper case,
-            // braces) is another id to the rest of the platform.
-            Ok(uuid) if uuid.hyphenated().encode_lower(&mut [0; 36]) == id => {
-                Self::Uuid(uuid.as_u128())
-            }
-            _ => Self::Text(id.to_owned()),
+        // Only the canonical spelling: another spelling of the same UUID (upper case, braces,
+        // no hyphens) is another id to the rest of the platform. At 36 characters the parser
+        // takes only the hyphenated form, so lower case is all that is left to check.
+        if id.len() == 36
+            && !id.bytes().any(|b| b.is_ascii_uppercase())
+            && let Ok(uuid) = uuid::Uuid::try_parse(id)
+        {
+            return Self::Uuid(uuid.as_u128());
         }
+        Self::Text(id.to_owned())
     }
 }
 

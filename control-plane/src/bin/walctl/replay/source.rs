@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wal_core::durable::{ARCHIVE_SHARDS, DurableSettings, DurableStorage};
+use wal_consumer::clients::Clients;
+use wal_core::durable::{ARCHIVE_SHARDS, DurableStorage};
 use wal_core::entry::now_micros;
 use wal_core::queue::kafka::{KafkaSettings, scan};
 use wal_namespaces::{Backend, Namespace};
@@ -45,7 +46,7 @@ pub enum Source {
 pub async fn choose(
     wanted: Wanted,
     (namespace, history): (&Namespace, Option<ArchiveHistory>),
-    (kafka, cql_nodes): (&KafkaSettings, &[String]),
+    (kafka, clients): (&KafkaSettings, &Clients),
     saved: Option<&Checkpoint>,
     from_micros: i64,
 ) -> Result<Source, Failure> {
@@ -61,7 +62,7 @@ pub async fn choose(
             namespace.name, queue.name
         ))),
         (Wanted::Archive, _) | (Wanted::Auto, Some(_)) => {
-            let storage = archive(namespace, cql_nodes).await?;
+            let storage = archive(namespace, clients).await?;
             check_archive(&storage, (namespace, history), saved, from_micros).await?;
             Ok(Source::Archive { storage })
         }
@@ -76,7 +77,7 @@ pub async fn choose(
                 // Only for what retention removed (a usage refusal), not for a broker that
                 // did not answer: the archive lacks what is still waiting on the queue.
                 Err(gone) if gone.code == 2 && wanted == Wanted::Auto && has_archive(namespace) => {
-                    let storage = archive(namespace, cql_nodes).await?;
+                    let storage = archive(namespace, clients).await?;
                     check_archive(&storage, (namespace, history), saved, from_micros)
                         .await
                         .map_err(|also| {
@@ -103,11 +104,9 @@ fn has_archive(namespace: &Namespace) -> bool {
         .is_some_and(|d| d.archive.is_some())
 }
 
-/// Connects to the namespace's archive, or says how to turn it on.
-async fn archive(
-    namespace: &Namespace,
-    cql_nodes: &[String],
-) -> Result<Arc<DurableStorage>, Failure> {
+/// Connects to the namespace's archive, or says how to turn it on. Through the clients the
+/// replay applies with, so a claim check read later shares the session.
+async fn archive(namespace: &Namespace, clients: &Clients) -> Result<Arc<DurableStorage>, Failure> {
     let durable = namespace
         .durable_storage
         .as_ref()
@@ -118,21 +117,17 @@ async fn archive(
                 namespace.name
             ))
         })?;
-    if cql_nodes.is_empty() {
+    if clients.settings().cql_nodes.is_empty() {
         return Err(Failure::usage(
             "the archive is in CQL; pass --cql-nodes (or set WAL_CQL_NODES)",
         ));
     }
-    let nodes: Vec<&str> = cql_nodes.iter().map(String::as_str).collect();
-    DurableStorage::connect(&DurableSettings::new(&nodes, &durable.keyspace))
-        .await
-        .map(Arc::new)
-        .map_err(|e| {
-            Failure::broker(format!(
-                "the archive in keyspace '{}': {e}",
-                durable.keyspace
-            ))
-        })
+    clients.durable(&durable.keyspace).await.map_err(|e| {
+        Failure::broker(format!(
+            "the archive in keyspace '{}': {e}",
+            durable.keyspace
+        ))
+    })
 }
 
 /// Refuses a range the archive does not hold in full: entries written before it was turned on
