@@ -15,6 +15,8 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::{Mutex, OnceCell};
 use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
+use wal_core::outage::Outage;
+use wal_core::queue::kafka::OutageContext;
 
 use crate::target::TargetError;
 
@@ -37,7 +39,7 @@ pub struct ClientSettings {
 pub struct Clients {
     settings: ClientSettings,
     cql: OnceCell<Arc<Session>>,
-    kafka: OnceCell<FutureProducer>,
+    kafka: OnceCell<TargetProducer>,
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
@@ -47,6 +49,22 @@ impl fmt::Debug for Clients {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Clients")
             .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The producer kafka targets share, and its view of the brokers.
+#[derive(Clone)]
+pub struct TargetProducer {
+    pub producer: FutureProducer<OutageContext>,
+    /// Told when a record is delivered, which ends an outage the producer's errors began.
+    pub outage: Arc<Outage>,
+}
+
+impl fmt::Debug for TargetProducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TargetProducer")
+            .field("outage", &self.outage)
             .finish_non_exhaustive()
     }
 }
@@ -107,9 +125,12 @@ impl Clients {
 
     /// The producer for kafka targets: idempotent, acks=all, so `Ok` means the record is on
     /// every in-sync replica.
-    pub async fn kafka(&self) -> Result<&FutureProducer, TargetError> {
+    pub async fn kafka(&self) -> Result<&TargetProducer, TargetError> {
         self.kafka
             .get_or_try_init(|| async {
+                // Its connection failures are folded into one outage, as the queues' are.
+                let context = OutageContext::new("kafka-target");
+                let outage = context.outage();
                 ClientConfig::new()
                     .set("bootstrap.servers", &self.settings.kafka_bootstrap)
                     .set("client.id", "wal-consumer-target")
@@ -120,7 +141,8 @@ impl Clients {
                         "message.timeout.ms",
                         self.settings.request_timeout.as_millis().to_string(),
                     )
-                    .create()
+                    .create_with_context(context)
+                    .map(|producer| TargetProducer { producer, outage })
                     .map_err(|e| {
                         TargetError::permanent(format!("configuring the Kafka producer: {e}"))
                     })

@@ -28,6 +28,7 @@ pub const BUCKETS: &[f64] = &[
 
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
+    wal_core::metrics::describe();
     describe_counter!(
         DELIVERED,
         "Entries applied to their target and acknowledged, by namespace and target kind."

@@ -3,18 +3,21 @@
 //! lets the tasks finish or hand their entries back, and closes the queue (a final commit).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use wal_core::queue::Queue;
+use wal_core::outage::REMINDER_EVERY;
+use wal_core::queue::{Queue, QueueError};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
 use crate::tier::{self, TierRoute};
 
-/// The pause after a failed receive, so a broker outage is not a busy loop.
+/// The pause after a failed receive, so an outage or a missing queue is not a busy loop. (A
+/// Kafka queue's receive never fails for its brokers' absence: librdkafka reconnects by itself,
+/// and the queue reads on through its errors.)
 const RECEIVE_RETRY: Duration = Duration::from_secs(1);
 /// How often the queue's backlog (Kafka lag, SQS visible messages) is read for the metric.
 const BACKLOG_EVERY: Duration = Duration::from_secs(15);
@@ -61,6 +64,37 @@ async fn report_backlog(
     }
 }
 
+/// Receives the service refused in a row (a missing queue, a denied credential). They fail the
+/// same way every second until someone acts, so the first is a WARN, then one every
+/// [`REMINDER_EVERY`], and the end of the streak an INFO; the rest are counted.
+#[derive(Debug, Default)]
+struct Refusals {
+    count: u64,
+    warned: Option<Instant>,
+}
+
+impl Refusals {
+    fn refused(&mut self, error: &QueueError) {
+        self.count += 1;
+        match self.warned {
+            Some(warned) if warned.elapsed() < REMINDER_EVERY => {
+                tracing::debug!(%error, failures = self.count, "receive refused");
+            }
+            _ => {
+                self.warned = Some(Instant::now());
+                tracing::warn!(%error, failures = self.count, "receive refused; trying again every second");
+            }
+        }
+    }
+
+    fn received(&mut self, queue: &str) {
+        if self.count > 0 {
+            tracing::info!(queue, failures = self.count, "receive works again");
+            *self = Self::default();
+        }
+    }
+}
+
 impl Worker {
     pub async fn run(self, shutdown: CancellationToken) {
         let queue = Arc::clone(&self.context.queue);
@@ -76,6 +110,7 @@ impl Worker {
             Arc::clone(&metrics),
             shutdown.clone(),
         ));
+        let mut refusals = Refusals::default();
         loop {
             // Wait for room before receiving, so nothing is taken that cannot be started.
             let first = tokio::select! {
@@ -91,11 +126,19 @@ impl Worker {
                 () = shutdown.cancelled() => break,
             };
             let deliveries = match received {
-                Ok(deliveries) => deliveries,
+                Ok(deliveries) => {
+                    refusals.received(&queue.spec().name);
+                    deliveries
+                }
                 Err(error) => {
                     metrics.queue_errors.increment(1);
-                    tracing::warn!(%error, "receive failed; trying again");
                     drop(first);
+                    if error.retryable {
+                        // The queue's outage logs the loss and the return once each.
+                        tracing::debug!(%error, "receive failed; the service is away");
+                    } else {
+                        refusals.refused(&error);
+                    }
                     tokio::select! {
                         () = tokio::time::sleep(RECEIVE_RETRY) => continue,
                         () = shutdown.cancelled() => break,

@@ -3,5 +3,7 @@
 
 pub mod durable;
 pub mod entry;
+pub mod metrics;
+pub mod outage;
 pub mod process;
 pub mod queue;

@@ -58,6 +58,7 @@ impl Outcome {
 
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
+    wal_core::metrics::describe();
     describe_counter!(
         REQUESTS,
         "WriteToLog requests by namespace and outcome (true, false, unknown, invalid, not_found, shed)"

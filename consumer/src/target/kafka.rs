@@ -13,12 +13,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::util::Timeout;
 use serde::Deserialize;
 
 use super::{Mutation, Target, TargetError, TargetKind};
-use crate::clients::Clients;
+use crate::clients::{Clients, TargetProducer};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,7 +50,7 @@ impl TargetKind for KafkaTopic {
 }
 
 pub struct KafkaTopicTarget {
-    producer: FutureProducer,
+    producer: TargetProducer,
     settings: KafkaTopicSettings,
 }
 
@@ -97,10 +97,14 @@ impl Target for KafkaTopicTarget {
         // The producer's own message timeout bounds the wait; queueing never blocks.
         match self
             .producer
+            .producer
             .send(record, Timeout::After(std::time::Duration::ZERO))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.producer.outage.answered();
+                Ok(())
+            }
             Err((error, _)) => Err(classify(&self.settings.topic, error)),
         }
     }

@@ -1,4 +1,5 @@
-//! What a Kafka producer error means for the entry: definitely not stored, or unknown.
+//! What a Kafka error means: for a produced entry, definitely not stored or unknown; for a
+//! client, whether its brokers are away (which says nothing about any entry).
 //!
 //! librdkafka knows per message whether it was possibly persisted, but rust-rdkafka's safe API
 //! does not expose that status. So only errors that provably happen before the record reaches a
@@ -15,6 +16,30 @@ pub(crate) fn durability_of(error: &KafkaError) -> Durability {
         Some(code) if refused_before_append(code) => Durability::NotStored,
         _ => Durability::Unknown,
     }
+}
+
+/// Whether an error says the client cannot reach its brokers, or a broker cannot serve it for
+/// now (a coordinator or leader moving): librdkafka reconnects and retries by itself, so the
+/// error is the service's absence to count, not a failure of the operation that saw it.
+pub(crate) fn broker_away(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::AllBrokersDown
+            | C::BrokerTransportFailure
+            | C::Resolve
+            | C::OperationTimedOut
+            | C::TimedOutQueue
+            | C::WaitingForCoordinator
+            | C::RequestTimedOut
+            | C::NetworkException
+            | C::BrokerNotAvailable
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::CoordinatorLoadInProgress
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+    )
 }
 
 fn refused_before_append(code: RDKafkaErrorCode) -> bool {
@@ -50,6 +75,18 @@ mod tests {
         assert_eq!(durability_of(&error), Durability::Unknown);
         let error = KafkaError::MessageProduction(RDKafkaErrorCode::NotEnoughReplicasAfterAppend);
         assert_eq!(durability_of(&error), Durability::Unknown);
+    }
+
+    #[test]
+    fn a_broker_away_is_told_apart_from_a_mistake() {
+        assert!(broker_away(RDKafkaErrorCode::AllBrokersDown));
+        assert!(broker_away(RDKafkaErrorCode::BrokerTransportFailure));
+        assert!(broker_away(RDKafkaErrorCode::NotCoordinator));
+        // These fail the same way until someone acts: the worker backs off and says so.
+        assert!(!broker_away(RDKafkaErrorCode::UnknownTopicOrPartition));
+        assert!(!broker_away(RDKafkaErrorCode::TopicAuthorizationFailed));
+        assert!(!broker_away(RDKafkaErrorCode::GroupAuthorizationFailed));
+        assert!(!broker_away(RDKafkaErrorCode::Authentication));
     }
 
     #[test]

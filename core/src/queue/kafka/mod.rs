@@ -14,28 +14,29 @@
 //! process's crash, not a power cut before the OS flushes it.
 
 mod classify;
+mod context;
 mod lag;
 mod offsets;
 pub mod scan;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{
-    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
-};
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use self::classify::broker_away;
+pub use self::context::OutageContext;
+use self::context::{TrackingContext, lock};
 use self::lag::{group_lag, unfinished};
 use self::offsets::OffsetTracker;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
@@ -44,6 +45,7 @@ use super::{
     ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
+use crate::outage::Outage;
 
 /// The largest encoded entry (the record value) the platform puts on a topic. librdkafka's and
 /// the broker's own limits (`message.max.bytes`, 1 MiB) leave 48 KiB above it for the record key
@@ -68,6 +70,8 @@ const TIER_PARTITION_FETCH_KIB: u32 = 64;
 /// How often `produce` sends a record again after librdkafka reported it delivered without an
 /// offset, before answering that it may not be stored.
 const UNCONFIRMED_RESENDS: u32 = 2;
+/// How long an idle consumer that lost its brokers waits for one to answer its probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `provision` waits for new topics to be served.
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -119,8 +123,11 @@ const FETCH_QUEUE_BACKOFF: Duration = Duration::from_millis(10);
 /// The clients one process shares across all its Kafka queues.
 pub struct KafkaBackend {
     settings: KafkaSettings,
-    producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    producer: FutureProducer<OutageContext>,
+    /// The producer's view of its brokers, shared with its context: a delivered record says
+    /// they answer again.
+    producer_outage: Arc<Outage>,
+    admin: AdminClient<OutageContext>,
 }
 
 impl std::fmt::Debug for KafkaBackend {
@@ -135,6 +142,8 @@ impl KafkaBackend {
     /// Creates the producer and admin clients. They connect lazily; only a malformed setting
     /// fails here.
     pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
+        let context = OutageContext::new("producer");
+        let producer_outage = context.outage();
         let producer = ClientConfig::new()
             .set("bootstrap.servers", &settings.bootstrap_servers)
             .set("client.id", "wal")
@@ -147,14 +156,15 @@ impl KafkaBackend {
                 "queue.buffering.max.messages",
                 PRODUCER_BUFFER_MESSAGES.to_string(),
             )
-            .create()?;
+            .create_with_context(context)?;
         let admin = ClientConfig::new()
             .set("bootstrap.servers", &settings.bootstrap_servers)
             .set("client.id", "wal-admin")
-            .create()?;
+            .create_with_context(OutageContext::new("admin"))?;
         Ok(Arc::new(Self {
             settings,
             producer,
+            producer_outage,
             admin,
         }))
     }
@@ -218,48 +228,14 @@ pub struct KafkaQueue {
 struct Receiver {
     consumer: Arc<StreamConsumer<TrackingContext>>,
     tracker: Arc<Mutex<OffsetTracker>>,
+    /// The consumer's view of its brokers, shared with its context.
+    outage: Arc<Outage>,
 }
 
 impl std::fmt::Debug for Receiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Receiver").finish_non_exhaustive()
     }
-}
-
-/// Drops the offsets of revoked partitions, so a late acknowledgement never stores an offset for
-/// a partition another consumer now owns.
-struct TrackingContext {
-    tracker: Arc<Mutex<OffsetTracker>>,
-}
-
-impl ClientContext for TrackingContext {}
-
-impl ConsumerContext for TrackingContext {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(partitions) = rebalance {
-            let mut tracker = lock(&self.tracker);
-            for partition in partitions.elements() {
-                tracker.revoke(partition.partition());
-            }
-        }
-    }
-
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(partitions) = rebalance {
-            let mut tracker = lock(&self.tracker);
-            for partition in partitions.elements() {
-                tracker.assign(partition.partition());
-            }
-        }
-    }
-}
-
-fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTracker> {
-    // A panic elsewhere while holding the lock leaves the tracker consistent (every method
-    // mutates in one step), so a poisoned lock is still safe to use.
-    tracker
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl KafkaQueue {
@@ -287,8 +263,10 @@ impl KafkaQueue {
     fn subscribe(&self) -> Result<Receiver, QueueError> {
         let settings = &self.backend.settings;
         let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
+        let outage = Arc::new(Outage::new("kafka", &self.spec.name));
         let context = TrackingContext {
             tracker: Arc::clone(&tracker),
+            outage: Arc::clone(&outage),
         };
         let mut config = ClientConfig::new();
         if let Some(kib) = self.prefetch_kib {
@@ -325,6 +303,7 @@ impl KafkaQueue {
         Ok(Receiver {
             consumer: Arc::new(consumer),
             tracker,
+            outage,
         })
     }
 
@@ -376,7 +355,10 @@ impl KafkaQueue {
                 .send_result(record)
                 .map_err(|(error, _)| refused(error.to_string()))?;
             match delivery.await {
-                Ok(Ok(delivered)) if delivered.offset >= 0 => return Ok(()),
+                Ok(Ok(delivered)) if delivered.offset >= 0 => {
+                    self.backend.producer_outage.answered();
+                    return Ok(());
+                }
                 // No offset: librdkafka acknowledged the record implicitly, because a later
                 // batch of its partition succeeded. That later batch proves nothing when it was
                 // the producer's first on the partition to reach the broker, which then accepts
@@ -457,6 +439,22 @@ impl KafkaQueue {
             }
         }
         Ok(())
+    }
+
+    /// Asks a broker for the queue's first partition's offsets, to learn whether an idle
+    /// consumer's brokers answer again: no record arrives to say so on a topic nobody writes to.
+    async fn probe(&self, receiver: &Receiver) {
+        let consumer = Arc::clone(&receiver.consumer);
+        let topic = self.spec.name.clone();
+        // A blocking broker call, so on a blocking thread.
+        let answered = tokio::task::spawn_blocking(move || {
+            consumer.fetch_watermarks(&topic, 0, PROBE_TIMEOUT).is_ok()
+        })
+        .await
+        .unwrap_or(false);
+        if answered {
+            receiver.outage.answered();
+        }
     }
 
     fn store_commit_point(
@@ -614,6 +612,13 @@ impl Queue for KafkaQueue {
             let message = match tokio::time::timeout(budget, receiver.consumer.recv()).await {
                 Err(_elapsed) => break,
                 Ok(Ok(message)) => message,
+                // The broker is away (or was: librdkafka queues an error per failed connection
+                // attempt, and they wait here behind the records). The client context counted
+                // it already, and librdkafka reconnects by itself: read on, so nothing fetched
+                // after the broker returned waits for the errors queued before.
+                Ok(Err(error)) if error.rdkafka_error_code().is_some_and(broker_away) => continue,
+                // Anything else fails the same way until someone acts (a missing topic, a
+                // denied group): the caller backs off and says so.
                 Ok(Err(error)) if deliveries.is_empty() => {
                     let missing = error.rdkafka_error_code()
                         == Some(RDKafkaErrorCode::UnknownTopicOrPartition);
@@ -622,7 +627,7 @@ impl Queue for KafkaQueue {
                     } else {
                         error.to_string()
                     };
-                    return Err(self.error(Operation::Receive, !missing, reason));
+                    return Err(self.error(Operation::Receive, false, reason));
                 }
                 Ok(Err(_)) => break,
             };
@@ -637,6 +642,11 @@ impl Queue for KafkaQueue {
                 raw,
                 receipt: Receipt::Kafka { partition, offset },
             });
+        }
+        if !deliveries.is_empty() {
+            receiver.outage.answered();
+        } else if receiver.outage.is_away() {
+            self.probe(receiver).await;
         }
         Ok(deliveries)
     }

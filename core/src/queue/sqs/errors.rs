@@ -5,6 +5,7 @@
 //! such as ElasticMQ leave out, and then the SDK's typed checks (`is_queue_does_not_exist`) miss.
 //! Matching both spellings of the code works with both.
 
+use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 /// "code: message" for an error SQS answered, the full chain otherwise, never a response dump.
@@ -31,6 +32,18 @@ where
         .as_service_error()
         .and_then(ProvideErrorMetadata::code)
         .is_some_and(|code| codes.contains(&code))
+}
+
+/// Whether a failed call says SQS is away rather than that the call was wrong: no answer (a
+/// refused connection, a timeout, an unreadable response), a server error or throttling.
+pub(crate) fn service_away<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResponse>) -> bool {
+    match error {
+        SdkError::ServiceError(service) => {
+            service.raw().status().is_server_error()
+                || code_is(error, &["ThrottlingException", "RequestThrottled"])
+        }
+        _ => true,
+    }
 }
 
 pub fn is_missing_queue<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {

@@ -11,7 +11,7 @@
 //! The platform writes to the DLQ itself, with the failure's reason on the entry, so no SQS
 //! redrive policy is attached: SQS would move messages without saying why.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,10 +31,11 @@ use super::{
     QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
+use crate::outage::Outage;
 
 mod errors;
 pub use errors::is_missing_queue;
-use errors::{describe, is_invalid_receipt};
+use errors::{describe, is_invalid_receipt, service_away};
 
 /// SQS's limit on a message (body and attributes), in bytes.
 pub const MESSAGE_LIMIT_BYTES: usize = 262_144;
@@ -113,6 +114,7 @@ impl SqsBackend {
             spec,
             url: OnceCell::new(),
             dlq_url: OnceCell::new(),
+            outage: OnceLock::new(),
         }
     }
 
@@ -132,6 +134,9 @@ pub struct SqsQueue {
     spec: QueueSpec,
     url: OnceCell<String>,
     dlq_url: OnceCell<String>,
+    /// The receiving side's view of SQS, made on the first receive (a producer's handles
+    /// never receive).
+    outage: OnceLock<Outage>,
 }
 
 fn seconds(duration: Duration) -> i32 {
@@ -353,8 +358,25 @@ impl Queue for SqsQueue {
             .wait_time_seconds(i32::try_from(wait_seconds).unwrap_or(0))
             .visibility_timeout(seconds(self.backend.settings.visibility_timeout))
             .send()
-            .await
-            .map_err(|e| self.error(Operation::Receive, true, describe(&e)))?;
+            .await;
+        let outage = self
+            .outage
+            .get_or_init(|| Outage::new("sqs", &self.spec.name));
+        let output = match output {
+            Ok(output) => {
+                outage.answered();
+                output
+            }
+            // Unreachable, timing out or failing on its side: counted in the outage, which
+            // logs the loss and the return once each; the caller tries again shortly.
+            Err(e) if service_away(&e) => {
+                let reason = describe(&e);
+                outage.failed(&reason);
+                return Err(self.error(Operation::Receive, true, reason));
+            }
+            // SQS answered, and refused: a missing queue or a credential, the same next time.
+            Err(e) => return Err(self.error(Operation::Receive, false, describe(&e))),
+        };
         let deliveries = output
             .messages()
             .iter()

@@ -1,0 +1,161 @@
+//! The consumer after a Kafka broker outage: the broker is stopped for a minute while the
+//! consumer runs, then started again; entries written once it answers are applied within
+//! seconds, as are entries that pass through a delay tier, and the outage is not paid for
+//! afterwards. (Before the fix, the errors librdkafka queued during the outage were drained one
+//! per second per worker, and delivery stalled for minutes.) Alone in its binary: it stops a
+//! shared service.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::producer::{TestProducer, delayed, namespace_with_target, write};
+use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
+use wal_core::queue::delay::KAFKA_HOLD_LIMIT;
+use wal_namespaces::Backend;
+use wal_proto::v1::Trilean;
+
+/// How long entries written after the broker returned may take to be applied. The point is
+/// seconds against minutes: recovered, delivery takes well under a second here, and the stall
+/// this guards against lasted minutes; the margin is for this shared 2-core machine's noise.
+const RECOVERY_BOUND: Duration = Duration::from_secs(30);
+/// Entries written after the broker answers again.
+const AFTER: usize = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_written_after_a_minute_long_broker_outage_are_applied_within_seconds() {
+    // WAL_OUTAGE_SECS lengthens or shortens the outage, for measuring by hand.
+    let outage = Duration::from_secs(env_u64("WAL_OUTAGE_SECS", 60));
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    // Two queues, each with delay tiers (the default delay limits need them): ten workers, as
+    // in the drill that found the stall.
+    let namespace = namespace_with_target(Backend::Kafka, 2, &cql_target(&table), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    for i in 0..10 {
+        let answer = producer
+            .client
+            .write_to_log(write(&name, &put(&format!("before{i}"), "up")))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    eventually(
+        Duration::from_secs(60),
+        "the rows written before the outage",
+        || async { (cql.count(&table).await == 10).then_some(()) },
+    )
+    .await;
+
+    stack("down", "kafka");
+    let restart = Restart("kafka");
+    tokio::time::sleep(outage).await;
+    drop(restart);
+    let back = Instant::now();
+    println!("broker answers again (outage {outage:?})");
+
+    // The producer's first TRUE after the broker returned.
+    let client = producer.client.clone();
+    eventually(
+        Duration::from_secs(60),
+        "a TRUE write after the broker returned",
+        || {
+            let mut client = client.clone();
+            let name = name.clone();
+            async move {
+                let answer = client
+                    .write_to_log(write(&name, &put("first-after", "up")))
+                    .await
+                    .ok()?
+                    .into_inner();
+                (answer.durable() == Trilean::True).then_some(())
+            }
+        },
+    )
+    .await;
+    let producer_back = back.elapsed();
+
+    // Through a delay tier: the shortest wait that is parked rather than held in memory.
+    let tier_delay = KAFKA_HOLD_LIMIT + Duration::from_secs(1);
+    let answer = producer
+        .client
+        .write_to_log(delayed(
+            &name,
+            &put("via-tier", "up"),
+            tier_delay.as_millis() as i64,
+            0,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    let tier_written = Instant::now();
+
+    let written = Instant::now();
+    for i in 0..AFTER {
+        let answer = producer
+            .client
+            .write_to_log(write(&name, &put(&format!("after{i}"), "up")))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    // Polled by hand rather than with `eventually`, to note when the first of them arrived.
+    let mut first = None;
+    loop {
+        let applied = after_rows(&cql, &table).await;
+        if applied > 0 && first.is_none() {
+            first = Some(written.elapsed());
+        }
+        if applied == AFTER {
+            break;
+        }
+        assert!(
+            written.elapsed() < RECOVERY_BOUND,
+            "{applied} of {AFTER} entries written after the broker returned were applied within \
+             {RECOVERY_BOUND:?}: the consumer stalls after a broker outage"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let all = written.elapsed();
+    let rows = cql.rows(&table).await;
+    for i in 0..AFTER {
+        assert_eq!(rows[&format!("after{i}")].as_deref(), Some("up"));
+    }
+
+    // The delayed entry comes back from its tier when due, not minutes later.
+    eventually(
+        tier_delay + RECOVERY_BOUND,
+        "the entry delayed through a delay tier",
+        || async { rows_has(&cql, &table, "via-tier").await.then_some(()) },
+    )
+    .await;
+    let tier = tier_written.elapsed();
+    println!(
+        "after the broker returned: producer's first TRUE {producer_back:?}; \
+         of {AFTER} entries written then, first applied {:?}, all {all:?}; \
+         an entry delayed {tier_delay:?} through a tier applied {tier:?} after its write",
+        first.unwrap_or(all)
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+async fn rows_has(cql: &Cql, table: &str, id: &str) -> bool {
+    cql.rows(table).await.contains_key(id)
+}
+
+/// How many of the entries written after the outage are rows.
+async fn after_rows(cql: &Cql, table: &str) -> usize {
+    let rows = cql.rows(table).await;
+    (0..AFTER)
+        .filter(|i| rows.contains_key(&format!("after{i}")))
+        .count()
+}

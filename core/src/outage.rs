@@ -1,0 +1,150 @@
+//! An outage as one client sees it: the service it talks to stops answering, and later answers
+//! again. An operator reading the log at 3 a.m. needs two lines, not one per failed connection
+//! attempt: one WARN when the client loses the service, one INFO when it is back, saying how long
+//! it was away and how many failures were folded into that count. While the outage lasts, a
+//! reminder every [`REMINDER_EVERY`] keeps it visible in a recent window of the log.
+//!
+//! Every failure is still counted in `wal_broker_errors_total`, and `wal_broker_away` is 1 while
+//! the service is away, labelled by service and client (see [`crate::metrics`]).
+
+use std::fmt::Display;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use metrics::{Counter, Gauge};
+
+use crate::metrics::{broker_away, broker_errors};
+
+/// How often a lasting outage is logged again.
+pub const REMINDER_EVERY: Duration = Duration::from_secs(300);
+
+/// One client's view of whether its service answers; see the module doc.
+#[derive(Debug)]
+pub struct Outage {
+    /// The service, as a metric label and in log lines: "kafka", "sqs".
+    service: &'static str,
+    /// Whose view this is: "producer", a consumer's topic.
+    client: String,
+    /// Set while away, so [`Outage::answered`] costs one atomic load on the hot path.
+    away: AtomicBool,
+    state: Mutex<Option<Away>>,
+    errors: Counter,
+    away_gauge: Gauge,
+}
+
+#[derive(Debug)]
+struct Away {
+    since: Instant,
+    failures: u64,
+    reminded: Instant,
+}
+
+/// What a failure or an answer changed, for callers that act on it (and for tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The service was answering; this failure starts an outage.
+    Lost,
+    /// The service was away already; the failure was counted.
+    StillAway,
+    /// The service was away; this answer ends the outage, which lasted this long.
+    Back { away_for: Duration, failures: u64 },
+    /// The service was answering and still is.
+    Up,
+}
+
+impl Outage {
+    pub fn new(service: &'static str, client: &str) -> Self {
+        Self {
+            service,
+            client: client.to_owned(),
+            away: AtomicBool::new(false),
+            state: Mutex::new(None),
+            errors: broker_errors(service, client),
+            away_gauge: broker_away(service, client),
+        }
+    }
+
+    /// Records a failure that says the service is away (a refused connection, every broker
+    /// down), not that one request was wrong.
+    pub fn failed(&self, reason: &dyn Display) -> Change {
+        self.errors.increment(1);
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.as_mut() {
+            None => {
+                *state = Some(Away {
+                    since: now,
+                    failures: 1,
+                    reminded: now,
+                });
+                self.away.store(true, Ordering::Release);
+                self.away_gauge.set(1.0);
+                tracing::warn!(service = self.service, client = %self.client, %reason, "lost the service; failures are counted until it answers again");
+                Change::Lost
+            }
+            Some(away) => {
+                away.failures += 1;
+                tracing::debug!(service = self.service, client = %self.client, %reason, failures = away.failures, "still away");
+                if now.duration_since(away.reminded) >= REMINDER_EVERY {
+                    away.reminded = now;
+                    tracing::warn!(service = self.service, client = %self.client, %reason, away_for = ?now.duration_since(away.since), failures = away.failures, "the service is still away");
+                }
+                Change::StillAway
+            }
+        }
+    }
+
+    /// Records that the service answered.
+    pub fn answered(&self) -> Change {
+        if !self.away.load(Ordering::Acquire) {
+            return Change::Up;
+        }
+        let Some(away) = self.lock().take() else {
+            return Change::Up;
+        };
+        self.away.store(false, Ordering::Release);
+        self.away_gauge.set(0.0);
+        let away_for = away.since.elapsed();
+        tracing::info!(service = self.service, client = %self.client, ?away_for, failures = away.failures, "the service answers again");
+        Change::Back {
+            away_for,
+            failures: away.failures,
+        }
+    }
+
+    /// Whether the last thing heard of the service was a failure.
+    pub fn is_away(&self) -> bool {
+        self.away.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Away>> {
+        // Every change under the lock is one assignment, so a poisoned lock is still consistent.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_is_one_loss_and_one_return_however_many_failures_between() {
+        let outage = Outage::new("kafka", "t");
+        assert_eq!(outage.answered(), Change::Up);
+        assert_eq!(outage.failed(&"down"), Change::Lost);
+        assert!(outage.is_away());
+        for _ in 0..10 {
+            assert_eq!(outage.failed(&"down"), Change::StillAway);
+        }
+        let Change::Back { failures, .. } = outage.answered() else {
+            panic!("the answer ends the outage");
+        };
+        assert_eq!(failures, 11);
+        assert!(!outage.is_away());
+        assert_eq!(outage.answered(), Change::Up);
+        assert_eq!(outage.failed(&"down again"), Change::Lost);
+    }
+}

@@ -1,0 +1,123 @@
+//! What librdkafka tells the platform's Kafka clients besides records: errors, log lines and
+//! rebalances.
+//!
+//! While the brokers are away librdkafka reports every failed connection attempt, to every
+//! client, as an error event and a log line: hundreds a minute across a consumer's workers.
+//! Those errors are the broker's absence, not anything the platform did, and librdkafka
+//! reconnects by itself. So they are folded into the client's [`Outage`] (one WARN when lost, one
+//! INFO when back, a count in between); other errors are logged as librdkafka reports them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rdkafka::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+
+use super::classify::broker_away;
+use super::offsets::OffsetTracker;
+use crate::outage::Outage;
+
+/// The context of the producer and admin clients: errors folded into their outage.
+#[derive(Debug)]
+pub struct OutageContext {
+    pub(super) outage: Arc<Outage>,
+}
+
+impl OutageContext {
+    /// A context for a client of the Kafka service, named `client` in logs and metrics.
+    pub fn new(client: &str) -> Self {
+        Self {
+            outage: Arc::new(Outage::new("kafka", client)),
+        }
+    }
+
+    /// The client's view of its brokers, to say they answered (a record delivered): keep it
+    /// before the context moves into the client.
+    pub fn outage(&self) -> Arc<Outage> {
+        Arc::clone(&self.outage)
+    }
+}
+
+impl ClientContext for OutageContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        report_error(&self.outage, error, reason);
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        report_log(level, fac, message);
+    }
+}
+
+/// A consumer's context: its outage, and the offsets of revoked partitions dropped, so a late
+/// acknowledgement never stores an offset for a partition another consumer now owns.
+pub(super) struct TrackingContext {
+    pub(super) tracker: Arc<Mutex<OffsetTracker>>,
+    pub(super) outage: Arc<Outage>,
+}
+
+impl ClientContext for TrackingContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        report_error(&self.outage, error, reason);
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        report_log(level, fac, message);
+    }
+}
+
+impl ConsumerContext for TrackingContext {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let mut tracker = lock(&self.tracker);
+            for partition in partitions.elements() {
+                tracker.revoke(partition.partition());
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            let mut tracker = lock(&self.tracker);
+            for partition in partitions.elements() {
+                tracker.assign(partition.partition());
+            }
+        }
+    }
+}
+
+pub(super) fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTracker> {
+    // A panic elsewhere while holding the lock leaves the tracker consistent (every method
+    // mutates in one step), so a poisoned lock is still safe to use.
+    tracker
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn report_error(outage: &Outage, error: KafkaError, reason: &str) {
+    match error.rdkafka_error_code() {
+        Some(code) if broker_away(code) => {
+            outage.failed(&format_args!("{error}: {reason}"));
+        }
+        _ => tracing::error!(%error, reason, "kafka client error"),
+    }
+}
+
+/// librdkafka's log lines at their level, except its connection failures at error level
+/// ("FAIL"): librdkafka sends each of those as an error event too, which the outage counts.
+fn report_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    match level {
+        RDKafkaLogLevel::Error if fac == "FAIL" => {
+            tracing::debug!(target: "librdkafka", fac, "{message}")
+        }
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", fac, "{message}"),
+        RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", fac, "{message}"),
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::info!(target: "librdkafka", fac, "{message}")
+        }
+        RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", fac, "{message}"),
+    }
+}
