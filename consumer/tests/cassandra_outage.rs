@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use support::producer::{TestProducer, namespace_with_target, write};
@@ -62,22 +63,35 @@ async fn writes_made_while_cassandra_is_down_are_all_applied_when_it_returns() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     drop(restart);
+    let back = Instant::now();
 
+    let first = Cell::new(None);
     let rows = eventually(
         Duration::from_secs(180),
         "every row after Cassandra returned",
-        || async {
-            let rows = cql
-                .session
-                .query_unpaged("SELECT now() FROM system.local", &[])
-                .await
-                .ok()?;
-            drop(rows);
-            let rows = cql.rows(&table).await;
-            (rows.len() == expected + during).then_some(rows)
+        || {
+            let (first, cql, table) = (&first, &cql, &table);
+            async move {
+                let rows = cql
+                    .session
+                    .query_unpaged("SELECT now() FROM system.local", &[])
+                    .await
+                    .ok()?;
+                drop(rows);
+                let rows = cql.rows(table).await;
+                if rows.len() > expected && first.get().is_none() {
+                    first.set(Some(back.elapsed()));
+                }
+                (rows.len() == expected + during).then_some(rows)
+            }
         },
     )
     .await;
+    println!(
+        "after Cassandra answered again: first entry of the outage applied {:?}, all {during} {:?}",
+        first.get().unwrap_or_default(),
+        back.elapsed()
+    );
     for i in 0..during {
         assert_eq!(rows[&format!("during{i}")].as_deref(), Some("down"));
     }

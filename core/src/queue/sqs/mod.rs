@@ -375,7 +375,10 @@ impl Queue for SqsQueue {
                 return Err(self.error(Operation::Receive, true, reason));
             }
             // SQS answered, and refused: a missing queue or a credential, the same next time.
-            Err(e) => return Err(self.error(Operation::Receive, false, describe(&e))),
+            Err(e) => {
+                outage.answered();
+                return Err(self.error(Operation::Receive, false, describe(&e)));
+            }
         };
         let deliveries = output
             .messages()

@@ -1,0 +1,95 @@
+//! The consumer after an SQS outage: ElasticMQ is stopped for a minute while the consumer runs,
+//! then started again; entries written once it answers are applied within seconds. Alone in its
+//! binary: it stops a shared service.
+//!
+//! ElasticMQ keeps its queues in memory, so a restart loses them; SQS itself never does. The test
+//! provisions the namespace's queues again once ElasticMQ answers, as its control plane would,
+//! and then measures from the first write that SQS took.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::producer::{TestProducer, namespace_with_target, reader, write};
+use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
+use wal_namespaces::Backend;
+use wal_proto::v1::Trilean;
+
+/// How long entries written after SQS returned may take to be applied: seconds against
+/// minutes, with a wide margin for this shared 2-core machine's noise.
+const RECOVERY_BOUND: Duration = Duration::from_secs(30);
+const AFTER: usize = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_written_after_a_minute_long_sqs_outage_are_applied_within_seconds() {
+    let outage = Duration::from_secs(env_u64("WAL_OUTAGE_SECS", 60));
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let namespace = namespace_with_target(Backend::Sqs, 2, &cql_target(&table), "");
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    let answer = producer
+        .client
+        .write_to_log(write(&name, &put("before", "up")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    eventually(
+        Duration::from_secs(60),
+        "the row written before",
+        || async { (cql.count(&table).await == 1).then_some(()) },
+    )
+    .await;
+
+    stack("down", "elasticmq");
+    let restart = Restart("elasticmq");
+    tokio::time::sleep(outage).await;
+    drop(restart);
+    let back = Instant::now();
+    for queue in 0..namespace.queues.len() {
+        reader(&namespace, queue).await.provision().await.unwrap();
+    }
+    let provisioned = back.elapsed();
+
+    let mut written = None;
+    for i in 0..AFTER {
+        let answer = producer
+            .client
+            .write_to_log(write(&name, &put(&format!("after{i}"), "up")))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        written.get_or_insert_with(Instant::now);
+    }
+    let written = written.unwrap();
+    let mut first = None;
+    loop {
+        let count = cql.count(&table).await - 1;
+        if count > 0 && first.is_none() {
+            first = Some(written.elapsed());
+        }
+        if count == AFTER as i64 {
+            break;
+        }
+        assert!(
+            written.elapsed() < RECOVERY_BOUND,
+            "{count} of {AFTER} entries written after SQS returned were applied within \
+             {RECOVERY_BOUND:?}: the consumer stalls after an SQS outage"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "after SQS returned (outage {outage:?}): queues provisioned again in {provisioned:?}; \
+         of {AFTER} entries written then, first applied {:?}, all {:?}",
+        first.unwrap_or_default(),
+        written.elapsed()
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
