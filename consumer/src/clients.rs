@@ -113,7 +113,7 @@ impl Clients {
                     .await
                     .map(Arc::new)
                     .map_err(|e| {
-                        TargetError::retryable(format!(
+                        TargetError::unavailable(format!(
                             "connecting to CQL nodes {:?}: {e}",
                             self.settings.cql_nodes
                         ))
@@ -154,14 +154,20 @@ impl Clients {
         &self.http
     }
 
-    /// A memcached client for `servers` (keys spread over them by jump consistent hash), or for
-    /// the consumer's default servers when `servers` is empty.
-    pub async fn memcached(&self, servers: &[String]) -> Result<AsyncMetaClient, TargetError> {
-        let servers = if servers.is_empty() {
+    /// The memcached servers a cache target of `servers` uses: those, or the consumer's default
+    /// servers when `servers` is empty.
+    pub fn memcached_servers(&self, servers: &[String]) -> Vec<String> {
+        if servers.is_empty() {
             self.settings.memcached.clone()
         } else {
             servers.to_vec()
-        };
+        }
+    }
+
+    /// A memcached client for `servers` (keys spread over them by jump consistent hash), or for
+    /// the consumer's default servers when `servers` is empty.
+    pub async fn memcached(&self, servers: &[String]) -> Result<AsyncMetaClient, TargetError> {
+        let servers = self.memcached_servers(servers);
         if servers.is_empty() {
             return Err(TargetError::retryable(
                 "a cache target needs memcached servers; set \"servers\" in its settings or pass --memcached",
@@ -180,7 +186,7 @@ impl Clients {
         }
         let client = AsyncMetaClient::connect_multiple(servers.iter().map(String::as_str))
             .await
-            .map_err(|e| TargetError::retryable(format!("resolving memcached {servers:?}: {e}")))?
+            .map_err(|e| TargetError::unavailable(format!("resolving memcached {servers:?}: {e}")))?
             .with_connect_timeout(Some(self.settings.request_timeout))
             .with_io_timeout(Some(self.settings.request_timeout));
         clients.insert(servers, client.clone());

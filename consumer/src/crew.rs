@@ -68,6 +68,7 @@ impl Crew {
                 held: Arc::new(Semaphore::new(options.max_held as usize)),
                 started_micros: 0,
                 archive_recorded: Arc::default(),
+                holds: Arc::default(),
             };
             let worker = |context, role| Worker {
                 context,

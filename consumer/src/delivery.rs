@@ -20,7 +20,9 @@ use wal_core::queue::{
 use wal_namespaces::Namespace;
 
 use crate::backoff;
+use crate::breaker::{Breaker, Pass};
 use crate::clients::Clients;
+use crate::hold::{Hold, Holds};
 use crate::metrics::{KindMetrics, QueueMetrics};
 use crate::target::{Mutation, TargetError, TargetRegistry};
 use crate::trace;
@@ -32,6 +34,8 @@ const SQS_HOLD_MARGIN: Duration = Duration::from_secs(5);
 /// known, only the queue must still hear it.
 const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
 const SETTLE_RETRY_MAX: Duration = Duration::from_secs(10);
+/// How often a held entry's SQS message is made invisible again (for three times as long).
+const HOLD_EXTEND_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct DeliverySettings {
@@ -58,6 +62,8 @@ pub struct QueueContext {
     pub started_micros: i64,
     /// Whether this crew recorded `started_micros` as its archive's start.
     pub archive_recorded: Arc<OnceCell<()>>,
+    /// Entries of this queue held for an unavailable target; the worker takes none meanwhile.
+    pub holds: Arc<Holds>,
 }
 
 #[derive(Debug)]
@@ -79,6 +85,8 @@ pub struct DeliveryStats {
     pub parked: AtomicU64,
     /// Entries applied before their deliver-at by this consumer's clock. Must stay 0.
     pub early: AtomicU64,
+    /// Entries held because their target was unavailable (each counted once).
+    pub held: AtomicU64,
 }
 
 /// What became of an attempt.
@@ -158,8 +166,49 @@ impl Deliverer {
             attempt = entry.attempt,
             trace_id = continued.as_ref().map_or("", |c| c.trace_id.as_str()),
         );
-        let started = Instant::now();
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
+        let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
+        let applied = match spec.and_then(|spec| self.targets.breaker(spec)) {
+            None => attempt().await,
+            Some(breaker) => {
+                let held =
+                    self.attempt_when_available(context, delivery, &breaker, attempt, shutdown);
+                match Box::pin(held).await {
+                    Some(applied) => applied,
+                    // Shutdown while the target was away: left to the queue, received again.
+                    None => {
+                        let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                        return;
+                    }
+                }
+            }
+        };
+        if applied.is_ok() {
+            let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
+            metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
+            // Measured after the effect, so an early one is certain: it breaks "never early".
+            if late < 0 {
+                context.metrics.early.increment(1);
+                self.stats.early.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
+            }
+        }
+        self.settle(context, delivery, &metrics, applied, shutdown)
+            .instrument(span)
+            .await;
+    }
+
+    /// One attempt: the apply, and the archive write beside it when the namespace keeps one.
+    async fn attempt(
+        &self,
+        context: &QueueContext,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+        metrics: &KindMetrics,
+        span: &tracing::Span,
+    ) -> Applied {
+        let started = Instant::now();
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
         let applied = self.apply_to(&context.namespace, entry, spec, traceparent);
@@ -175,19 +224,68 @@ impl Deliverer {
             }
         };
         metrics.apply_seconds.record(started.elapsed());
-        if applied.is_ok() {
-            let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
-            metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
-            // Measured after the effect, so an early one is certain: it breaks "never early".
-            if late < 0 {
-                context.metrics.early.increment(1);
-                self.stats.early.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
+        applied
+    }
+
+    /// Attempts the entry once its target's breaker lets it, and holds it for as long as the
+    /// target is unavailable: no attempt is counted and nothing is written to the queue; the
+    /// queue takes no new entries meanwhile (see `hold`), and an SQS message is kept invisible.
+    /// `None` at shutdown.
+    async fn attempt_when_available<F, Fut>(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        breaker: &Breaker,
+        attempt: F,
+        shutdown: &CancellationToken,
+    ) -> Option<Applied>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Applied>,
+    {
+        // Taken when the entry first waits for the target, kept until its attempt went through.
+        let mut hold = None;
+        let held = |hold: &mut Option<Hold>| {
+            if hold.is_none() {
+                *hold = Some(context.holds.enter());
+                breaker.hold_entry();
+                self.stats.held.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        loop {
+            if breaker.is_open() {
+                held(&mut hold);
+            }
+            let pass = loop {
+                tokio::select! {
+                    pass = breaker.admit(shutdown) => break pass?,
+                    () = tokio::time::sleep(HOLD_EXTEND_EVERY) => {
+                        // Keep a held SQS message from being handed out again (Kafka: no-op).
+                        if let Err(error) = context.queue.extend(delivery, HOLD_EXTEND_EVERY * 3).await {
+                            tracing::warn!(%error, "cannot keep a held entry invisible; it may be received again");
+                        }
+                    }
+                }
+            };
+            let applied = attempt().await;
+            match (&applied, pass) {
+                (Err(TargetError::Unavailable(reason)), _) => {
+                    breaker.unavailable(pass, reason);
+                    held(&mut hold);
+                }
+                // A slow target is not an unavailable one, but a probe that timed out proves
+                // nothing either: the breaker stays open, and this entry waits with the others.
+                (Err(TargetError::Retryable(reason)), Pass::Probe) => {
+                    breaker.unavailable(pass, reason);
+                }
+                (Err(TargetError::Retryable(_)), Pass::Free) => return Some(applied),
+                // The target answered: applied, or refused the entry for its own fault.
+                (Ok(()) | Err(TargetError::Permanent(_)), _) => {
+                    breaker.answered();
+                    return Some(applied);
+                }
             }
         }
-        self.settle(context, delivery, &metrics, applied, shutdown)
-            .instrument(span)
-            .await;
     }
 
     /// Holds the entry until its deliver-at. Returns false when the entry left this consumer
@@ -458,7 +556,10 @@ impl Deliverer {
             .map_or(1, |e| e.attempt.saturating_add(1));
         let policy = &context.namespace.retry;
         let failure = match &error {
-            TargetError::Retryable(reason) if attempts < policy.max_attempts => {
+            // Unavailable reaches here only for a target without a breaker (past their bound).
+            TargetError::Retryable(reason) | TargetError::Unavailable(reason)
+                if attempts < policy.max_attempts =>
+            {
                 match self
                     .retry(context, delivery, attempts, reason, shutdown)
                     .await
@@ -476,7 +577,7 @@ impl Deliverer {
                     )),
                 }
             }
-            TargetError::Retryable(reason) => {
+            TargetError::Retryable(reason) | TargetError::Unavailable(reason) => {
                 Failure::retryable(format!("gave up after {attempts} attempts: {reason}"))
             }
             TargetError::Permanent(reason) => Failure::permanent(reason.clone()),

@@ -3,9 +3,11 @@
 //! backoff, or dead-letter. See `consumer/README.md` for the targets' settings and payloads.
 
 pub mod backoff;
+pub mod breaker;
 pub mod clients;
 pub mod crew;
 pub mod delivery;
+pub mod hold;
 mod json;
 pub mod metrics;
 pub mod options;

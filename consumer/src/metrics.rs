@@ -20,6 +20,10 @@ pub const QUEUE_ERRORS: &str = "wal_consumer_queue_errors_total";
 pub const PARKED: &str = "wal_consumer_parked";
 pub const PARKED_TOTAL: &str = "wal_consumer_parked_total";
 pub const EARLY: &str = "wal_consumer_early_total";
+pub const BREAKER_OPEN: &str = "wal_consumer_breaker_open";
+pub const BREAKER_HELD: &str = "wal_consumer_breaker_held";
+pub const BREAKER_OPENED: &str = "wal_consumer_breaker_opened_total";
+pub const BREAKER_OPEN_SECONDS: &str = "wal_consumer_breaker_open_seconds_total";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -74,6 +78,19 @@ pub fn describe() {
     describe_counter!(
         EARLY,
         "Entries applied before their deliver-at by the consumer's clock. Must stay 0."
+    );
+    describe_gauge!(
+        BREAKER_OPEN,
+        "1 while a target endpoint's breaker is open (the target is unavailable and its entries are held), by endpoint."
+    );
+    describe_gauge!(
+        BREAKER_HELD,
+        "Entries waiting for an unavailable target, by endpoint."
+    );
+    describe_counter!(BREAKER_OPENED, "Times a target endpoint's breaker opened.");
+    describe_counter!(
+        BREAKER_OPEN_SECONDS,
+        "Seconds target endpoints' breakers were open, added when each closes."
     );
     describe_counter!(
         QUEUE_ERRORS,
@@ -155,5 +172,36 @@ impl QueueMetrics {
             kinds.push((kind.to_owned(), Arc::clone(&metrics)));
         }
         metrics
+    }
+}
+
+/// One target endpoint's breaker handles.
+#[derive(Debug)]
+pub struct BreakerMetrics {
+    open: Gauge,
+    pub held: Gauge,
+    opened_total: Counter,
+    open_seconds: Counter,
+}
+
+impl BreakerMetrics {
+    pub fn new(endpoint: &str) -> Self {
+        let labels = [("endpoint", endpoint.to_owned())];
+        Self {
+            open: gauge!(BREAKER_OPEN, &labels),
+            held: gauge!(BREAKER_HELD, &labels),
+            opened_total: counter!(BREAKER_OPENED, &labels),
+            open_seconds: counter!(BREAKER_OPEN_SECONDS, &labels),
+        }
+    }
+
+    pub fn opened(&self) {
+        self.open.set(1.0);
+        self.opened_total.increment(1);
+    }
+
+    pub fn closed(&self, open_for: std::time::Duration) {
+        self.open.set(0.0);
+        self.open_seconds.increment(open_for.as_secs());
     }
 }

@@ -95,6 +95,24 @@ impl Refusals {
     }
 }
 
+/// Pauses the queue until no entry of it waits for an unavailable target, then resumes it.
+/// False at shutdown.
+async fn hold_queue(context: &QueueContext, shutdown: &CancellationToken) -> bool {
+    let queue = &context.queue;
+    tracing::info!(queue = %queue.spec().name, "holding the queue: its entries wait for an unavailable target");
+    if let Err(error) = queue.pause().await {
+        tracing::warn!(%error, "pausing the queue failed; it reads ahead while held");
+    }
+    let released = context.holds.released(shutdown).await;
+    if let Err(error) = queue.resume().await {
+        tracing::warn!(%error, "resuming the queue failed");
+    }
+    if released {
+        tracing::info!(queue = %queue.spec().name, "the queue reads on");
+    }
+    released
+}
+
 impl Worker {
     pub async fn run(self, shutdown: CancellationToken) {
         let queue = Arc::clone(&self.context.queue);
@@ -112,6 +130,10 @@ impl Worker {
         ));
         let mut refusals = Refusals::default();
         loop {
+            // While entries wait for an unavailable target, take no more (see `hold`).
+            if self.context.holds.any() && !hold_queue(&self.context, &shutdown).await {
+                break;
+            }
             // Wait for room before receiving, so nothing is taken that cannot be started.
             let first = tokio::select! {
                 permit = Arc::clone(&permits).acquire_owned() => match permit {

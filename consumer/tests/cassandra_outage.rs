@@ -1,103 +1,219 @@
-//! The data-loss-prevention persona: Cassandra is stopped for 30 s while writes keep coming.
-//! Every write is still answered TRUE (the queue holds it), the consumer retries with backoff,
-//! and once Cassandra is back every row is there. Alone in its binary: it stops a shared service.
+//! The data-loss-prevention persona: Cassandra is killed (SIGKILL) under load and stays away for
+//! 30 s, far longer than the namespaces' whole retry schedule (3 attempts from 100 ms), while
+//! writes keep coming to a Kafka and an SQS namespace. The cql breaker holds the entries in
+//! place: once Cassandra is back every entry answered TRUE is applied (the local stack syncs
+//! Cassandra's commit log before acknowledging, so the kill loses nothing acknowledged), none
+//! was retried or dead-lettered for the outage, the Kafka topic holds no retry copies, and a
+//! permanently bad entry written during the outage still reaches its DLQ. Alone in its binary:
+//! it stops a shared service.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod support;
 
 use std::cell::Cell;
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, namespace_with_target, write};
-use support::{Cql, Restart, cql_target, eventually, put, stack, start_consumer};
-use wal_namespaces::Backend;
+use support::producer::{TestProducer, kafka_log, namespace_with_target, write};
+use support::{
+    Cql, Restart, cql_target, dlq_reader, eventually, find_entry, put, stack, start_consumer,
+};
+use tokio_util::sync::CancellationToken;
+use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::Trilean;
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 
 const OUTAGE: Duration = Duration::from_secs(30);
-/// Enough attempts to outlast the outage and the restart: waits of 0.5, 1, 2, 4, then 5 s.
-const PATIENT: &str = r#""retry_policy": {"max_attempts": 40, "initial_backoff_ms": 500, "multiplier": 2.0, "max_backoff_ms": 5000, "jitter": 0.2}"#;
+/// A retry schedule the outage outlasts a hundred times over: 100 ms, then 200 ms, then the DLQ.
+const SHORT: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "multiplier": 2.0, "max_backoff_ms": 200, "jitter": 0.0}"#;
+
+/// Writes puts to `namespace` every `pace` until `stop`, keeping the ids answered TRUE and
+/// counting the other answers.
+fn writer(
+    mut client: WriteAheadLogClient<tonic::transport::Channel>,
+    namespace: String,
+    prefix: String,
+    pace: Duration,
+    stop: CancellationToken,
+    log: Arc<Mutex<Load>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut n = 0;
+        while !stop.is_cancelled() {
+            let id = format!("{prefix}-{n}");
+            n += 1;
+            let answer = client
+                .write_to_log(write(&namespace, &put(&id, "v")))
+                .await
+                .map(|a| a.into_inner().durable());
+            {
+                let mut log = log.lock().unwrap();
+                match answer {
+                    Ok(Trilean::True) => {
+                        log.written.insert(id);
+                    }
+                    _ => log.not_true += 1,
+                }
+            }
+            tokio::time::sleep(pace).await;
+        }
+    })
+}
+
+#[derive(Debug, Default)]
+struct Load {
+    written: BTreeSet<String>,
+    not_true: u64,
+}
+
+struct Side {
+    namespace: Namespace,
+    table: String,
+    load: Arc<Mutex<Load>>,
+}
+
+impl Side {
+    async fn new(cql: &Cql, backend: Backend) -> Self {
+        let table = cql.table().await;
+        Self {
+            namespace: namespace_with_target(backend, 1, &cql_target(&table), SHORT),
+            table,
+            load: Arc::default(),
+        }
+    }
+
+    fn written(&self) -> BTreeSet<String> {
+        self.load.lock().unwrap().written.clone()
+    }
+
+    async fn missing(&self, cql: &Cql) -> usize {
+        let rows = cql.rows(&self.table).await;
+        self.written()
+            .iter()
+            .filter(|id| !rows.contains_key(*id))
+            .count()
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_made_while_cassandra_is_down_are_all_applied_when_it_returns() {
+async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&table), PATIENT);
-    let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let kafka = Side::new(&cql, Backend::Kafka).await;
+    let sqs = Side::new(&cql, Backend::Sqs).await;
+    let namespaces = vec![kafka.namespace.clone(), sqs.namespace.clone()];
+    let mut producer = TestProducer::start(namespaces.clone()).await;
+    let consumer = start_consumer(namespaces).await;
 
-    let mut expected = 0;
-    for i in 0..10 {
-        producer
-            .client
-            .write_to_log(write(&name, &put(&format!("before{i}"), "up")))
-            .await
-            .unwrap();
-        expected += 1;
+    let stop = CancellationToken::new();
+    let mut writers = Vec::new();
+    for (side, prefix, pace) in [(&kafka, "k0", 10), (&kafka, "k1", 10), (&sqs, "s0", 20)] {
+        writers.push(writer(
+            producer.client.clone(),
+            side.namespace.name.clone(),
+            prefix.to_owned(),
+            Duration::from_millis(pace),
+            stop.clone(),
+            Arc::clone(&side.load),
+        ));
     }
+    // Killed while entries are being applied: both namespaces are delivering.
     eventually(
         Duration::from_secs(60),
-        "the rows written before the outage",
-        || async { (cql.rows(&table).await.len() == expected).then_some(()) },
+        "both namespaces delivering",
+        || async {
+            (cql.count(&kafka.table).await > 100 && cql.count(&sqs.table).await > 50).then_some(())
+        },
     )
     .await;
 
-    stack("down", "cassandra");
+    stack("kill", "cassandra");
     let restart = Restart("cassandra");
-    let started = Instant::now();
-    let mut during = 0;
-    while started.elapsed() < OUTAGE {
+    let killed = Instant::now();
+    // One entry each that no target will ever take: it must still reach the DLQ.
+    let mut bad = Vec::new();
+    for side in [&kafka, &sqs] {
         let answer = producer
             .client
-            .write_to_log(write(&name, &put(&format!("during{during}"), "down")))
+            .write_to_log(write(&side.namespace.name, b"not json"))
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(
-            answer.durable(),
-            Trilean::True,
-            "the queue takes writes while the database is down"
-        );
-        during += 1;
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        bad.push(answer.entry_id);
+    }
+    tokio::time::sleep(OUTAGE.saturating_sub(killed.elapsed())).await;
+    stop.cancel();
+    for writer in writers {
+        writer.await.unwrap();
     }
     drop(restart);
     let back = Instant::now();
 
     let first = Cell::new(None);
-    let rows = eventually(
+    eventually(
         Duration::from_secs(180),
-        "every row after Cassandra returned",
+        "every entry answered TRUE applied after Cassandra returned",
         || {
-            let (first, cql, table) = (&first, &cql, &table);
+            let (first, cql, kafka, sqs) = (&first, &cql, &kafka, &sqs);
             async move {
-                let rows = cql
-                    .session
+                // Cassandra answers before the first row can be read.
+                cql.session
                     .query_unpaged("SELECT now() FROM system.local", &[])
                     .await
                     .ok()?;
-                drop(rows);
-                let rows = cql.rows(table).await;
-                if rows.len() > expected && first.get().is_none() {
+                let missing = kafka.missing(cql).await + sqs.missing(cql).await;
+                if first.get().is_none() && cql.count(&kafka.table).await > 0 {
                     first.set(Some(back.elapsed()));
                 }
-                (rows.len() == expected + during).then_some(rows)
+                (missing == 0).then_some(())
             }
         },
     )
     .await;
-    println!(
-        "after Cassandra answered again: first entry of the outage applied {:?}, all {during} {:?}",
-        first.get().unwrap_or_default(),
-        back.elapsed()
-    );
-    for i in 0..during {
-        assert_eq!(rows[&format!("during{i}")].as_deref(), Some("down"));
+    let caught_up = back.elapsed();
+
+    for (side, bad) in [(&kafka, &bad[0]), (&sqs, &bad[1])] {
+        let dead = find_entry(dlq_reader(&side.namespace).await.as_ref(), |e| e.id == *bad).await;
+        assert!(
+            dead.last_error.contains("invalid"),
+            "dead-lettered for its payload: {}",
+            dead.last_error
+        );
+        assert_eq!(
+            side.load.lock().unwrap().not_true,
+            0,
+            "the queue took writes"
+        );
     }
-    assert!(
-        during > 50,
-        "writes kept coming through the outage ({during})"
+    let stats = consumer.deliverer().stats();
+    assert_eq!(
+        stats.dead_lettered.load(Ordering::Relaxed),
+        2,
+        "only the bad entries are dead-lettered, none for Cassandra's absence"
+    );
+    assert_eq!(
+        stats.retried.load(Ordering::Relaxed),
+        0,
+        "no attempt was used up while Cassandra was away"
+    );
+    let held = stats.held.load(Ordering::Relaxed);
+    assert!(held > 0, "entries were held for the outage");
+    let on_topic = kafka_log(&kafka.namespace.queues[0].name).await.len();
+    let written = kafka.written().len() + 1;
+    assert_eq!(
+        on_topic, written,
+        "the Kafka topic holds each entry written once: no retry copies"
+    );
+    println!(
+        "Cassandra killed for {OUTAGE:?} under load: {} Kafka and {} SQS entries answered TRUE, \
+         {held} held; after Cassandra answered again, first delivery {:?}, all applied {caught_up:?}; \
+         topic messages {on_topic} for {written} entries",
+        kafka.written().len(),
+        sqs.written().len(),
+        first.get().unwrap_or_default(),
     );
     consumer.shutdown().await;
     producer.shutdown().await;

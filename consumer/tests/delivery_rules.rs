@@ -23,7 +23,9 @@ const RETRY_THRICE: &str = r#""retry_policy": {"max_attempts": 3, "initial_backo
 
 fn answer_by_body(request: &Received) -> u16 {
     if request.body.starts_with(b"poison") {
-        503
+        // A failure of this entry's own: retried, counting attempts. (A 502, 503 or 504 would
+        // say the upstream is unavailable, and hold every entry: see target_outage.rs.)
+        500
     } else if request.body.starts_with(b"reject") {
         400
     } else {
@@ -91,7 +93,7 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
         assert_eq!(dead.attempt, 3, "the DLQ copy counts every attempt");
         assert_eq!(dead.last_error_class(), ErrorClass::Retryable);
         assert!(
-            dead.last_error.contains("gave up after 3 attempts") && dead.last_error.contains("503"),
+            dead.last_error.contains("gave up after 3 attempts") && dead.last_error.contains("500"),
             "{}",
             dead.last_error
         );

@@ -83,6 +83,12 @@ impl TargetKind for Cache {
     const KIND: &'static str = "cache";
     type Settings = CacheSettings;
 
+    fn endpoint(settings: &CacheSettings, clients: &Clients) -> String {
+        let mut servers = clients.memcached_servers(&settings.servers);
+        servers.sort();
+        servers.join(",")
+    }
+
     async fn build(
         settings: CacheSettings,
         clients: Arc<Clients>,
@@ -201,8 +207,9 @@ fn check_key(key: &str) -> Result<(), TargetError> {
 }
 
 /// Requests memcached will refuse again are permanent: malformed ones, and values over its item
-/// size limit (a SERVER_ERROR, told apart from "out of memory" only by its text). The rest
-/// (connections, timeouts, memory pressure) retries.
+/// size limit (a SERVER_ERROR, told apart from "out of memory" only by its text). A connection
+/// that cannot be made or was lost is the cache being unavailable; the rest (a timeout, memory
+/// pressure) retries.
 fn classify(error: MemcacheError) -> TargetError {
     let too_large =
         matches!(&error, MemcacheError::ServerError(e) if e.to_string().contains("too large"));
@@ -211,6 +218,17 @@ fn classify(error: MemcacheError) -> TargetError {
             TargetError::permanent(format!("memcached refused the request: {error}"))
         }
         _ if too_large => TargetError::permanent(format!("memcached refused the value: {error}")),
+        MemcacheError::IOError(io) if !is_timeout(&io) => {
+            TargetError::unavailable(format!("memcached: {io}"))
+        }
+        MemcacheError::PoolError(pool) => TargetError::unavailable(format!("memcached: {pool}")),
         other => TargetError::retryable(format!("memcached: {other}")),
     }
+}
+
+fn is_timeout(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
 }

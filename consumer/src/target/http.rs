@@ -38,6 +38,15 @@ impl TargetKind for Http {
     const KIND: &'static str = "http";
     type Settings = HttpSettings;
 
+    /// The URL's origin (scheme, host and port): an upstream down is down for every path.
+    fn endpoint(settings: &HttpSettings, _clients: &Clients) -> String {
+        match reqwest::Url::parse(&settings.url) {
+            Ok(url) => url.origin().ascii_serialization(),
+            // Not a URL: building the target refuses it; the text still names one endpoint.
+            Err(_) => settings.url.clone(),
+        }
+    }
+
     async fn build(
         settings: HttpSettings,
         clients: Arc<Clients>,
@@ -107,6 +116,8 @@ impl Target for HttpTarget {
             // build next time either.
             if e.is_builder() {
                 TargetError::Permanent(reason)
+            } else if e.is_connect() {
+                TargetError::Unavailable(reason)
             } else {
                 TargetError::Retryable(reason)
             }
@@ -117,7 +128,9 @@ impl Target for HttpTarget {
         }
         let body = first_bytes(response, MAX_BODY_IN_REASON).await;
         let reason = format!("POST {} answered {status}: {body}", self.url);
-        if retryable(status) {
+        if unavailable(status) {
+            Err(TargetError::Unavailable(reason))
+        } else if retryable(status) {
             Err(TargetError::Retryable(reason))
         } else {
             Err(TargetError::Permanent(reason))
@@ -135,6 +148,14 @@ async fn first_bytes(mut response: reqwest::Response, max: usize) -> String {
         }
     }
     String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The upstream, or the gateway before it, cannot serve anyone now.
+fn unavailable(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+    )
 }
 
 fn retryable(status: StatusCode) -> bool {

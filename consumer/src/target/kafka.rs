@@ -16,6 +16,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use rdkafka::util::Timeout;
 use serde::Deserialize;
+use wal_core::queue::kafka::broker_away;
 
 use super::{Mutation, Target, TargetError, TargetKind};
 use crate::clients::{Clients, TargetProducer};
@@ -32,6 +33,11 @@ pub struct KafkaTopic;
 impl TargetKind for KafkaTopic {
     const KIND: &'static str = "kafka";
     type Settings = KafkaTopicSettings;
+
+    /// One Kafka cluster per consumer.
+    fn endpoint(_settings: &KafkaTopicSettings, clients: &Clients) -> String {
+        clients.settings().kafka_bootstrap.clone()
+    }
 
     async fn build(
         settings: KafkaTopicSettings,
@@ -110,7 +116,8 @@ impl Target for KafkaTopicTarget {
     }
 }
 
-/// Refusals of the record itself are permanent; everything about reaching the cluster retries.
+/// Refusals of the record itself are permanent; a cluster it cannot reach is unavailable; the
+/// rest retries.
 fn classify(topic: &str, error: KafkaError) -> TargetError {
     let code = match &error {
         KafkaError::MessageProduction(code) => Some(*code),
@@ -127,6 +134,11 @@ fn classify(topic: &str, error: KafkaError) -> TargetError {
             | RDKafkaErrorCode::TopicAuthorizationFailed
             | RDKafkaErrorCode::ClusterAuthorizationFailed,
         ) => TargetError::Permanent(reason),
+        // The cluster cannot take records now: its brokers are away, or the record waited out
+        // its timeout in the producer's queue.
+        Some(code) if broker_away(code) || code == RDKafkaErrorCode::MessageTimedOut => {
+            TargetError::Unavailable(reason)
+        }
         _ => TargetError::Retryable(reason),
     }
 }

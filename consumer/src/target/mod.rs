@@ -7,10 +7,17 @@
 //!   entry's original write time; HTTP upstreams receive the entry id as `Idempotency-Key`.
 //! - **`Ok` means the effect happened** (the row was written, the message acknowledged by the
 //!   broker, the upstream answered 2xx). Only then does the consumer acknowledge the entry.
-//! - **Failures are classified where they are born:** [`TargetError::Retryable`] when trying later
-//!   may succeed (timeouts, unavailable, overloaded), [`TargetError::Permanent`] when it will fail
-//!   the same way again (a malformed payload, a rejected request). The consumer retries the first
-//!   with backoff and dead-letters the second.
+//! - **Failures are classified where they are born:** [`TargetError::Permanent`] when the entry
+//!   will fail the same way again (a malformed payload, a rejected request): dead-lettered;
+//!   [`TargetError::Retryable`] when this entry's attempt had trouble of its own (one write timed
+//!   out): retried with backoff, counting an attempt; [`TargetError::Unavailable`] when the
+//!   target cannot serve anyone now (connections refused, no host, every connection broken,
+//!   overloaded, an HTTP 502/503/504): not the entry's fault, so its endpoint's breaker opens and
+//!   the entry is held in place, using no attempt (see `breaker`). A slow target is not an
+//!   unavailable one: a timeout is `Retryable`.
+//! - Each kind names its **endpoint** ([`TargetKind::endpoint`]): what targets share when they
+//!   become unavailable together (a CQL keyspace, a memcached server list, an HTTP origin, a
+//!   Kafka cluster). One breaker serves each endpoint.
 //! - A kind's **settings** come as JSON from the entry's target (the request's, else the
 //!   namespace's default) and are parsed strictly into the kind's `Settings` type; unknown fields
 //!   are refused, so a typo is a clear permanent error instead of a silent default.
@@ -47,6 +54,9 @@ pub struct Mutation<'a> {
 pub enum TargetError {
     #[error("{0}")]
     Retryable(String),
+    /// The target cannot serve anyone now; see the module's contract.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0}")]
     Permanent(String),
 }
@@ -56,12 +66,17 @@ impl TargetError {
         Self::Retryable(reason.to_string())
     }
 
+    pub fn unavailable(reason: impl fmt::Display) -> Self {
+        Self::Unavailable(reason.to_string())
+    }
+
     pub fn permanent(reason: impl fmt::Display) -> Self {
         Self::Permanent(reason.to_string())
     }
 
+    /// Whether trying again later may succeed: a transient failure, or an unavailable target.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Retryable(_))
+        matches!(self, Self::Retryable(_) | Self::Unavailable(_))
     }
 }
 
@@ -80,7 +95,11 @@ pub trait TargetKind: Send + Sync + 'static {
     /// The kind's settings, parsed strictly from the target's JSON.
     type Settings: DeserializeOwned + Send;
 
-    /// Makes a target. Connection failures are retryable (the cluster may come back); settings
+    /// Where a target of these settings lives, for its breaker: targets with the same endpoint
+    /// are unavailable together. Pure: no I/O.
+    fn endpoint(settings: &Self::Settings, clients: &Clients) -> String;
+
+    /// Makes a target. Connection failures are unavailable (the cluster may come back); settings
     /// the kind cannot use are permanent.
     fn build(
         settings: Self::Settings,

@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use wal_core::entry::Target as TargetSpec;
 
 use super::{Target, TargetError, TargetKind, cache, cql, http, kafka};
+use crate::breaker::{Breaker, Breakers, OpenBreaker};
 use crate::clients::Clients;
 
 /// Targets kept for reuse (each holds prepared statements or a client). Settings come from
@@ -21,15 +22,25 @@ type Build = Box<
         + Send
         + Sync,
 >;
+/// A kind's endpoint of settings JSON; `None` when the settings do not parse.
+type Endpoint = Box<dyn Fn(&str, &Clients) -> Option<String> + Send + Sync>;
 
-/// The targets of one kind, by their settings JSON.
-type BySettings = HashMap<String, Arc<dyn Target>>;
+/// What the registry knows of a kind.
+struct Kind {
+    build: Build,
+    endpoint: Endpoint,
+}
+
+/// Per kind, by settings JSON; looked up by `&str` so a hit allocates nothing.
+type BySettings<T> = HashMap<String, HashMap<String, T>>;
 
 pub struct TargetRegistry {
-    kinds: HashMap<&'static str, Build>,
+    kinds: HashMap<&'static str, Kind>,
     clients: Arc<Clients>,
-    /// kind -> settings JSON -> target; looked up by `&str` so a hit allocates nothing.
-    built: Mutex<HashMap<String, BySettings>>,
+    built: Mutex<BySettings<Arc<dyn Target>>>,
+    breakers: Breakers,
+    /// Which breaker a target's settings go to, kept as targets are.
+    breaker_of: Mutex<BySettings<Arc<Breaker>>>,
 }
 
 impl fmt::Debug for TargetRegistry {
@@ -57,6 +68,8 @@ impl TargetRegistry {
             kinds: HashMap::new(),
             clients,
             built: Mutex::new(HashMap::new()),
+            breakers: Breakers::default(),
+            breaker_of: Mutex::new(HashMap::new()),
         }
     }
 
@@ -65,8 +78,45 @@ impl TargetRegistry {
             let parsed = parse_settings::<K>(json);
             Box::pin(async move { K::build(parsed?, clients).await })
         });
-        self.kinds.insert(K::KIND, build);
+        let endpoint: Endpoint = Box::new(|json, clients| {
+            let settings = parse_settings::<K>(json).ok()?;
+            Some(format!("{}/{}", K::KIND, K::endpoint(&settings, clients)))
+        });
+        self.kinds.insert(K::KIND, Kind { build, endpoint });
         self
+    }
+
+    /// The breaker of the endpoint an entry's target lives at; `None` for a kind or settings
+    /// that cannot be delivered (their apply fails for good) or past the breakers' bound.
+    pub fn breaker(&self, spec: &TargetSpec) -> Option<Arc<Breaker>> {
+        if let Ok(cached) = self.breaker_of.lock()
+            && let Some(breaker) = cached
+                .get(&spec.kind)
+                .and_then(|by_settings| by_settings.get(&spec.settings_json))
+        {
+            return Some(Arc::clone(breaker));
+        }
+        let kind = self.kinds.get(spec.kind.as_str())?;
+        if spec.settings_json.len() > MAX_SETTINGS_BYTES {
+            return None;
+        }
+        let breaker = self
+            .breakers
+            .get(&(kind.endpoint)(&spec.settings_json, &self.clients)?)?;
+        if let Ok(mut cached) = self.breaker_of.lock()
+            && cached.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
+        {
+            cached
+                .entry(spec.kind.clone())
+                .or_default()
+                .insert(spec.settings_json.clone(), Arc::clone(&breaker));
+        }
+        Some(breaker)
+    }
+
+    /// The endpoints whose breakers are open now.
+    pub fn open_breakers(&self) -> Vec<OpenBreaker> {
+        self.breakers.open()
     }
 
     pub fn knows(&self, kind: &str) -> bool {
@@ -78,7 +128,7 @@ impl TargetRegistry {
         if let Some(target) = self.cached(spec) {
             return Ok(target);
         }
-        let Some(build) = self.kinds.get(spec.kind.as_str()) else {
+        let Some(kind) = self.kinds.get(spec.kind.as_str()) else {
             let mut known: Vec<_> = self.kinds.keys().copied().collect();
             known.sort_unstable();
             return Err(TargetError::permanent(format!(
@@ -92,7 +142,7 @@ impl TargetRegistry {
                 spec.settings_json.len()
             )));
         }
-        let target = build(&spec.settings_json, Arc::clone(&self.clients)).await?;
+        let target = (kind.build)(&spec.settings_json, Arc::clone(&self.clients)).await?;
         if let Ok(mut built) = self.built.lock()
             && built.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
         {

@@ -222,7 +222,13 @@ pub struct Upstream {
 
 impl Upstream {
     pub async fn start(respond: fn(&Received) -> u16) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve("127.0.0.1:0", respond, Duration::ZERO).await
+    }
+
+    /// An upstream at `address` (say, one that refused connections until now), answering each
+    /// request after `delay`.
+    pub async fn serve(address: &str, respond: fn(&Received) -> u16, delay: Duration) -> Self {
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let address: SocketAddr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&received);
@@ -258,6 +264,7 @@ impl Upstream {
                                     body,
                                     at: std::time::SystemTime::now(),
                                 };
+                                tokio::time::sleep(delay).await;
                                 let status = respond(&record);
                                 log.lock().unwrap().push(record);
                                 let response = hyper::Response::builder()
@@ -352,6 +359,12 @@ pub async fn find_entries(
         }
     }
     found
+}
+
+/// An address on loopback where nothing listens: connections to it are refused.
+pub fn refusing_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
 }
 
 /// Runs `scripts/stack ACTION SERVICE`.

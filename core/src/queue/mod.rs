@@ -238,6 +238,20 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// (SQS visibility). Kafka keeps in-progress entries by design, so there it does nothing.
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError>;
 
+    /// Stops reading ahead while the caller holds what it has (its target is unavailable) and
+    /// will not receive until [`Queue::resume`]: Kafka pauses the assigned partitions, so nothing
+    /// more is fetched into memory and the group membership and commits stay as they are; SQS
+    /// needs nothing, since it hands out only what is asked for. Entries already received are
+    /// not touched.
+    async fn pause(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+
+    /// Reads on after [`Queue::pause`], from the first entry not yet received.
+    async fn resume(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+
     /// Makes what was acknowledged final before the handle goes away (Kafka: a synchronous
     /// commit). A handle dropped without closing may lose acknowledgements made since the last
     /// periodic commit, so those entries are received again: at-least-once, never a loss.

@@ -1,34 +1,66 @@
-//! Which CQL failures are worth retrying. Decided here, where the driver's error is seen.
+//! What a CQL failure means: the statement's own fault, this attempt's trouble, or a cluster that
+//! cannot serve anyone now. Decided here, where the driver's error is seen.
 
 use scylla::errors::{DbError, ExecutionError, PrepareError, RequestAttemptError};
 
 use crate::target::TargetError;
 
-/// A failed write: the server's verdict on the statement is permanent; anything about reaching
-/// or loading the cluster (timeouts, unavailable replicas, overload, broken connections) is not.
+/// A failed write: the server's verdict on the statement is permanent; no connection, no host,
+/// too few live replicas or an overloaded node is the cluster being unavailable; a timeout is
+/// this attempt's trouble.
 pub fn classify(operation: &str, error: &ExecutionError) -> TargetError {
+    let reason = format!("cql {operation} failed: {error}");
     let permanent = match error {
         ExecutionError::BadQuery(_) => true,
         ExecutionError::LastAttemptError(attempt) => attempt_is_permanent(attempt),
         ExecutionError::PrepareError(prepare) => prepare_is_permanent(prepare),
         _ => false,
     };
-    let reason = format!("cql {operation} failed: {error}");
+    let unavailable = match error {
+        ExecutionError::ConnectionPoolError(_) | ExecutionError::EmptyPlan => true,
+        ExecutionError::LastAttemptError(attempt) => attempt_is_unavailable(attempt),
+        ExecutionError::PrepareError(prepare) => prepare_is_unavailable(prepare),
+        _ => false,
+    };
     if permanent {
         TargetError::Permanent(reason)
+    } else if unavailable {
+        TargetError::Unavailable(reason)
     } else {
         TargetError::Retryable(reason)
     }
 }
 
 /// A failed prepare, typically a table or column that does not exist (permanent) or a cluster
-/// that cannot be reached (retryable).
+/// that cannot be reached (unavailable).
 pub fn classify_prepare(statement: &str, error: &PrepareError) -> TargetError {
     let reason = format!("cql prepare of `{statement}` failed: {error}");
     if prepare_is_permanent(error) {
         TargetError::Permanent(reason)
+    } else if prepare_is_unavailable(error) {
+        TargetError::Unavailable(reason)
     } else {
         TargetError::Retryable(reason)
+    }
+}
+
+fn prepare_is_unavailable(error: &PrepareError) -> bool {
+    match error {
+        PrepareError::ConnectionPoolError(_) => true,
+        PrepareError::AllAttemptsFailed { first_attempt } => attempt_is_unavailable(first_attempt),
+        _ => false,
+    }
+}
+
+fn attempt_is_unavailable(error: &RequestAttemptError) -> bool {
+    match error {
+        RequestAttemptError::BrokenConnectionError(_)
+        | RequestAttemptError::UnableToAllocStreamId => true,
+        RequestAttemptError::DbError(db, _) => matches!(
+            db,
+            DbError::Unavailable { .. } | DbError::Overloaded | DbError::IsBootstrapping
+        ),
+        _ => false,
     }
 }
 

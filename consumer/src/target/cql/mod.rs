@@ -1,6 +1,7 @@
 //! The cql target: row puts and deletes in ScyllaDB or Cassandra (payload format in
-//! [`payload`]). Settings: `{"keyspace": "app", "table": "users"}`; the table is the default for
-//! mutations that name none.
+//! [`payload`]). Settings: `{"keyspace": "app", "table": "users", "consistency": "LOCAL_QUORUM"}`;
+//! the table is the default for mutations that name none, the consistency (LOCAL_QUORUM unless
+//! given) is every write's.
 //!
 //! Idempotent by timestamp: every write carries `USING TIMESTAMP` = the entry's original write
 //! time, so applying an entry twice, or entries of a key in another order, leaves the same rows.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use scylla::client::session::Session;
+use scylla::statement::Consistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlValue;
@@ -32,6 +34,41 @@ const MAX_PREPARED: usize = 256;
 pub struct CqlSettings {
     pub keyspace: String,
     pub table: String,
+    /// How many replicas acknowledge each write before the entry counts as applied.
+    #[serde(default)]
+    pub consistency: WriteConsistency,
+}
+
+/// The consistency levels a write may ask for, in CQL's spelling. An entry is acknowledged only
+/// after its write was: with LOCAL_QUORUM and a replication factor of 3, a write survives the
+/// loss of any one replica of the local data center.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WriteConsistency {
+    One,
+    Two,
+    Three,
+    Quorum,
+    All,
+    #[default]
+    LocalQuorum,
+    EachQuorum,
+    LocalOne,
+}
+
+impl From<WriteConsistency> for Consistency {
+    fn from(level: WriteConsistency) -> Self {
+        match level {
+            WriteConsistency::One => Self::One,
+            WriteConsistency::Two => Self::Two,
+            WriteConsistency::Three => Self::Three,
+            WriteConsistency::Quorum => Self::Quorum,
+            WriteConsistency::All => Self::All,
+            WriteConsistency::LocalQuorum => Self::LocalQuorum,
+            WriteConsistency::EachQuorum => Self::EachQuorum,
+            WriteConsistency::LocalOne => Self::LocalOne,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -40,6 +77,12 @@ pub struct Cql;
 impl TargetKind for Cql {
     const KIND: &'static str = "cql";
     type Settings = CqlSettings;
+
+    /// One CQL cluster per consumer; a keyspace is as far as the platform can tell replicas
+    /// apart (a keyspace with too few live replicas is unavailable while others are not).
+    fn endpoint(settings: &CqlSettings, _clients: &Clients) -> String {
+        settings.keyspace.to_ascii_lowercase()
+    }
 
     async fn build(
         settings: CqlSettings,
@@ -111,6 +154,7 @@ impl Target for CqlTarget {
             return Ok(());
         }
         let mut batch = Batch::new(BatchType::Logged);
+        batch.set_consistency(self.settings.consistency.into());
         let mut values = Vec::with_capacity(statements.len());
         for (statement, row) in statements {
             batch.append_statement(statement);
@@ -189,11 +233,12 @@ impl CqlTarget {
         if let Some(statement) = self.prepared.read().await.get(&text) {
             return Ok(statement.clone());
         }
-        let statement = self
+        let mut statement = self
             .session
             .prepare(text.as_str())
             .await
             .map_err(|e| errors::classify_prepare(&text, &e))?;
+        statement.set_consistency(self.settings.consistency.into());
         let mut prepared = self.prepared.write().await;
         if prepared.len() < MAX_PREPARED {
             prepared.insert(text, statement.clone());

@@ -21,7 +21,7 @@ pub(crate) fn durability_of(error: &KafkaError) -> Durability {
 /// Whether an error says the client cannot reach its brokers, or a broker cannot serve it for
 /// now (a coordinator or leader moving): librdkafka reconnects and retries by itself, so the
 /// error is the service's absence to count, not a failure of the operation that saw it.
-pub(crate) fn broker_away(code: RDKafkaErrorCode) -> bool {
+pub fn broker_away(code: RDKafkaErrorCode) -> bool {
     use RDKafkaErrorCode as C;
     matches!(
         code,

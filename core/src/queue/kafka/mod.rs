@@ -34,7 +34,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use self::classify::broker_away;
+pub use self::classify::broker_away;
 pub use self::context::OutageContext;
 use self::context::{TrackingContext, lock};
 use self::lag::{group_lag, unfinished};
@@ -441,6 +441,26 @@ impl KafkaQueue {
         Ok(())
     }
 
+    /// Pauses or resumes fetching for the partitions assigned now (both local to librdkafka,
+    /// no broker call). A partition paused is read again from the first record not yet
+    /// received; one assigned by a later rebalance, which only a receive serves, starts
+    /// unpaused.
+    fn pause_or_resume(&self, pause: bool) -> Result<(), QueueError> {
+        let Some(receiver) = self.receiver.get() else {
+            return Ok(());
+        };
+        let consumer = &receiver.consumer;
+        let assigned = consumer
+            .assignment()
+            .map_err(|e| self.error(Operation::Receive, true, e))?;
+        let done = if pause {
+            consumer.pause(&assigned)
+        } else {
+            consumer.resume(&assigned)
+        };
+        done.map_err(|e| self.error(Operation::Receive, true, e))
+    }
+
     /// Asks a broker for the queue's first partition's offsets, to learn whether an idle
     /// consumer's brokers answer again: no record arrives to say so on a topic nobody writes to.
     async fn probe(&self, receiver: &Receiver) {
@@ -675,6 +695,14 @@ impl Queue for KafkaQueue {
         // A Kafka entry stays with this consumer until its partition is revoked; there is no
         // per-entry timeout to push back.
         Ok(())
+    }
+
+    async fn pause(&self) -> Result<(), QueueError> {
+        self.pause_or_resume(true)
+    }
+
+    async fn resume(&self) -> Result<(), QueueError> {
+        self.pause_or_resume(false)
     }
 
     async fn close(&self) -> Result<(), QueueError> {

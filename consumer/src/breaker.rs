@@ -1,0 +1,364 @@
+//! A breaker per target endpoint: while a target is unavailable (connections refused, no host,
+//! every connection broken, overloaded), its entries are held in place instead of failing one by
+//! one. A held entry uses no attempt, writes no retry copy and never reaches the DLQ for the
+//! target's absence; the queues it came from stop taking entries (see `worker`).
+//!
+//! - **Closed**: applies go through.
+//! - **Open**: the first apply that finds the target unavailable opens it (one WARN). Applies
+//!   wait in [`Breaker::admit`]. After a back-off (from [`PROBE_FIRST`], doubling up to
+//!   [`PROBE_MAX`]) one waiting apply is let through as the probe; if the target is still away,
+//!   the back-off doubles; if it answers, the breaker closes (one INFO, with how long it was
+//!   open and how many entries waited) and every waiting apply goes.
+//!
+//! The probe is a real entry's apply, so no kind needs a health check of its own, and a probe
+//! that succeeds has delivered something.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::BreakerMetrics;
+
+/// The first wait before probing an unavailable target.
+pub const PROBE_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between probes: a target that returns is used again within this.
+pub const PROBE_MAX: Duration = Duration::from_secs(2);
+/// Breakers kept; endpoints come from entries' targets, so their number is bounded here. Past
+/// it, entries of further endpoints go without a breaker (failing and retrying one by one).
+const MAX_BREAKERS: usize = 1024;
+
+/// What [`Breaker::admit`] let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// The breaker is closed.
+    Free,
+    /// The breaker is open and this apply is the one probe.
+    Probe,
+}
+
+/// The breakers of one consumer, by endpoint.
+#[derive(Debug, Default)]
+pub struct Breakers {
+    by_endpoint: Mutex<HashMap<String, Arc<Breaker>>>,
+}
+
+impl Breakers {
+    /// The breaker of `endpoint` (made on first use), or none past [`MAX_BREAKERS`].
+    pub fn get(&self, endpoint: &str) -> Option<Arc<Breaker>> {
+        let mut map = lock(&self.by_endpoint);
+        if let Some(breaker) = map.get(endpoint) {
+            return Some(Arc::clone(breaker));
+        }
+        if map.len() >= MAX_BREAKERS {
+            return None;
+        }
+        let breaker = Arc::new(Breaker::new(endpoint));
+        map.insert(endpoint.to_owned(), Arc::clone(&breaker));
+        Some(breaker)
+    }
+
+    /// The endpoints whose breakers are open now, with how long and how many entries wait.
+    pub fn open(&self) -> Vec<OpenBreaker> {
+        let map = lock(&self.by_endpoint);
+        let mut open: Vec<OpenBreaker> = map.values().filter_map(|b| b.report()).collect();
+        open.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+        open
+    }
+}
+
+/// An open breaker, as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OpenBreaker {
+    pub endpoint: String,
+    pub open_seconds: u64,
+    /// Entries waiting for the target now.
+    pub held: u64,
+    /// Why it opened: the first failure.
+    pub reason: String,
+}
+
+/// One endpoint's breaker; see the module doc.
+#[derive(Debug)]
+pub struct Breaker {
+    endpoint: String,
+    /// Mirrors the state, so a closed breaker costs one atomic load per apply.
+    open: AtomicBool,
+    state: Mutex<State>,
+    /// Bumped whenever the breaker closes or a probe ends, to wake waiting applies.
+    changed: watch::Sender<u64>,
+    metrics: BreakerMetrics,
+}
+
+#[derive(Debug)]
+enum State {
+    Closed,
+    Open(Open),
+}
+
+#[derive(Debug)]
+struct Open {
+    since: Instant,
+    reason: String,
+    /// When the next probe may go.
+    probe_at: Instant,
+    backoff: Duration,
+    probing: bool,
+    /// Applies waiting now, and entries that waited since it opened.
+    waiting: u64,
+    waited: u64,
+}
+
+impl Breaker {
+    fn new(endpoint: &str) -> Self {
+        Self {
+            endpoint: endpoint.to_owned(),
+            open: AtomicBool::new(false),
+            state: Mutex::new(State::Closed),
+            changed: watch::Sender::new(0),
+            metrics: BreakerMetrics::new(endpoint),
+        }
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Waits until an apply may go to the target: at once while closed; while open, until it
+    /// closes or this apply is picked as the probe. `None` at shutdown.
+    pub async fn admit(&self, shutdown: &CancellationToken) -> Option<Pass> {
+        if !self.is_open() {
+            return Some(Pass::Free);
+        }
+        let mut changed = self.changed.subscribe();
+        let mut waiting = Waiting::new(self);
+        loop {
+            let wake_at = {
+                let mut state = lock(&self.state);
+                let State::Open(open) = &mut *state else {
+                    return Some(Pass::Free);
+                };
+                waiting.count(open, &self.metrics);
+                if !open.probing && Instant::now() >= open.probe_at {
+                    open.probing = true;
+                    return Some(Pass::Probe);
+                }
+                (!open.probing).then_some(open.probe_at)
+            };
+            let sleep = async {
+                match wake_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = changed.changed() => {}
+                () = sleep => {}
+                () = shutdown.cancelled() => return None,
+            }
+        }
+    }
+
+    /// An entry starts waiting for the target (once per entry, however many times it is
+    /// admitted): counted for the INFO that closes the breaker.
+    pub fn hold_entry(&self) {
+        if let State::Open(open) = &mut *lock(&self.state) {
+            open.waited += 1;
+        }
+    }
+
+    /// The apply found the target unavailable: opens the breaker, or, after a failed probe,
+    /// waits longer before the next.
+    pub fn unavailable(&self, pass: Pass, reason: &str) {
+        let mut state = lock(&self.state);
+        match &mut *state {
+            State::Closed => {
+                let now = Instant::now();
+                *state = State::Open(Open {
+                    since: now,
+                    reason: reason.to_owned(),
+                    probe_at: now + PROBE_FIRST,
+                    backoff: PROBE_FIRST,
+                    probing: false,
+                    waiting: 0,
+                    waited: 0,
+                });
+                self.open.store(true, Ordering::Release);
+                self.metrics.opened();
+                tracing::warn!(endpoint = %self.endpoint, reason, "target unavailable; holding its entries until it answers");
+            }
+            State::Open(open) if pass == Pass::Probe => {
+                open.backoff = (open.backoff * 2).min(PROBE_MAX);
+                open.probe_at = Instant::now() + open.backoff;
+                open.probing = false;
+                tracing::debug!(endpoint = %self.endpoint, reason, next_probe_in = ?open.backoff, "target still unavailable");
+                drop(state);
+                self.changed.send_modify(|n| *n += 1);
+            }
+            // An apply that started before it opened: already known.
+            State::Open(_) => {}
+        }
+    }
+
+    /// The apply reached the target (it succeeded, or failed for the entry's own reasons): the
+    /// target answers, so an open breaker closes.
+    pub fn answered(&self) {
+        if !self.is_open() {
+            return;
+        }
+        let mut state = lock(&self.state);
+        let State::Open(open) = std::mem::replace(&mut *state, State::Closed) else {
+            return;
+        };
+        self.open.store(false, Ordering::Release);
+        drop(state);
+        let open_for = open.since.elapsed();
+        self.metrics.closed(open_for);
+        tracing::info!(endpoint = %self.endpoint, ?open_for, entries_waited = open.waited, "target answers again; delivering its entries");
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn report(&self) -> Option<OpenBreaker> {
+        let state = lock(&self.state);
+        let State::Open(open) = &*state else {
+            return None;
+        };
+        Some(OpenBreaker {
+            endpoint: self.endpoint.clone(),
+            open_seconds: open.since.elapsed().as_secs(),
+            held: open.waiting,
+            reason: open.reason.clone(),
+        })
+    }
+}
+
+/// One apply waiting in [`Breaker::admit`], counted once while it waits.
+struct Waiting<'a> {
+    breaker: &'a Breaker,
+    counted: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(breaker: &'a Breaker) -> Self {
+        Self {
+            breaker,
+            counted: false,
+        }
+    }
+
+    fn count(&mut self, open: &mut Open, metrics: &BreakerMetrics) {
+        if !self.counted {
+            self.counted = true;
+            open.waiting += 1;
+            metrics.held.increment(1.0);
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
+        self.breaker.metrics.held.decrement(1.0);
+        if let State::Open(open) = &mut *lock(&self.breaker.state) {
+            open.waiting = open.waiting.saturating_sub(1);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every change under these locks is one assignment, so a poisoned lock is still consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_breaker_lets_every_apply_through() {
+        let breaker = Breaker::new("cql/a");
+        let shutdown = CancellationToken::new();
+        assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Free));
+        breaker.answered();
+        assert!(!breaker.is_open());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_breaker_holds_applies_and_lets_one_probe_through_at_a_time() {
+        let breaker = Arc::new(Breaker::new("cql/a"));
+        let shutdown = CancellationToken::new();
+        breaker.unavailable(Pass::Free, "connection refused");
+        assert!(breaker.is_open());
+        let started = Instant::now();
+        // The first probe waits for the first back-off.
+        assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
+        assert_eq!(started.elapsed(), PROBE_FIRST);
+        // While the probe is out, a second apply waits for its outcome.
+        let second = tokio::spawn({
+            let (breaker, shutdown) = (Arc::clone(&breaker), shutdown.clone());
+            async move { breaker.admit(&shutdown).await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!second.is_finished());
+        assert_eq!(breaker.report().map(|r| r.held), Some(1));
+        // The probe failed: the waiting apply becomes the next probe after a longer back-off.
+        let failed = Instant::now();
+        breaker.unavailable(Pass::Probe, "connection refused");
+        assert_eq!(second.await.unwrap(), Some(Pass::Probe));
+        assert_eq!(failed.elapsed(), PROBE_FIRST * 2);
+        // It succeeded: the breaker closes and lets all through.
+        breaker.answered();
+        assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Free));
+        assert_eq!(breaker.report(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probes_back_off_up_to_the_longest_wait() {
+        let breaker = Breaker::new("http/x");
+        let shutdown = CancellationToken::new();
+        breaker.unavailable(Pass::Free, "503");
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let asked = Instant::now();
+            assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
+            waits.push(asked.elapsed().as_millis());
+            breaker.unavailable(Pass::Probe, "503");
+        }
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000, 2000, 2000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_applies_leave_at_shutdown() {
+        let breaker = Breaker::new("cache/x");
+        let shutdown = CancellationToken::new();
+        breaker.unavailable(Pass::Free, "refused");
+        let _probe = breaker.admit(&shutdown).await;
+        shutdown.cancel();
+        assert_eq!(breaker.admit(&shutdown).await, None);
+        assert_eq!(breaker.report().map(|r| r.held), Some(0));
+    }
+
+    #[test]
+    fn breakers_are_one_per_endpoint() {
+        let breakers = Breakers::default();
+        let a = breakers.get("cql/a").unwrap();
+        assert!(Arc::ptr_eq(&a, &breakers.get("cql/a").unwrap()));
+        a.unavailable(Pass::Free, "refused");
+        let open = breakers.open();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].endpoint, "cql/a");
+        assert!(breakers.get("cql/b").unwrap().report().is_none());
+    }
+}

@@ -1,0 +1,188 @@
+//! While a target is unavailable its entries are held in place, whatever the kind: an HTTP
+//! upstream that refuses connections or answers 503, a memcached that is down. The namespaces'
+//! retry schedule (3 attempts from 100 ms) is over long before the target returns, yet nothing
+//! is retried or dead-lettered for its absence, and everything arrives once it is back. A slow
+//! target is not an unavailable one: its timeouts are the entries' own trouble. The memcached
+//! test stops the shared memcached, so no other test in this binary may use it.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use memcache::exp::{AsyncMetaClient, GetStatus};
+use support::producer::{TestProducer, namespace_with_target, write};
+use support::{
+    Restart, Upstream, eventually, local_stack, refusing_address, stack, start_consumer,
+    start_consumer_with,
+};
+use wal_consumer::ConsumerHandle;
+use wal_namespaces::{Backend, Namespace};
+use wal_proto::v1::Trilean;
+
+const SHORT: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "multiplier": 2.0, "max_backoff_ms": 200, "jitter": 0.0}"#;
+/// How long the target stays away: ten times the whole retry schedule.
+const AWAY: Duration = Duration::from_secs(3);
+const ENTRIES: usize = 5;
+
+async fn write_entries(
+    producer: &mut TestProducer,
+    namespace: &Namespace,
+    payload: &dyn Fn(usize) -> Vec<u8>,
+) {
+    for i in 0..ENTRIES {
+        let answer = producer
+            .client
+            .write_to_log(write(&namespace.name, &payload(i)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+}
+
+/// The consumer held entries for the target and used no attempt on them.
+async fn assert_held(consumer: &ConsumerHandle, endpoint: &str) {
+    let deliverer = consumer.deliverer();
+    eventually(
+        Duration::from_secs(30),
+        "the target's breaker open",
+        || async {
+            let open = deliverer.targets().open_breakers();
+            open.iter().any(|b| b.endpoint == endpoint).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(AWAY).await;
+    let stats = deliverer.stats();
+    assert!(stats.held.load(Ordering::Relaxed) > 0, "entries were held");
+    assert_eq!(stats.retried.load(Ordering::Relaxed), 0, "no attempt used");
+    assert_eq!(
+        stats.dead_lettered.load(Ordering::Relaxed),
+        0,
+        "nothing dead-lettered"
+    );
+    assert_eq!(stats.delivered.load(Ordering::Relaxed), 0);
+}
+
+async fn assert_all_delivered(consumer: &ConsumerHandle) {
+    let stats = consumer.deliverer().stats();
+    eventually(Duration::from_secs(30), "every entry delivered", || async {
+        (stats.delivered.load(Ordering::Relaxed) == ENTRIES as u64).then_some(())
+    })
+    .await;
+}
+
+fn assert_nothing_retried(consumer: &ConsumerHandle) {
+    let stats = consumer.deliverer().stats();
+    assert_eq!(stats.retried.load(Ordering::Relaxed), 0);
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
+    assert!(consumer.deliverer().targets().open_breakers().is_empty());
+}
+
+fn http_target(url: &str) -> String {
+    format!(r#"{{"kind": "http", "settings": {{"url": "{url}"}}}}"#)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_refusing_connections_holds_its_entries_until_it_listens() {
+    let address = refusing_address();
+    let url = format!("http://{address}/hook");
+    let namespace = namespace_with_target(Backend::Kafka, 1, &http_target(&url), SHORT);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    write_entries(&mut producer, &namespace, &|i| format!("e{i}").into_bytes()).await;
+    assert_held(&consumer, &format!("http/http://{address}")).await;
+
+    let upstream = Upstream::serve(&address.to_string(), |_| 200, Duration::ZERO).await;
+    assert_all_delivered(&consumer).await;
+    assert!(upstream.count() >= ENTRIES);
+    assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+/// What the 503 upstream answers now.
+static STATUS: AtomicU16 = AtomicU16::new(503);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_answering_503_holds_its_entries_until_it_serves() {
+    let upstream = Upstream::start(|_| STATUS.load(Ordering::Relaxed)).await;
+    let namespace = namespace_with_target(Backend::Sqs, 1, &upstream.target(), SHORT);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    write_entries(&mut producer, &namespace, &|i| format!("e{i}").into_bytes()).await;
+    let origin = upstream.url.trim_end_matches("/hook");
+    assert_held(&consumer, &format!("http/{origin}")).await;
+    // While held, the upstream hears only the probes, a few a second at most.
+    let probes = upstream.count();
+    assert!(probes < 20, "{probes} requests while unavailable");
+
+    STATUS.store(200, Ordering::Relaxed);
+    assert_all_delivered(&consumer).await;
+    assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memcached_down_holds_its_entries_until_it_returns() {
+    let target = r#"{"kind": "cache", "settings": {"ttl_seconds": 600}}"#;
+    let namespace = namespace_with_target(Backend::Kafka, 1, target, SHORT);
+    let key = |i: usize| format!("{}-{i}", namespace.name);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+
+    stack("down", "memcached");
+    let restart = Restart("memcached");
+    write_entries(&mut producer, &namespace, &|i| {
+        format!(r#"{{"set": {{"key": "{}", "value": "v"}}}}"#, key(i)).into_bytes()
+    })
+    .await;
+    let servers = local_stack().memcached;
+    assert_held(&consumer, &format!("cache/{}", servers.join(","))).await;
+    drop(restart);
+
+    assert_all_delivered(&consumer).await;
+    let client = AsyncMetaClient::connect(servers[0].as_str()).await.unwrap();
+    eventually(Duration::from_secs(30), "every key set", || async {
+        for i in 0..ENTRIES {
+            let got = client.get(key(i)).send().await.ok()?;
+            if got.status != GetStatus::Hit {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_target_does_not_open_the_breaker() {
+    // Every answer comes after the apply timeout: each attempt is this entry's trouble, retried
+    // and finally dead-lettered, and the target is never taken for unavailable.
+    let upstream = Upstream::serve("127.0.0.1:0", |_| 200, Duration::from_millis(800)).await;
+    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), SHORT);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer_with(vec![namespace.clone()], |options| {
+        options.apply_timeout_ms = 200;
+    })
+    .await;
+    write_entries(&mut producer, &namespace, &|i| format!("e{i}").into_bytes()).await;
+    let stats = consumer.deliverer().stats();
+    eventually(
+        Duration::from_secs(60),
+        "every entry dead-lettered",
+        || async { (stats.dead_lettered.load(Ordering::Relaxed) == ENTRIES as u64).then_some(()) },
+    )
+    .await;
+    assert_eq!(stats.retried.load(Ordering::Relaxed), 2 * ENTRIES as u64);
+    assert_eq!(stats.held.load(Ordering::Relaxed), 0, "nothing held");
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
