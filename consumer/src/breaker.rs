@@ -28,6 +28,10 @@ use crate::metrics::BreakerMetrics;
 pub const PROBE_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between probes: a target that returns is used again within this.
 pub const PROBE_MAX: Duration = Duration::from_secs(2);
+/// How long a probe may be out before another waiting apply is let through instead: a probe
+/// whose task ended without an outcome (it cannot, short of a bug) must not hold the breaker
+/// open for good. Longer than any apply timeout in use.
+const PROBE_LEASE: Duration = Duration::from_secs(120);
 /// Breakers kept; endpoints come from entries' targets, so their number is bounded here. Past
 /// it, entries of further endpoints go without a breaker (failing and retrying one by one).
 const MAX_BREAKERS: usize = 1024;
@@ -107,7 +111,8 @@ struct Open {
     /// When the next probe may go.
     probe_at: Instant,
     backoff: Duration,
-    probing: bool,
+    /// When the probe out now was let through.
+    probing: Option<Instant>,
     /// Applies waiting now, and entries that waited since it opened.
     waiting: u64,
     waited: u64,
@@ -147,21 +152,22 @@ impl Breaker {
                     return Some(Pass::Free);
                 };
                 waiting.count(open, &self.metrics);
-                if !open.probing && Instant::now() >= open.probe_at {
-                    open.probing = true;
+                let now = Instant::now();
+                let probe_out = open
+                    .probing
+                    .is_some_and(|since| now.duration_since(since) < PROBE_LEASE);
+                if !probe_out && now >= open.probe_at {
+                    open.probing = Some(now);
                     return Some(Pass::Probe);
                 }
-                (!open.probing).then_some(open.probe_at)
-            };
-            let sleep = async {
-                match wake_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+                match open.probing {
+                    Some(since) if probe_out => since + PROBE_LEASE,
+                    _ => open.probe_at,
                 }
             };
             tokio::select! {
                 _ = changed.changed() => {}
-                () = sleep => {}
+                () = tokio::time::sleep_until(wake_at) => {}
                 () = shutdown.cancelled() => return None,
             }
         }
@@ -187,7 +193,7 @@ impl Breaker {
                     reason: reason.to_owned(),
                     probe_at: now + PROBE_FIRST,
                     backoff: PROBE_FIRST,
-                    probing: false,
+                    probing: None,
                     waiting: 0,
                     waited: 0,
                 });
@@ -198,7 +204,7 @@ impl Breaker {
             State::Open(open) if pass == Pass::Probe => {
                 open.backoff = (open.backoff * 2).min(PROBE_MAX);
                 open.probe_at = Instant::now() + open.backoff;
-                open.probing = false;
+                open.probing = None;
                 tracing::debug!(endpoint = %self.endpoint, reason, next_probe_in = ?open.backoff, "target still unavailable");
                 drop(state);
                 self.changed.send_modify(|n| *n += 1);
@@ -337,6 +343,17 @@ mod tests {
             breaker.unavailable(Pass::Probe, "503");
         }
         assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000, 2000, 2000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_never_reports_does_not_hold_the_breaker_for_good() {
+        let breaker = Breaker::new("cql/a");
+        let shutdown = CancellationToken::new();
+        breaker.unavailable(Pass::Free, "refused");
+        assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
+        let asked = Instant::now();
+        assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
+        assert_eq!(asked.elapsed(), PROBE_LEASE);
     }
 
     #[tokio::test(start_paused = true)]

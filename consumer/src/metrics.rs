@@ -24,6 +24,7 @@ pub const BREAKER_OPEN: &str = "wal_consumer_breaker_open";
 pub const BREAKER_HELD: &str = "wal_consumer_breaker_held";
 pub const BREAKER_OPENED: &str = "wal_consumer_breaker_opened_total";
 pub const BREAKER_OPEN_SECONDS: &str = "wal_consumer_breaker_open_seconds_total";
+pub const BREAKER_OPENED_AT: &str = "wal_consumer_breaker_opened_at_seconds";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -179,6 +180,7 @@ impl QueueMetrics {
 #[derive(Debug)]
 pub struct BreakerMetrics {
     open: Gauge,
+    opened_at: Gauge,
     pub held: Gauge,
     opened_total: Counter,
     open_seconds: Counter,
@@ -189,6 +191,7 @@ impl BreakerMetrics {
         let labels = [("endpoint", endpoint.to_owned())];
         Self {
             open: gauge!(BREAKER_OPEN, &labels),
+            opened_at: gauge!(BREAKER_OPENED_AT, &labels),
             held: gauge!(BREAKER_HELD, &labels),
             opened_total: counter!(BREAKER_OPENED, &labels),
             open_seconds: counter!(BREAKER_OPEN_SECONDS, &labels),
@@ -197,11 +200,16 @@ impl BreakerMetrics {
 
     pub fn opened(&self) {
         self.open.set(1.0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.opened_at.set(now.as_secs_f64().floor());
         self.opened_total.increment(1);
     }
 
     pub fn closed(&self, open_for: std::time::Duration) {
         self.open.set(0.0);
+        self.opened_at.set(0.0);
         self.open_seconds.increment(open_for.as_secs());
     }
 }

@@ -186,3 +186,61 @@ async fn a_slow_target_does_not_open_the_breaker() {
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_target_holds_the_queue_entries_for_a_healthy_target_wait_behind_it() {
+    let dead = refusing_address();
+    let healthy = Upstream::start(|_| 200).await;
+    let dead_url = format!("http://{dead}/hook");
+    let namespace = namespace_with_target(Backend::Kafka, 1, &http_target(&dead_url), SHORT);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let deliverer = consumer.deliverer();
+
+    // One entry for the dead target (the namespace's default) opens its breaker.
+    let answer = producer
+        .client
+        .write_to_log(write(&namespace.name, b"to the dead one"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    eventually(Duration::from_secs(30), "the breaker open", || async {
+        (!deliverer.targets().open_breakers().is_empty()).then_some(())
+    })
+    .await;
+    // The receive under way when it opened ends within the namespace's poll wait (10 s); from
+    // then on the queue is held.
+    tokio::time::sleep(namespace.consumer.poll_wait + Duration::from_secs(1)).await;
+    for i in 0..ENTRIES {
+        let mut request = write(
+            &namespace.name,
+            format!("to the healthy one {i}").as_bytes(),
+        );
+        request.target = Some(wal_proto::v1::Target {
+            kind: "http".into(),
+            settings_json: format!(r#"{{"url": "{}"}}"#, healthy.url),
+        });
+        let answer = producer
+            .client
+            .write_to_log(request)
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    tokio::time::sleep(AWAY).await;
+    assert_eq!(healthy.count(), 0, "entries behind a held one wait");
+
+    let revived = Upstream::serve(&dead.to_string(), |_| 200, Duration::ZERO).await;
+    eventually(Duration::from_secs(30), "every entry delivered", || async {
+        let delivered = deliverer.stats().delivered.load(Ordering::Relaxed);
+        (delivered == ENTRIES as u64 + 1).then_some(())
+    })
+    .await;
+    assert_eq!(healthy.count(), ENTRIES);
+    assert_eq!(revived.count(), 1);
+    assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

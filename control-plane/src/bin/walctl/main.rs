@@ -6,6 +6,7 @@
 //! 3 refused by the control plane's rules (the message says which); 4 not found; for `write`,
 //! 5 FALSE (not stored: retry freely) and 6 UNKNOWN (retry with the same --idempotency-id).
 
+mod breakers;
 mod brokers;
 mod checkpoint;
 mod dlq;
@@ -57,6 +58,8 @@ enum Command {
     Dlq(dlq::Dlq),
     /// Re-apply a namespace's mutations of a time range, leaving out the offending ones.
     Replay(Box<replay::Replay>),
+    /// Targets the consumers hold entries for because they are unavailable (open breakers).
+    Breakers(breakers::Breakers),
 }
 
 /// A failure, with the exit code that classifies it.
@@ -146,6 +149,7 @@ async fn main() -> ExitCode {
         Command::Write(write) => write::run(write, cli.output).await,
         Command::Dlq(command) => dlq::run(command, &cli.control_plane, cli.output).await,
         Command::Replay(replay) => replay::run(*replay, &cli.control_plane, cli.output).await,
+        Command::Breakers(command) => breakers::run(command, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,180 @@
+//! `walctl breakers`: which targets the consumers hold entries for, read from each consumer's
+//! metrics (`wal_consumer_breaker_*`, by endpoint). A consumer's breaker opens when a target is
+//! unavailable; while it is open its entries wait in place (see consumer/README.md).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use crate::Failure;
+use crate::output::{Format, print_json, table};
+
+#[derive(Debug, clap::Args)]
+pub struct Breakers {
+    /// A consumer's metrics address (its --metrics-listen); give it once per consumer.
+    #[arg(
+        long = "consumer",
+        env = "WAL_CONSUMER_METRICS",
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:9465"
+    )]
+    consumers: Vec<String>,
+    /// List every endpoint the consumers have delivered to, not only the open ones.
+    #[arg(long)]
+    all: bool,
+}
+
+/// One endpoint's breaker as a consumer reports it.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Row {
+    consumer: String,
+    endpoint: String,
+    open: bool,
+    opened_at: f64,
+    held: f64,
+    opened_total: f64,
+}
+
+pub async fn run(command: Breakers, format: Format) -> Result<(), Failure> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| Failure::broker(format!("building the HTTP client: {e}")))?;
+    let mut rows = Vec::new();
+    for consumer in &command.consumers {
+        let url = format!("{}/metrics", consumer.trim_end_matches('/'));
+        let text = async { client.get(&url).send().await?.error_for_status()?.text().await }
+            .await
+            .map_err(|e| {
+                Failure::broker(format!(
+                    "cannot read the consumer's metrics at {url}: {e}. Is wal-consumer running? Pass its --metrics-listen address with --consumer or WAL_CONSUMER_METRICS"
+                ))
+            })?;
+        rows.extend(parse(consumer, &text));
+    }
+    rows.retain(|row| command.all || row.open);
+    match format {
+        Format::Json => print_json(&json!(rows.iter().map(row_json).collect::<Vec<_>>())),
+        Format::Table if rows.is_empty() => println!("no open breakers: every target answers"),
+        Format::Table => {
+            let mut out = table(&[
+                "consumer",
+                "endpoint",
+                "state",
+                "open for",
+                "entries waiting",
+                "times opened",
+            ]);
+            for row in &rows {
+                out.add_row(vec![
+                    row.consumer.clone(),
+                    row.endpoint.clone(),
+                    if row.open { "OPEN" } else { "closed" }.to_owned(),
+                    open_for(row)
+                        .map_or_else(String::new, |d| humantime::format_duration(d).to_string()),
+                    format!("{}", row.held),
+                    format!("{}", row.opened_total),
+                ]);
+            }
+            println!("{out}");
+        }
+    }
+    Ok(())
+}
+
+fn row_json(row: &Row) -> serde_json::Value {
+    json!({
+        "consumer": row.consumer,
+        "endpoint": row.endpoint,
+        "open": row.open,
+        "open_seconds": open_for(row).map(|d| d.as_secs()),
+        "entries_waiting": row.held,
+        "times_opened": row.opened_total,
+    })
+}
+
+fn open_for(row: &Row) -> Option<Duration> {
+    if !row.open || row.opened_at <= 0.0 {
+        return None;
+    }
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+    Some(Duration::from_secs(
+        now.as_secs().saturating_sub(row.opened_at as u64),
+    ))
+}
+
+/// The breaker rows in a Prometheus text exposition, one per endpoint.
+fn parse(consumer: &str, text: &str) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for line in text.lines() {
+        let Some((name, endpoint, value)) = sample(line) else {
+            continue;
+        };
+        let at = match rows.iter().position(|r| r.endpoint == endpoint) {
+            Some(at) => at,
+            None => {
+                rows.push(Row {
+                    consumer: consumer.to_owned(),
+                    endpoint,
+                    ..Row::default()
+                });
+                rows.len() - 1
+            }
+        };
+        let row = &mut rows[at];
+        match name {
+            "wal_consumer_breaker_open" => row.open = value > 0.0,
+            "wal_consumer_breaker_opened_at_seconds" => row.opened_at = value,
+            "wal_consumer_breaker_held" => row.held = value,
+            "wal_consumer_breaker_opened_total" => row.opened_total = value,
+            _ => {}
+        }
+    }
+    rows.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+    rows
+}
+
+/// `name{endpoint="..."} value` of a breaker metric; other lines give `None`.
+fn sample(line: &str) -> Option<(&str, String, f64)> {
+    let (name, rest) = line.split_once("{endpoint=\"")?;
+    if !name.starts_with("wal_consumer_breaker_") {
+        return None;
+    }
+    let (endpoint, rest) = rest.split_once("\"}")?;
+    let value = rest.trim().parse().ok()?;
+    let endpoint = endpoint.replace("\\\"", "\"").replace("\\\\", "\\");
+    Some((name, endpoint, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breaker_metrics_become_one_row_per_endpoint() {
+        let text = r#"# TYPE wal_consumer_breaker_open gauge
+wal_consumer_breaker_open{endpoint="cql/shop"} 1
+wal_consumer_breaker_open{endpoint="http/http://10.0.0.1:8080"} 0
+wal_consumer_breaker_held{endpoint="cql/shop"} 42
+wal_consumer_breaker_opened_at_seconds{endpoint="cql/shop"} 1700000000
+wal_consumer_breaker_opened_total{endpoint="cql/shop"} 3
+wal_consumer_delivered_total{namespace="a",target="cql"} 7
+"#;
+        let rows = parse("c1", text);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0],
+            Row {
+                consumer: "c1".into(),
+                endpoint: "cql/shop".into(),
+                open: true,
+                opened_at: 1_700_000_000.0,
+                held: 42.0,
+                opened_total: 3.0,
+            }
+        );
+        assert!(!rows[1].open);
+        assert!(open_for(&rows[0]).is_some());
+        assert_eq!(open_for(&rows[1]), None);
+    }
+}
