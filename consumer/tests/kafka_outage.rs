@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, delayed, namespace_with_target, write};
+use support::producer::{TestProducer, delayed, namespace_with_target, write, write_true};
 use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
 use wal_core::queue::delay::KAFKA_HOLD_LIMIT;
 use wal_namespaces::Backend;
@@ -38,13 +38,11 @@ async fn entries_written_after_a_minute_long_broker_outage_are_applied_within_se
     let consumer = start_consumer(vec![namespace]).await;
 
     for i in 0..10 {
-        let answer = producer
-            .client
-            .write_to_log(write(&name, &put(&format!("before{i}"), "up")))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(
+            &producer.client,
+            write(&name, &put(&format!("before{i}"), "up")),
+        )
+        .await;
     }
     eventually(
         Duration::from_secs(60),
@@ -83,29 +81,25 @@ async fn entries_written_after_a_minute_long_broker_outage_are_applied_within_se
 
     // Through a delay tier: the shortest wait that is parked rather than held in memory.
     let tier_delay = KAFKA_HOLD_LIMIT + Duration::from_secs(1);
-    let answer = producer
-        .client
-        .write_to_log(delayed(
+    write_true(
+        &producer.client,
+        delayed(
             &name,
             &put("via-tier", "up"),
             tier_delay.as_millis() as i64,
             0,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        ),
+    )
+    .await;
     let tier_written = Instant::now();
 
     let written = Instant::now();
     for i in 0..AFTER {
-        let answer = producer
-            .client
-            .write_to_log(write(&name, &put(&format!("after{i}"), "up")))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(
+            &producer.client,
+            write(&name, &put(&format!("after{i}"), "up")),
+        )
+        .await;
     }
     // Polled by hand rather than with `eventually`, to note when the first of them arrived.
     let mut first = None;

@@ -12,10 +12,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, namespace_with_target, reader, write};
+use support::producer::{TestProducer, namespace_with_target, reader, write, write_true};
 use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
 use wal_namespaces::Backend;
-use wal_proto::v1::Trilean;
 
 /// How long entries written after SQS returned may take to be applied: seconds against
 /// minutes, with a wide margin for this shared 2-core machine's noise.
@@ -32,13 +31,7 @@ async fn entries_written_after_a_minute_long_sqs_outage_are_applied_within_secon
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
 
-    let answer = producer
-        .client
-        .write_to_log(write(&name, &put("before", "up")))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    write_true(&producer.client, write(&name, &put("before", "up"))).await;
     eventually(
         Duration::from_secs(60),
         "the row written before",
@@ -58,13 +51,11 @@ async fn entries_written_after_a_minute_long_sqs_outage_are_applied_within_secon
 
     let mut written = None;
     for i in 0..AFTER {
-        let answer = producer
-            .client
-            .write_to_log(write(&name, &put(&format!("after{i}"), "up")))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(
+            &producer.client,
+            write(&name, &put(&format!("after{i}"), "up")),
+        )
+        .await;
         written.get_or_insert_with(Instant::now);
     }
     let written = written.unwrap();

@@ -13,14 +13,13 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use memcache::exp::{AsyncMetaClient, GetStatus};
-use support::producer::{TestProducer, namespace_with_target, write};
+use support::producer::{TestProducer, namespace_with_target, write, write_true};
 use support::{
     Restart, Upstream, eventually, local_stack, refusing_address, stack, start_consumer,
     start_consumer_with,
 };
 use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
-use wal_proto::v1::Trilean;
 
 const SHORT: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "multiplier": 2.0, "max_backoff_ms": 200, "jitter": 0.0}"#;
 /// How long the target stays away: ten times the whole retry schedule.
@@ -33,13 +32,7 @@ async fn write_entries(
     payload: &dyn Fn(usize) -> Vec<u8>,
 ) {
     for i in 0..ENTRIES {
-        let answer = producer
-            .client
-            .write_to_log(write(&namespace.name, &payload(i)))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(&producer.client, write(&namespace.name, &payload(i))).await;
     }
 }
 
@@ -198,13 +191,7 @@ async fn a_dead_target_holds_the_queue_entries_for_a_healthy_target_wait_behind_
     let deliverer = consumer.deliverer();
 
     // One entry for the dead target (the namespace's default) opens its breaker.
-    let answer = producer
-        .client
-        .write_to_log(write(&namespace.name, b"to the dead one"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    write_true(&producer.client, write(&namespace.name, b"to the dead one")).await;
     eventually(Duration::from_secs(30), "the breaker open", || async {
         (!deliverer.targets().open_breakers().is_empty()).then_some(())
     })
@@ -221,13 +208,7 @@ async fn a_dead_target_holds_the_queue_entries_for_a_healthy_target_wait_behind_
             kind: "http".into(),
             settings_json: format!(r#"{{"url": "{}"}}"#, healthy.url),
         });
-        let answer = producer
-            .client
-            .write_to_log(request)
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(&producer.client, request).await;
     }
     tokio::time::sleep(AWAY).await;
     assert_eq!(healthy.count(), 0, "entries behind a held one wait");

@@ -152,6 +152,26 @@ impl TestProducer {
 
 /// Writes `requests` in batches of `batch`, `concurrency` batches at a time, and asserts every
 /// write is durable (TRUE).
+/// Sends one write and asserts it was answered TRUE; returns the entry's id.
+pub async fn write_true(
+    client: &WriteAheadLogClient<Channel>,
+    request: WriteToLogRequest,
+) -> String {
+    let answer = client
+        .clone()
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.durable(),
+        wal_proto::v1::Trilean::True,
+        "{}",
+        answer.message
+    );
+    answer.entry_id
+}
+
 pub async fn write_all_durably(
     client: &WriteAheadLogClient<Channel>,
     requests: Vec<WriteToLogRequest>,
