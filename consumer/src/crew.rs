@@ -7,9 +7,8 @@ use anyhow::Context as _;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wal_core::entry::Target as TargetSpec;
 use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
-use wal_namespaces::{Backend, Namespace};
+use wal_namespaces::{Backend, Namespace, TargetConfig};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
@@ -42,10 +41,10 @@ impl Crew {
         namespace: Namespace,
     ) -> anyhow::Result<Self> {
         let namespace = Arc::new(namespace);
-        let default_target = namespace.default_target.as_ref().map(|t| TargetSpec {
-            kind: t.kind.clone(),
-            settings_json: t.settings_json.clone(),
-        });
+        let default_target = namespace
+            .default_target
+            .as_ref()
+            .map(TargetConfig::entry_target);
         let mut workers = Vec::new();
         for config in &namespace.queues {
             let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)

@@ -8,7 +8,6 @@ pub mod clients;
 pub mod crew;
 pub mod delivery;
 pub mod hold;
-mod json;
 pub mod metrics;
 pub mod options;
 pub mod service;

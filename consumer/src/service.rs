@@ -13,6 +13,7 @@ use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::sqs::SqsSettings;
 use wal_namespaces::feed::{Feed, SetChanges};
 use wal_namespaces::{Backend, Namespace};
+use wal_targets::Kind;
 
 use crate::clients::Clients;
 use crate::crew::{Crew, RunningCrew};
@@ -65,7 +66,7 @@ impl Consumer {
         let next: Vec<Namespace> = next
             .into_iter()
             .filter(|ns| match &ns.default_target {
-                Some(target) if !self.deliverer.targets().knows(&target.kind) => {
+                Some(target) if !self.deliverer.targets().knows(target.kind.name()) => {
                     tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");
                     false
                 }
@@ -209,7 +210,10 @@ fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow
         return Ok(());
     }
     for ns in namespaces {
-        let cql_target = ns.default_target.as_ref().is_some_and(|t| t.kind == "cql");
+        let cql_target = ns
+            .default_target
+            .as_ref()
+            .is_some_and(|t| t.kind == Kind::Cql);
         if cql_target || ns.durable_storage.is_some() {
             anyhow::bail!(
                 "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES",

@@ -135,7 +135,8 @@ async fn apply_get_and_refusals_exit_with_their_codes() {
 /// A producer on a free port serving one new Kafka namespace; returns its address and the name.
 async fn producer() -> (String, String) {
     let name = unique("cp");
-    let target = r#", "default_target": {"kind": "cql", "settings": {"table": "t"}}"#;
+    let target =
+        r#", "default_target": {"kind": "cql", "settings": {"keyspace": "app", "table": "t"}}"#;
     let text = config(&name, "KAFKA", &[&format!("{name}-q0")], target);
     let namespace = wal_namespaces::parse(&text, "test").unwrap();
     let options = wal_producer::ProducerOptions::for_local_stack(std::path::PathBuf::new());

@@ -198,7 +198,7 @@ pub struct RateLimitFile {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TargetFile {
-    /// The target kind: cql, cache, kafka, http or region.
+    /// The target kind: cql, cache, kafka or http (see the consumer README for each kind's settings).
     pub kind: String,
     /// The kind's settings.
     #[serde(default)]

@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-
-/// The target kinds the platform delivers to.
-pub const TARGET_KINDS: &[&str] = &["cql", "cache", "kafka", "http", "region"];
+use wal_proto::v1::Target;
+use wal_targets::Kind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Namespace {
@@ -83,8 +82,8 @@ pub struct RateLimit {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetConfig {
-    /// One of [`TARGET_KINDS`].
-    pub kind: String,
+    /// A kind this build delivers to; its settings were checked by the kind's rules.
+    pub kind: Kind,
     pub settings: Map<String, Value>,
     /// `settings` as JSON text, as entries carry it; made once here instead of on every write.
     pub settings_json: String,
@@ -104,6 +103,16 @@ pub struct DurableStorageConfig {
 pub struct ArchiveConfig {
     /// How long each entry is kept from its original write time.
     pub retention: Duration,
+}
+
+impl TargetConfig {
+    /// The target as entries carry it.
+    pub fn entry_target(&self) -> Target {
+        Target {
+            kind: self.kind.name().to_owned(),
+            settings_json: self.settings_json.clone(),
+        }
+    }
 }
 
 impl RetryPolicy {

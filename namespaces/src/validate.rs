@@ -6,6 +6,7 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use wal_targets::Refusal;
 
 use crate::error::{ConfigErrors, Problems};
 use crate::file::{
@@ -14,7 +15,7 @@ use crate::file::{
 };
 use crate::model::{
     ArchiveConfig, Backend, ConsumerSettings, DelayLimits, DurableStorageConfig, Namespace,
-    QueueConfig, RateLimit, RetryPolicy, TARGET_KINDS, TargetConfig,
+    QueueConfig, RateLimit, RetryPolicy, TargetConfig,
 };
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
@@ -76,11 +77,14 @@ pub(crate) fn validate(
             );
             None
         }
-        (Some(target), None) => check_target(
-            &mut problems,
-            spelling.key("default_target", "defaultTarget"),
-            target,
-        ),
+        (Some(target), None) => {
+            let path = spelling.key("default_target", "defaultTarget");
+            let paths = TargetPaths {
+                kind: format!("{path}.kind"),
+                settings: format!("{path}.settings"),
+            };
+            check_target(&mut problems, &paths, target)
+        }
         (None, Some((_, target))) => Some(target),
         (None, None) => None,
     };
@@ -403,39 +407,48 @@ fn netflix_target(
             return None;
         }
     };
-    check_target(problems, path, TargetFile { kind, settings })
+    // Netflix's flat form: the settings sit beside "type".
+    let paths = TargetPaths {
+        kind: format!("{path}.type"),
+        settings: path.to_owned(),
+    };
+    check_target(problems, &paths, TargetFile { kind, settings })
 }
 
-/// Netflix's name for replicating an EVCache cluster to other regions is the region target here.
-fn canonical_kind(kind: &str) -> &str {
-    match kind {
-        "evc-replication" => "region",
-        other => other,
-    }
+/// Where a target's kind and settings are in the file, for error paths.
+struct TargetPaths {
+    kind: String,
+    settings: String,
 }
 
+/// Checks a target with the kinds' own rules (`wal_targets`): a target refused here would be
+/// dead-lettered on every delivery, so the config is refused instead.
 fn check_target(
     problems: &mut Problems<'_>,
-    path: &str,
+    paths: &TargetPaths,
     target: TargetFile,
 ) -> Option<TargetConfig> {
-    let kind = canonical_kind(&target.kind);
-    if !TARGET_KINDS.contains(&kind) {
-        problems.add(
-            path,
-            format!(
-                "unknown target kind {:?}; expected one of {}",
-                target.kind,
-                TARGET_KINDS.join(", ")
-            ),
-        );
-        return None;
+    let settings_json = Value::Object(target.settings.clone()).to_string();
+    match wal_targets::check(&target.kind, &settings_json) {
+        Ok(kind) => Some(TargetConfig {
+            kind,
+            settings_json,
+            settings: target.settings,
+        }),
+        Err(Refusal::Settings { kind, path, reason }) => {
+            let field = if path == "." {
+                paths.settings.clone()
+            } else {
+                format!("{}.{path}", paths.settings)
+            };
+            problems.add(field, format!("{kind} target settings: {reason}"));
+            None
+        }
+        Err(refusal) => {
+            problems.add(&paths.kind, refusal.to_string());
+            None
+        }
     }
-    Some(TargetConfig {
-        kind: kind.to_owned(),
-        settings_json: Value::Object(target.settings.clone()).to_string(),
-        settings: target.settings,
-    })
 }
 
 fn durable_storage(

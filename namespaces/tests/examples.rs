@@ -33,29 +33,27 @@ fn delay_queue_on_sqs_in_camel_case() {
     assert_eq!(ns.delay.default_jitter, Duration::from_secs(60));
     assert_eq!(ns.retry.max_attempts, 8);
     assert_eq!(
-        ns.default_target.as_ref().map(|t| t.kind.as_str()),
+        ns.default_target.as_ref().map(|t| t.kind.name()),
         Some("cql")
     );
 }
 
+/// Netflix's cross-region config names a kind this build does not deliver yet, so it waits in
+/// `examples/planned` and is refused at the door, with the reason, instead of being accepted and
+/// left unconsumed.
 #[test]
-fn cross_region_replication_on_kafka_gets_a_default_dlq() {
-    let ns = example("cross-region-evcache-foobar.json");
-    assert_eq!(ns.queues[0].backend, Backend::Kafka);
-    assert_eq!(ns.queues[0].name, "evcache_foobar");
-    assert_eq!(
-        ns.queues[0].dlq, "evcache_foobar-dlq",
-        "an empty DLQ list means the default"
+fn cross_region_replication_is_refused_until_it_is_built() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/planned/cross-region-evcache-foobar.json");
+    let errors = wal_namespaces::load_file(&path)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        errors.contains(
+            "config.target.type: target kind 'region' is not delivered by this build: cross-region replication is not built yet"
+        ),
+        "{errors}"
     );
-    assert_eq!(ns.queues[0].cluster.as_deref(), Some("kafka-foobar"));
-    let target = ns.default_target.expect("target");
-    assert_eq!(
-        target.kind, "region",
-        "evc-replication is the region target"
-    );
-    assert_eq!(target.settings.len(), 4, "one writer endpoint per region");
-    assert_eq!(ns.rate_limit.writes_per_second, 50_000);
-    assert_eq!(ns.rate_limit.burst, 50_000);
 }
 
 #[test]
@@ -74,7 +72,7 @@ fn multi_partition_mutations_have_durable_storage_and_no_default_target() {
 fn the_examples_folder_loads_as_a_whole() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let namespaces = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(namespaces.len(), 3);
+    assert_eq!(namespaces.len(), 2);
 }
 
 #[test]

@@ -231,7 +231,7 @@ fn namespace_file(dir: &std::path::Path, name: &str, kind: &str, queue_key: &str
             "persistence_configurations": {{"persistence_configuration": [
               {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{queue_key}": ["{queue}"]}}}}]}},
             "rate_limit": {{"writes_per_second": 1000000, "max_in_flight": 100000}},
-            "default_target": {{"kind": "cql", "settings": {{}}}}}}"#
+            "default_target": {{"kind": "cql", "settings": {{"keyspace": "bench", "table": "rows"}}}}}}"#
     );
     std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
 }

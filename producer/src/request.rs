@@ -6,14 +6,13 @@ use std::time::Duration;
 
 use rand::Rng;
 use wal_core::entry::{Body, ENTRY_VERSION, Entry, Target, new_entry_id};
-use wal_namespaces::{Namespace, TARGET_KINDS};
+use wal_namespaces::Namespace;
 use wal_proto::v1::WriteToLogRequest;
+use wal_targets::Refusal;
 
 /// The longest caller-given idempotency id or partition key.
 pub const MAX_ID_BYTES: usize = 256;
 pub const MAX_KEY_BYTES: usize = 1024;
-/// The longest target settings document a request may carry.
-pub const MAX_TARGET_SETTINGS_BYTES: usize = 16 * 1024;
 /// How far in the future an original write time may lie (clock skew between services).
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
@@ -34,14 +33,14 @@ pub enum Invalid {
         value: i64,
         expected: String,
     },
-    #[error("target.kind {kind:?} is not a target kind; expected one of {}", TARGET_KINDS.join(", "))]
-    UnknownTargetKind { kind: String },
-    #[error(
-        "target.settings_json is {size} bytes long; expected at most {MAX_TARGET_SETTINGS_BYTES}"
-    )]
-    TargetSettingsTooLong { size: usize },
-    #[error("target.settings_json is not a JSON object: {reason}")]
-    TargetSettings { reason: String },
+    /// The target names a kind this build does not deliver, or settings that kind refuses: it
+    /// would fail the same way on every delivery.
+    #[error("target.{field}: {refusal}")]
+    Target {
+        /// `kind` or `settings_json`.
+        field: &'static str,
+        refusal: Refusal,
+    },
     #[error("no target: the request names none and namespace '{namespace}' has no default target")]
     NoTarget { namespace: String },
     #[error("{field} is {reason}; expected at most {max} bytes of printable text")]
@@ -135,53 +134,36 @@ fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid>
 }
 
 fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
+    let default = namespace.default_target.as_ref();
     let Some(requested) = requested else {
-        let default = namespace
-            .default_target
-            .as_ref()
+        return default
+            .map(|default| default.entry_target())
             .ok_or_else(|| Invalid::NoTarget {
                 namespace: namespace.name.clone(),
-            })?;
-        return Ok(Target {
-            kind: default.kind.clone(),
-            settings_json: default.settings_json.clone(),
-        });
+            });
     };
-    if !TARGET_KINDS.contains(&requested.kind.as_str()) {
-        let mut kind = requested.kind;
-        if kind.len() > 32 {
-            // Echo a bounded prefix: the kinds are short words.
-            let end = (0..=32)
-                .rev()
-                .find(|i| kind.is_char_boundary(*i))
-                .unwrap_or(0);
-            kind.truncate(end);
-            kind.push('…');
-        }
-        return Err(Invalid::UnknownTargetKind { kind });
+    // The default was checked when the namespace was loaded.
+    let is_default = default.is_some_and(|default| {
+        default.kind.name() == requested.kind && default.settings_json == requested.settings_json
+    });
+    if !is_default {
+        wal_targets::check(&requested.kind, &requested.settings_json).map_err(|refusal| {
+            let field = match refusal {
+                Refusal::UnknownKind { .. } | Refusal::NotDelivered { .. } => "kind",
+                Refusal::TooLong { .. } | Refusal::Settings { .. } => "settings_json",
+            };
+            Invalid::Target { field, refusal }
+        })?;
     }
-    if requested.settings_json.len() > MAX_TARGET_SETTINGS_BYTES {
-        return Err(Invalid::TargetSettingsTooLong {
-            size: requested.settings_json.len(),
-        });
-    }
-    let settings = if requested.settings_json.trim().is_empty() {
+    let settings_json = if requested.settings_json.trim().is_empty() {
         "{}".to_owned()
     } else {
         requested.settings_json
     };
-    match serde_json::from_str::<serde_json::Value>(&settings) {
-        Ok(serde_json::Value::Object(_)) => Ok(Target {
-            kind: requested.kind,
-            settings_json: settings,
-        }),
-        Ok(other) => Err(Invalid::TargetSettings {
-            reason: format!("found {other}"),
-        }),
-        Err(e) => Err(Invalid::TargetSettings {
-            reason: e.to_string(),
-        }),
-    }
+    Ok(Target {
+        kind: requested.kind,
+        settings_json,
+    })
 }
 
 fn original_write_time(given: i64, now_micros: i64) -> Result<i64, Invalid> {

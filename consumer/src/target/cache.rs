@@ -27,6 +27,7 @@ use memcache::MemcacheError;
 use memcache::exp::{AsyncMetaClient, MutationStatus};
 use rand::Rng as _;
 use serde::Deserialize;
+use wal_targets::cache::CacheSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};
 use crate::clients::Clients;
@@ -35,21 +36,6 @@ use crate::clients::Clients;
 const MAX_KEY_BYTES: usize = 250;
 /// TTLs longer than this are read by memcached as a Unix time, so they are sent as one.
 const RELATIVE_TTL_LIMIT: u64 = 30 * 24 * 3600;
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheSettings {
-    #[serde(default)]
-    pub servers: Vec<String>,
-    #[serde(default = "default_ttl")]
-    pub ttl_seconds: u64,
-    #[serde(default)]
-    pub ttl_spread_seconds: Option<u64>,
-}
-
-fn default_ttl() -> u64 {
-    3600
-}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
@@ -80,7 +66,6 @@ struct Delete {
 pub struct Cache;
 
 impl TargetKind for Cache {
-    const KIND: &'static str = "cache";
     type Settings = CacheSettings;
 
     fn endpoint(settings: &CacheSettings, clients: &Clients) -> String {
@@ -114,7 +99,7 @@ impl std::fmt::Debug for CacheTarget {
 #[async_trait]
 impl Target for CacheTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
-        let payload: Payload = crate::json::parse(mutation.payload).map_err(|e| {
+        let payload: Payload = wal_targets::json::parse(mutation.payload).map_err(|e| {
             TargetError::permanent(format!(
                 "cache payload is invalid at '{}': {}; expected {{\"set\": {{\"key\": ..., \"value\": ...}}}} or {{\"delete\": {{\"key\": ...}}}}",
                 e.path, e.reason

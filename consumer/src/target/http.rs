@@ -9,13 +9,12 @@
 //! 2xx is success. 5xx, 408, 429, timeouts and connection failures are retryable; any other
 //! status is permanent (the upstream rejected the request and will again).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
+use wal_targets::http::HttpSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};
 use crate::clients::Clients;
@@ -23,52 +22,31 @@ use crate::clients::Clients;
 /// How much of an error response's body is kept in the failure reason.
 const MAX_BODY_IN_REASON: usize = 256;
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSettings {
-    pub url: String,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-}
-
 #[derive(Debug)]
 pub struct Http;
 
 impl TargetKind for Http {
-    const KIND: &'static str = "http";
     type Settings = HttpSettings;
 
     /// The URL's origin (scheme, host and port): an upstream down is down for every path.
     fn endpoint(settings: &HttpSettings, _clients: &Clients) -> String {
-        match reqwest::Url::parse(&settings.url) {
-            Ok(url) => url.origin().ascii_serialization(),
-            // Not a URL: building the target refuses it; the text still names one endpoint.
-            Err(_) => settings.url.clone(),
-        }
+        settings.origin()
     }
 
+    /// The settings were checked when they were parsed (`wal_targets`); what fails here is
+    /// refused the same way.
     async fn build(
         settings: HttpSettings,
         clients: Arc<Clients>,
     ) -> Result<Arc<dyn Target>, TargetError> {
-        let url = reqwest::Url::parse(&settings.url).map_err(|e| {
-            TargetError::permanent(format!("http target settings: url {:?}: {e}", settings.url))
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(TargetError::permanent(format!(
-                "http target settings: url {:?} has scheme '{}'; expected http or https",
-                settings.url,
-                url.scheme()
-            )));
-        }
+        let invalid = |e: &dyn std::fmt::Display| {
+            TargetError::permanent(format!("http target settings: {e}"))
+        };
+        let url = settings.parsed_url().map_err(|e| invalid(&e.reason))?;
         let mut headers = HeaderMap::new();
         for (name, value) in &settings.headers {
-            let name = HeaderName::try_from(name.as_str()).map_err(|e| {
-                TargetError::permanent(format!("http target settings: header name {name:?}: {e}"))
-            })?;
-            let value = HeaderValue::try_from(value.as_str()).map_err(|e| {
-                TargetError::permanent(format!("http target settings: header {name}: {e}"))
-            })?;
+            let name = HeaderName::try_from(name.as_str()).map_err(|e| invalid(&e))?;
+            let value = HeaderValue::try_from(value.as_str()).map_err(|e| invalid(&e))?;
             headers.insert(name, value);
         }
         Ok(Arc::new(HttpTarget {

@@ -15,23 +15,16 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use rdkafka::util::Timeout;
-use serde::Deserialize;
 use wal_core::queue::kafka::broker_away;
+use wal_targets::kafka::KafkaTopicSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};
 use crate::clients::{Clients, TargetProducer};
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaTopicSettings {
-    pub topic: String,
-}
 
 #[derive(Debug)]
 pub struct KafkaTopic;
 
 impl TargetKind for KafkaTopic {
-    const KIND: &'static str = "kafka";
     type Settings = KafkaTopicSettings;
 
     /// One Kafka cluster per consumer.
@@ -43,13 +36,6 @@ impl TargetKind for KafkaTopic {
         settings: KafkaTopicSettings,
         clients: Arc<Clients>,
     ) -> Result<Arc<dyn Target>, TargetError> {
-        let topic = &settings.topic;
-        let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if topic.is_empty() || topic.len() > 249 || !topic.chars().all(legal) {
-            return Err(TargetError::permanent(format!(
-                "kafka target settings: topic {topic:?} is not a Kafka topic name; expected 1 to 249 of [a-zA-Z0-9._-]"
-            )));
-        }
         let producer = clients.kafka().await?.clone();
         Ok(Arc::new(KafkaTopicTarget { producer, settings }))
     }

@@ -33,7 +33,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::de::DeserializeOwned;
 use wal_core::entry::Entry;
 
 pub use registry::TargetRegistry;
@@ -87,13 +86,12 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError>;
 }
 
-/// A target kind: its name, its settings and how a target is made from them. Register a new kind
-/// with one line in [`TargetRegistry::builtin`].
+/// A target kind's apply side: how a target is made from the kind's settings. The kind's name
+/// and settings are defined once, in `wal_targets`, where the producer and the control plane
+/// check them too. Register a new kind with one line in [`TargetRegistry::builtin`].
 pub trait TargetKind: Send + Sync + 'static {
-    /// The name entries and namespace configs use (`target.kind`).
-    const KIND: &'static str;
-    /// The kind's settings, parsed strictly from the target's JSON.
-    type Settings: DeserializeOwned + Send;
+    /// The kind's settings, parsed strictly from the target's JSON; they name the kind.
+    type Settings: wal_targets::Settings;
 
     /// Where a target of these settings lives, for its breaker: targets with the same endpoint
     /// are unavailable together. Pure: no I/O.

@@ -15,7 +15,7 @@ use crate::clients::Clients;
 /// requests too, so their variety is bounded here; past the cap a target is made per entry.
 const MAX_CACHED_TARGETS: usize = 1024;
 /// Settings longer than this are refused: they travel on every entry and are cache keys here.
-const MAX_SETTINGS_BYTES: usize = 16 * 1024;
+use wal_targets::MAX_SETTINGS_BYTES;
 
 type Build = Box<
     dyn Fn(&str, Arc<Clients>) -> BoxFuture<'static, Result<Arc<dyn Target>, TargetError>>
@@ -80,9 +80,14 @@ impl TargetRegistry {
         });
         let endpoint: Endpoint = Box::new(|json, clients| {
             let settings = parse_settings::<K>(json).ok()?;
-            Some(format!("{}/{}", K::KIND, K::endpoint(&settings, clients)))
+            Some(format!(
+                "{}/{}",
+                kind_name::<K>(),
+                K::endpoint(&settings, clients)
+            ))
         });
-        self.kinds.insert(K::KIND, Kind { build, endpoint });
+        self.kinds
+            .insert(kind_name::<K>(), Kind { build, endpoint });
         self
     }
 
@@ -160,17 +165,15 @@ impl TargetRegistry {
     }
 }
 
-/// Parses a kind's settings strictly, naming the field that was wrong.
+fn kind_name<K: TargetKind>() -> &'static str {
+    <K::Settings as wal_targets::Settings>::KIND.name()
+}
+
+/// Parses a kind's settings strictly, naming the field that was wrong. The producer and the
+/// namespace model refuse such settings at the door; entries written before they did, or
+/// replayed from an archive, still meet this.
 fn parse_settings<K: TargetKind>(json: &str) -> Result<K::Settings, TargetError> {
-    let json = if json.trim().is_empty() { "{}" } else { json };
-    crate::json::parse(json.as_bytes()).map_err(|e| {
-        TargetError::permanent(format!(
-            "{} target settings are invalid at '{}': {}",
-            K::KIND,
-            e.path,
-            e.reason
-        ))
-    })
+    wal_targets::parse::<K::Settings>(json).map_err(TargetError::permanent)
 }
 
 #[cfg(test)]

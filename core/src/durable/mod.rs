@@ -225,12 +225,7 @@ fn valid_identifier(name: &str) -> Result<&str, DurableError> {
 
 /// Whether `name` is a plain CQL identifier: a letter, then letters, digits or '_', 48 at most.
 /// Only such names are ever put into statement text.
-pub fn is_cql_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    starts_with_letter && rest_ok && name.len() <= 48
-}
+pub use wal_targets::cql::is_identifier as is_cql_identifier;
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ fn namespace() -> Namespace {
               {"physical_storage": {"type": "KAFKA"}, "config": {"wal-kafka-topics": ["orders-wal"]}}]},
             "payload_limit_bytes": 100,
             "delay_limits": {"max_delay_ms": 60000, "default_jitter_ms": 1000, "max_jitter_ms": 5000},
-            "default_target": {"kind": "cql", "settings": {"table": "orders"}}}"#,
+            "default_target": {"kind": "cql", "settings": {"keyspace": "shop", "table": "orders"}}}"#,
         "test",
     )
     .expect("valid namespace")
@@ -146,7 +146,40 @@ fn every_bad_input_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.kind \"mongo\" is not a target kind; expected one of cql, cache, kafka, http, region",
+            "target.kind: \"mongo\" is not a target kind; expected one of cache, cql, http, kafka",
+        ),
+        (
+            "a cql target without its table",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "cql".into(),
+                    settings_json: r#"{"keyspace":"a"}"#.into(),
+                }),
+                ..request(b"x")
+            },
+            "target.settings_json: cql target settings are invalid at '.': missing field `table`",
+        ),
+        (
+            "an http target whose url is not one",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "http".into(),
+                    settings_json: r#"{"url":"not a url"}"#.into(),
+                }),
+                ..request(b"x")
+            },
+            "target.settings_json: http target settings are invalid at 'url': \"not a url\" is not a URL: relative URL without a base",
+        ),
+        (
+            "a region target, which this build does not deliver",
+            WriteToLogRequest {
+                target: Some(Target {
+                    kind: "region".into(),
+                    settings_json: r#"{"useast1":"writer"}"#.into(),
+                }),
+                ..request(b"x")
+            },
+            "target.kind: target kind 'region' is not delivered by this build: cross-region replication is not built yet (it is planned); until then write to each region's namespace; expected one of cache, cql, http, kafka",
         ),
         (
             "target settings not JSON",
@@ -157,7 +190,7 @@ fn every_bad_input_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.settings_json is not a JSON object: key must be a string at line 1 column 2",
+            "target.settings_json: http target settings are invalid at '.': key must be a string",
         ),
         (
             "target settings not an object",
@@ -168,7 +201,7 @@ fn every_bad_input_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.settings_json is not a JSON object: found [1]",
+            "target.settings_json: http target settings are invalid at '.': expected a JSON object of settings",
         ),
         (
             "control characters in the id",
@@ -215,7 +248,7 @@ fn a_namespace_without_default_target_needs_one_in_the_request() {
 
     let mut req = request(b"x");
     req.target = Some(Target {
-        kind: "http".into(),
+        kind: "cache".into(),
         settings_json: String::new(),
     });
     let entry = check(
@@ -245,7 +278,7 @@ fn jitter_spreads_a_burst_uniformly_across_the_window() {
             "persistence_configurations": {"persistence_configuration": [
               {"physical_storage": {"type": "SQS"}, "config": {"wal-queue": ["deletes"]}}]},
             "delay_limits": {"default_jitter_ms": 60000},
-            "default_target": {"kind": "cql", "settings": {"table": "objects"}}}"#,
+            "default_target": {"kind": "cql", "settings": {"keyspace": "pds", "table": "objects"}}}"#,
         "test",
     )
     .expect("valid namespace");

@@ -32,7 +32,7 @@ pub fn namespace(backend: Backend, queues: usize, extra: &str) -> Namespace {
     namespace_with_target(
         backend,
         queues,
-        r#"{"kind": "cql", "settings": {"table": "t"}}"#,
+        r#"{"kind": "cql", "settings": {"keyspace": "app", "table": "t"}}"#,
         extra,
     )
 }

@@ -18,8 +18,8 @@ use scylla::statement::Consistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlValue;
-use serde::Deserialize;
 use tokio::sync::{OnceCell, RwLock};
+use wal_targets::cql::{CqlSettings, WriteConsistency};
 
 use self::payload::{Delete, Mutation as CqlMutation, Put};
 use super::{Mutation, Target, TargetError, TargetKind};
@@ -29,45 +29,17 @@ use crate::clients::Clients;
 /// key and column names). Past it statements are prepared per use, which is slower, not wrong.
 const MAX_PREPARED: usize = 256;
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CqlSettings {
-    pub keyspace: String,
-    pub table: String,
-    /// How many replicas acknowledge each write before the entry counts as applied.
-    #[serde(default)]
-    pub consistency: WriteConsistency,
-}
-
-/// The consistency levels a write may ask for, in CQL's spelling. An entry is acknowledged only
-/// after its write was: with LOCAL_QUORUM and a replication factor of 3, a write survives the
-/// loss of any one replica of the local data center.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum WriteConsistency {
-    One,
-    Two,
-    Three,
-    Quorum,
-    All,
-    #[default]
-    LocalQuorum,
-    EachQuorum,
-    LocalOne,
-}
-
-impl From<WriteConsistency> for Consistency {
-    fn from(level: WriteConsistency) -> Self {
-        match level {
-            WriteConsistency::One => Self::One,
-            WriteConsistency::Two => Self::Two,
-            WriteConsistency::Three => Self::Three,
-            WriteConsistency::Quorum => Self::Quorum,
-            WriteConsistency::All => Self::All,
-            WriteConsistency::LocalQuorum => Self::LocalQuorum,
-            WriteConsistency::EachQuorum => Self::EachQuorum,
-            WriteConsistency::LocalOne => Self::LocalOne,
-        }
+/// The driver's consistency for a write of `level`.
+fn consistency(level: WriteConsistency) -> Consistency {
+    match level {
+        WriteConsistency::One => Consistency::One,
+        WriteConsistency::Two => Consistency::Two,
+        WriteConsistency::Three => Consistency::Three,
+        WriteConsistency::Quorum => Consistency::Quorum,
+        WriteConsistency::All => Consistency::All,
+        WriteConsistency::LocalQuorum => Consistency::LocalQuorum,
+        WriteConsistency::EachQuorum => Consistency::EachQuorum,
+        WriteConsistency::LocalOne => Consistency::LocalOne,
     }
 }
 
@@ -75,7 +47,6 @@ impl From<WriteConsistency> for Consistency {
 pub struct Cql;
 
 impl TargetKind for Cql {
-    const KIND: &'static str = "cql";
     type Settings = CqlSettings;
 
     /// One CQL cluster per consumer; a keyspace is as far as the platform can tell replicas
@@ -88,11 +59,6 @@ impl TargetKind for Cql {
         settings: CqlSettings,
         clients: Arc<Clients>,
     ) -> Result<Arc<dyn Target>, TargetError> {
-        for (field, name) in [("keyspace", &settings.keyspace), ("table", &settings.table)] {
-            payload::identifier(name).map_err(|e| {
-                TargetError::permanent(format!("cql target settings: {field}: {e}"))
-            })?;
-        }
         let session = clients.cql().await?;
         Ok(Arc::new(CqlTarget {
             session,
@@ -154,7 +120,7 @@ impl Target for CqlTarget {
             return Ok(());
         }
         let mut batch = Batch::new(BatchType::Logged);
-        batch.set_consistency(self.settings.consistency.into());
+        batch.set_consistency(consistency(self.settings.consistency));
         let mut values = Vec::with_capacity(statements.len());
         for (statement, row) in statements {
             batch.append_statement(statement);
@@ -238,7 +204,7 @@ impl CqlTarget {
             .prepare(text.as_str())
             .await
             .map_err(|e| errors::classify_prepare(&text, &e))?;
-        statement.set_consistency(self.settings.consistency.into());
+        statement.set_consistency(consistency(self.settings.consistency));
         let mut prepared = self.prepared.write().await;
         if prepared.len() < MAX_PREPARED {
             prepared.insert(text, statement.clone());

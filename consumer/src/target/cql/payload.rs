@@ -66,7 +66,7 @@ pub struct Delete {
 /// Parses a payload, naming what was wrong and where. Every error is permanent: the same bytes
 /// will never parse.
 pub fn parse(payload: &[u8]) -> Result<Payload, TargetError> {
-    let parsed: Payload = crate::json::parse(payload).map_err(|e| {
+    let parsed: Payload = wal_targets::json::parse(payload).map_err(|e| {
         TargetError::permanent(format!(
             "cql payload is invalid at '{}': {}; expected {{\"mutations\": [{{\"put\": {{\"row\": {{...}}}}}} | {{\"delete\": {{\"key\": {{...}}}}}}, ...]}}",
             e.path, e.reason
@@ -137,15 +137,7 @@ fn is_non_empty_object(json: &str) -> bool {
 }
 
 /// CQL names are put into statement text, so only plain identifiers are accepted.
-pub fn identifier(name: &str) -> Result<&str, String> {
-    if wal_core::durable::is_cql_identifier(name) {
-        Ok(name)
-    } else {
-        Err(format!(
-            "'{name}' is not a CQL identifier; expected a letter, then letters, digits or '_' (48 at most)"
-        ))
-    }
-}
+pub use wal_targets::cql::identifier;
 
 #[cfg(test)]
 mod tests {

@@ -616,10 +616,10 @@ fn applier(
         deliverer: Arc::new(deliverer),
         namespace: namespace.clone(),
         target,
-        default_target: namespace.default_target.as_ref().map(|t| TargetSpec {
-            kind: t.kind.clone(),
-            settings_json: t.settings_json.clone(),
-        }),
+        default_target: namespace
+            .default_target
+            .as_ref()
+            .map(wal_namespaces::TargetConfig::entry_target),
         limiter: RateLimiter::direct(Quota::per_second(per_second)),
     }
 }

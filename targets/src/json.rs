@@ -3,12 +3,21 @@
 
 use serde::de::DeserializeOwned;
 
-/// What was wrong with a JSON document: the path to the bad part (`mutations[0].put.row`) and
-/// what the parser expected there.
+/// What was wrong with a JSON document: the path to the bad part (`mutations[0].put.row`, `.`
+/// for the document itself) and what was expected there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonError {
     pub path: String,
     pub reason: String,
+}
+
+impl JsonError {
+    pub fn at(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
 }
 
 /// Parses `json` into `T`. The common case (valid input) takes serde_json's fast path; only a
@@ -17,17 +26,33 @@ pub fn parse<T: DeserializeOwned>(json: &[u8]) -> Result<T, JsonError> {
     serde_json::from_slice(json).map_err(|_| {
         let mut deserializer = serde_json::Deserializer::from_slice(json);
         match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
-            Err(e) => JsonError {
-                path: e.path().to_string(),
-                reason: e.inner().to_string(),
-            },
+            Err(e) => {
+                // `?` is the parser's "somewhere in here", for a document that is not JSON.
+                let path = match e.path().to_string() {
+                    unknown if unknown == "?" => ".".to_owned(),
+                    path => path,
+                };
+                JsonError::at(path, without_position(&e.inner().to_string()))
+            }
             // Both parsers read the same grammar; this is unreachable in practice.
-            Ok(_) => JsonError {
-                path: ".".to_owned(),
-                reason: "invalid JSON".to_owned(),
-            },
+            Ok(_) => JsonError::at(".", "invalid JSON"),
         }
     })
+}
+
+/// serde_json ends its messages with "at line L column C": the path says where, and in a
+/// document that was made from a config's field, the position would point into that copy.
+fn without_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at)
+            if message[at + 9..]
+                .split(" column ")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            message[..at].to_owned()
+        }
+        _ => message.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -52,7 +77,7 @@ mod tests {
     fn errors_name_the_path_and_the_problem() {
         let error = parse::<Outer>(br#"{"inner": [{"n": 1}, {"n": "two"}]}"#).unwrap_err();
         assert_eq!(error.path, "inner[1].n");
-        assert!(error.reason.contains("expected u32"), "{}", error.reason);
+        assert_eq!(error.reason, r#"invalid type: string "two", expected u32"#);
         assert!(parse::<Outer>(br#"{"inner": [{"n": 1}]}"#).is_ok());
     }
 }

@@ -1,0 +1,44 @@
+//! The cache kind: sets and deletes in memcached.
+//! Settings: `{"servers": ["host:port"], "ttl_seconds": 3600, "ttl_spread_seconds": 360}`, all
+//! optional: servers default to the consumer's `--memcached`, the TTL to one hour, the spread to
+//! a tenth of the TTL.
+
+use serde::Deserialize;
+
+use crate::json::JsonError;
+use crate::{Kind, Settings};
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSettings {
+    #[serde(default)]
+    pub servers: Vec<String>,
+    #[serde(default = "default_ttl")]
+    pub ttl_seconds: u64,
+    #[serde(default)]
+    pub ttl_spread_seconds: Option<u64>,
+}
+
+fn default_ttl() -> u64 {
+    3600
+}
+
+impl Settings for CacheSettings {
+    const KIND: Kind = Kind::Cache;
+
+    fn check(&self) -> Result<(), JsonError> {
+        for (i, server) in self.servers.iter().enumerate() {
+            let address = server.strip_prefix("memcache://").unwrap_or(server);
+            let valid = address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !valid {
+                return Err(JsonError::at(
+                    format!("servers[{i}]"),
+                    format!("{server:?} is not a memcached address; expected host:port"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
