@@ -14,15 +14,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "support/cql_rows.rs"]
-mod cql_rows;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::stack;
 use scylla::client::session::Session;
 use tokio::sync::Semaphore;
 use wal_consumer::{Consumer, ConsumerOptions};
@@ -83,10 +82,7 @@ struct Side {
 /// Puts `entries` cql entries on a fresh topic, all before the clock starts.
 async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
     let topic = format!("bench-apply-{}-{round}", std::process::id());
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack(
-        "WAL_KAFKA_BOOTSTRAP",
-        "127.0.0.1:19092",
-    )))
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap()))
     .unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&topic, &topic, &format!("{topic}-dlq"))));
     queue.provision().await.unwrap();
@@ -206,7 +202,7 @@ async fn kafka_read_floor(entries: usize) -> f64 {
     let reader: StreamConsumer = rdkafka::ClientConfig::new()
         .set(
             "bootstrap.servers",
-            stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+            stack::kafka_bootstrap(),
         )
         .set("group.id", format!("{topic}-floor"))
         .set("auto.offset.reset", "earliest")

@@ -14,13 +14,12 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../../consumer/benches/support/cql_rows.rs"]
-mod cql_rows;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use cql_rows::{KEYSPACE, count, env_usize, insert_rows, row_entry, stack, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::stack;
 use scylla::client::session::Session;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -38,8 +37,8 @@ async fn control_plane() -> String {
     let options = ControlPlaneOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         store: format!("sqlite://{}", store.display()),
-        kafka_bootstrap: stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
-        sqs_endpoint: Some(stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
+        kafka_bootstrap: stack::kafka_bootstrap(),
+        sqs_endpoint: Some(stack::sqs_endpoint()),
         sqs_region: "us-east-1".into(),
     };
     let control_plane = ControlPlane::start(&options).await.unwrap();
@@ -73,10 +72,7 @@ async fn filled_namespace(
         .await
         .unwrap();
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack(
-        "WAL_KAFKA_BOOTSTRAP",
-        "127.0.0.1:19092",
-    )))
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap()))
     .unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&name, &name, &format!("{name}-dlq"))));
     let written = entry::now_micros();
@@ -120,7 +116,7 @@ async fn replay_round(
         ])
         .arg("--checkpoint")
         .arg(&checkpoint)
-        .env("WAL_CQL_NODES", stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+        .env("WAL_CQL_NODES", stack::cql_nodes().join(","))
         .output()
         .await
         .unwrap();

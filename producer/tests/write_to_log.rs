@@ -161,7 +161,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
                 ..write(name, b"x")
             },
             Code::InvalidArgument,
-            "target.settings_json: cql target settings are invalid at '.': expected ident".into(),
+            "target.settings_json: cql target settings are invalid at '.': expected a JSON object of settings".into(),
         ),
         (
             WriteToLogRequest {
