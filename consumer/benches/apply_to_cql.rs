@@ -14,20 +14,19 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
-use wal_testkit::stack;
 use scylla::client::session::Session;
 use tokio::sync::Semaphore;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue, QueueSpec};
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::stack;
 
 /// CPU seconds this process has used so far (user + system), from /proc.
 fn cpu_seconds() -> f64 {
@@ -82,8 +81,7 @@ struct Side {
 /// Puts `entries` cql entries on a fresh topic, all before the clock starts.
 async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
     let topic = format!("bench-apply-{}-{round}", std::process::id());
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap()))
-    .unwrap();
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap())).unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&topic, &topic, &format!("{topic}-dlq"))));
     queue.provision().await.unwrap();
     let written = entry::now_micros();
@@ -200,10 +198,7 @@ async fn kafka_read_floor(entries: usize) -> f64 {
 
     let topic = fill_queue(usize::MAX, entries, "floor").await;
     let reader: StreamConsumer = rdkafka::ClientConfig::new()
-        .set(
-            "bootstrap.servers",
-            stack::kafka_bootstrap(),
-        )
+        .set("bootstrap.servers", stack::kafka_bootstrap())
         .set("group.id", format!("{topic}-floor"))
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")

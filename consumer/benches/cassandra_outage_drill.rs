@@ -11,28 +11,28 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use support::producer::{TestProducer, namespace_with_target, write};
-use support::{Cql, Restart, cql_target, env_u64, put, stack, start_consumer};
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::delay::tier_topic;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::Trilean;
+use wal_testkit::{Cql, Restart, cql_target, env_u64, put, stack, start_consumer};
+use wal_testkit::{TestProducer, namespace_with_target, write};
 
 const PDS_POLICY: &str = r#""retry_policy": {"max_attempts": 8, "initial_backoff_ms": 1000, "multiplier": 2.0, "max_backoff_ms": 600000, "jitter": 0.3}"#;
 
 /// Every message on the namespace's topics: its queues, their delay tiers and DLQs.
 fn messages_on_topics(namespace: &Namespace) -> i64 {
     let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", support::local_stack().kafka_bootstrap)
+        .set(
+            "bootstrap.servers",
+            wal_testkit::local_stack().kafka_bootstrap,
+        )
         .create()
         .unwrap();
     let mut topics = Vec::new();

@@ -19,19 +19,16 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
-use support::producer::{TestProducer, namespace_with_target, write_all_durably};
-use support::{Received, Upstream, start_consumer_with};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{Received, Upstream, start_consumer_with};
+use wal_testkit::{TestProducer, namespace_with_target, write_all_durably};
 
 fn now_micros() -> i64 {
     i64::try_from(
@@ -163,8 +160,8 @@ async fn timers(delays: Vec<i64>, head: Duration) -> Lateness {
 }
 
 async fn wait_for(upstream: &Upstream, total: usize) {
-    let max = Duration::from_secs(support::env_u64("BENCH_MAX_DELAY_S", 120) + 120);
-    support::eventually(max, "every entry to arrive", || async {
+    let max = Duration::from_secs(wal_testkit::env_u64("BENCH_MAX_DELAY_S", 120) + 120);
+    wal_testkit::eventually(max, "every entry to arrive", || async {
         // Counting first: the distinct ids are worth collecting only once enough arrived.
         if upstream.count() < total {
             return None;
@@ -183,9 +180,9 @@ async fn wait_for(upstream: &Upstream, total: usize) {
 
 #[tokio::main]
 async fn main() {
-    let entries = support::env_u64("BENCH_ENTRIES", 10_000);
-    let max_delay_s = support::env_u64("BENCH_MAX_DELAY_S", 120);
-    let head = Duration::from_secs(support::env_u64("BENCH_HEAD_S", 20));
+    let entries = wal_testkit::env_u64("BENCH_ENTRIES", 10_000);
+    let max_delay_s = wal_testkit::env_u64("BENCH_MAX_DELAY_S", 120);
+    let head = Duration::from_secs(wal_testkit::env_u64("BENCH_HEAD_S", 20));
     let sides = std::env::var("BENCH_SIDES").unwrap_or_else(|_| "kafka,sqs,timer".to_owned());
     println!(
         "delay lateness: {entries} entries per side, delays uniform over 1-{max_delay_s} s after a {} s head start; sides run one after another",

@@ -11,16 +11,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::process::Child;
 use std::time::Duration;
 
-use support::producer::{TestProducer, namespace_json, unique, write_all_durably};
-use support::{Upstream, eventually};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{TestProducer, namespace_json, unique, write_all_durably};
+use wal_testkit::{Upstream, eventually};
 
 const DAY_MILLIS: i64 = 86_400_000;
 /// How long the consumer is left alone before its memory is read, once everything is parked.
@@ -111,7 +108,7 @@ async fn measure(backend: Backend, small: u64, large: u64) -> (u64, u64) {
     std::fs::write(dir.join(format!("{}.json", namespace.name)), &config).unwrap();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let metrics_port = free_port();
-    let mut consumer = support::consumer_process(&dir, &format!("127.0.0.1:{metrics_port}"));
+    let mut consumer = wal_testkit::consumer_process(&dir, &format!("127.0.0.1:{metrics_port}"));
     let with_small = park(
         &producer,
         &namespace.name,
@@ -139,8 +136,8 @@ async fn measure(backend: Backend, small: u64, large: u64) -> (u64, u64) {
 
 #[tokio::main]
 async fn main() {
-    let small = support::env_u64("PARKED_SMALL", 1_000);
-    let large = support::env_u64("PARKED_LARGE", 100_000).max(small);
+    let small = wal_testkit::env_u64("PARKED_SMALL", 1_000);
+    let large = wal_testkit::env_u64("PARKED_LARGE", 100_000).max(small);
     let backends = std::env::var("PARKED_BACKENDS").unwrap_or_else(|_| "kafka,sqs".to_owned());
     println!("consumer resident memory with entries delayed by a day, parked on the broker");
     println!(

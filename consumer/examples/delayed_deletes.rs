@@ -10,20 +10,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::time::{Duration, SystemTime};
 
-use support::producer::{TestProducer, namespace_with_target, write_all_durably};
-use support::{Upstream, eventually, start_consumer};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{TestProducer, namespace_with_target, write_all_durably};
+use wal_testkit::{Upstream, eventually, start_consumer};
 
 #[tokio::main]
 async fn main() {
-    let entries = support::env_u64("DEMO_ENTRIES", 100_000);
-    let jitter_s = support::env_u64("DEMO_JITTER_S", 60);
+    let entries = wal_testkit::env_u64("DEMO_ENTRIES", 100_000);
+    let jitter_s = wal_testkit::env_u64("DEMO_JITTER_S", 60);
     let backend = match std::env::var("DEMO_BACKEND").as_deref() {
         Ok("sqs") => Backend::Sqs,
         _ => Backend::Kafka,

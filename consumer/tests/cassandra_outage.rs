@@ -9,22 +9,20 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, kafka_log, namespace_with_target, write};
-use support::{
-    Cql, Restart, cql_target, dlq_reader, eventually, find_entry, put, stack, start_consumer,
-};
 use tokio_util::sync::CancellationToken;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::Trilean;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_testkit::{
+    Cql, Restart, cql_target, dlq_reader, eventually, find_entry, put, stack, start_consumer,
+};
+use wal_testkit::{TestProducer, kafka_log, namespace_with_target, write};
 
 const OUTAGE: Duration = Duration::from_secs(30);
 /// A retry schedule the outage outlasts a hundred times over: 100 ms, then 200 ms, then the DLQ.

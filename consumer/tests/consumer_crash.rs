@@ -8,15 +8,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use support::producer::{TestProducer, unique, write_all_durably};
-use support::{Cql, KEYSPACE, dlq_reader, eventually};
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{Cql, KEYSPACE, dlq_reader, eventually};
+use wal_testkit::{TestProducer, unique, write_all_durably};
 
 const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
@@ -69,7 +67,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         .collect();
     write_all_durably(&producer.client, requests, 500, 1).await;
 
-    let mut first = support::consumer_process(&dir, "127.0.0.1:0");
+    let mut first = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     eventually(
         Duration::from_secs(120),
         "the first consumer to apply some entries",
@@ -84,7 +82,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         "the kill landed before the backlog was applied ({at_kill} rows)"
     );
 
-    let mut second = support::consumer_process(&dir, "127.0.0.1:0");
+    let mut second = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     eventually(
         Duration::from_secs(180),
         "the restarted consumer to apply every entry",

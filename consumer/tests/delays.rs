@@ -8,17 +8,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::producer::{TestProducer, kafka_log, namespace_json, namespace_with_target, unique};
-use support::{Received, Upstream, eventually, start_consumer_with};
 use wal_core::queue::delay::tier_topic;
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Trilean, WriteToLogRequest};
+use wal_testkit::{Received, Upstream, eventually, start_consumer_with};
+use wal_testkit::{TestProducer, kafka_log, namespace_json, namespace_with_target, unique};
 
 fn delayed_write(namespace: &str, key: &str, delay_millis: i64) -> WriteToLogRequest {
     WriteToLogRequest {
@@ -75,7 +73,7 @@ async fn never_early_across_a_kill(backend: Backend) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{}.json", namespace.name)), &config).unwrap();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let mut first = support::consumer_process(&dir, "127.0.0.1:0");
+    let mut first = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
 
     let mut ids = BTreeSet::new();
     for i in 0..40 {
@@ -100,7 +98,7 @@ async fn never_early_across_a_kill(backend: Backend) {
     let at_kill = upstream.received().len();
     assert!(at_kill < ids.len(), "the kill landed while entries waited");
 
-    let mut second = support::consumer_process(&dir, "127.0.0.1:0");
+    let mut second = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     let arrived = eventually(
         Duration::from_secs(120),
         "every entry to arrive",

@@ -4,19 +4,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use support::producer::{TestProducer, delayed, namespace_with_target, write};
-use support::{
-    Received, Upstream, dlq_reader, eventually, find_entries, find_entry, start_consumer,
-    start_consumer_with,
-};
 use wal_core::entry::{ErrorClass, now_micros};
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
+use wal_testkit::{
+    Received, Upstream, dlq_reader, eventually, find_entries, find_entry, start_consumer,
+    start_consumer_with,
+};
+use wal_testkit::{TestProducer, delayed, namespace_with_target, write};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const RETRY_THRICE: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 1000, "multiplier": 2.0, "max_backoff_ms": 10000, "jitter": 0.0}"#;
@@ -164,7 +162,7 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
 
-    let bootstrap = support::local_stack().kafka_bootstrap;
+    let bootstrap = wal_testkit::local_stack().kafka_bootstrap;
     let raw: FutureProducer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()

@@ -2,19 +2,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use memcache::exp::{AsyncMetaClient, GetStatus};
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Headers as _, Message as _};
-use support::producer::{TestProducer, namespace_with_target, unique, write};
-use support::{Cql, Upstream, cql_target, eventually, put, start_consumer};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Trilean, WriteToLogRequest};
+use wal_testkit::{Cql, Upstream, cql_target, eventually, put, start_consumer};
+use wal_testkit::{TestProducer, namespace_with_target, unique, write};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -92,7 +90,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
-    let memcached = support::local_stack().memcached[0].clone();
+    let memcached = wal_testkit::local_stack().memcached[0].clone();
     let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
 
     let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
@@ -127,7 +125,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
-    let bootstrap = support::local_stack().kafka_bootstrap;
+    let bootstrap = wal_testkit::local_stack().kafka_bootstrap;
     let topic = unique("target-topic");
     let backend = KafkaBackend::new(KafkaSettings::new(&bootstrap)).unwrap();
     backend

@@ -7,15 +7,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, delayed, namespace_with_target, write, write_true};
-use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
 use wal_core::queue::delay::KAFKA_HOLD_LIMIT;
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
+use wal_testkit::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
+use wal_testkit::{TestProducer, delayed, namespace_with_target, write, write_true};
 
 /// How long entries written after the broker returned may take to be applied. The point is
 /// seconds against minutes: recovered, delivery takes well under a second here, and the stall

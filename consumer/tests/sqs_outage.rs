@@ -8,13 +8,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::producer::{TestProducer, namespace_with_target, reader, write, write_true};
-use support::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
 use wal_namespaces::Backend;
+use wal_testkit::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
+use wal_testkit::{TestProducer, namespace_with_target, reader, write, write_true};
 
 /// How long entries written after SQS returned may take to be applied: seconds against
 /// minutes, with a wide margin for this shared 2-core machine's noise.

@@ -7,19 +7,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use memcache::exp::{AsyncMetaClient, GetStatus};
-use support::producer::{TestProducer, namespace_with_target, write, write_true};
-use support::{
+use wal_consumer::ConsumerHandle;
+use wal_namespaces::{Backend, Namespace};
+use wal_testkit::{
     Restart, Upstream, eventually, local_stack, refusing_address, stack, start_consumer,
     start_consumer_with,
 };
-use wal_consumer::ConsumerHandle;
-use wal_namespaces::{Backend, Namespace};
+use wal_testkit::{TestProducer, namespace_with_target, write, write_true};
 
 const SHORT: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "multiplier": 2.0, "max_backoff_ms": 200, "jitter": 0.0}"#;
 /// How long the target stays away: ten times the whole retry schedule.

@@ -6,8 +6,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,13 +17,13 @@ use rand::seq::SliceRandom as _;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::{Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
-use support::{Cql, KEYSPACE, Upstream, delete, put, unique};
 use wal_consumer::ConsumerOptions;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::{Mutation, TargetError, TargetRegistry};
 use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
+use wal_testkit::{Cql, KEYSPACE, Upstream, delete, put, unique};
 
 /// Addresses where nothing listens: every client made from these fails to connect.
 const NOWHERE: &str = "127.0.0.1:1";

@@ -6,10 +6,7 @@
 
 use std::time::Duration;
 
-mod support;
-
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use support::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
 use tonic::Code;
 use tonic::transport::Channel;
 use wal_core::entry::{ENTRY_VERSION, Entry};
@@ -17,6 +14,7 @@ use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest};
+use wal_testkit::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
 
 fn apply(config: String) -> ApplyRequest {
     ApplyRequest {

@@ -7,7 +7,7 @@ use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError};
 
 /// A fresh, empty store of the named engine.
 async fn fresh(engine: &str) -> NamespaceStore {
-    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let unique = wal_testkit::unique("store").replace('-', "_");
     match engine {
         "sqlite" => {
             let path = std::env::temp_dir().join(format!("wal-store-{unique}.db"));

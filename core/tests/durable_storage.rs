@@ -3,15 +3,14 @@
 //! Durable storage against real Cassandra through the `scylla` driver: claim-checked payloads
 //! are written and read back whole.
 
-mod support;
-
 use std::time::Duration;
 
 use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
 
 async fn storage() -> DurableStorage {
-    let nodes = support::cql_nodes();
-    DurableStorage::connect(&DurableSettings::new(&[nodes.as_str()], "wal_test"))
+    let nodes = wal_testkit::cql_nodes();
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    DurableStorage::connect(&DurableSettings::new(&nodes, "wal_test"))
         .await
         .unwrap_or_else(|e| panic!("{e} (is the stack up? scripts/stack up)"))
 }
@@ -19,7 +18,7 @@ async fn storage() -> DurableStorage {
 #[tokio::test]
 async fn a_claim_checked_payload_is_written_and_read_back_whole() {
     let storage = storage().await;
-    let id = support::unique("entry");
+    let id = wal_testkit::unique("entry");
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
 
     let check = storage
@@ -40,7 +39,7 @@ async fn a_claim_checked_payload_is_written_and_read_back_whole() {
 #[tokio::test]
 async fn a_missing_or_truncated_claim_check_is_an_error_not_an_empty_payload() {
     let storage = storage().await;
-    let id = support::unique("entry");
+    let id = wal_testkit::unique("entry");
     let check = storage
         .put_claim_check("orders", &id, b"12345", Duration::from_secs(3600))
         .await
@@ -67,7 +66,7 @@ async fn a_missing_or_truncated_claim_check_is_an_error_not_an_empty_payload() {
 #[tokio::test]
 async fn a_claim_check_lives_as_long_as_it_is_asked_to() {
     let storage = storage().await;
-    let id = support::unique("entry");
+    let id = wal_testkit::unique("entry");
     let keep = Duration::from_secs(400 * 24 * 3600);
     storage
         .put_claim_check("orders", &id, b"later", keep)

@@ -6,8 +6,6 @@
 //! Each backend supplies a `Harness`; `conformance!` instantiates every check for it, so a test
 //! reads as `kafka::unacknowledged_entry_is_received_again_after_restart`.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,9 +48,9 @@ struct KafkaHarness {
 
 impl KafkaHarness {
     fn new() -> Self {
-        let bootstrap = support::kafka_bootstrap();
+        let bootstrap = wal_testkit::kafka_bootstrap();
         let mut settings = KafkaSettings::new(&bootstrap);
-        settings.group_prefix = support::unique("conformance") + ".";
+        settings.group_prefix = wal_testkit::unique("conformance") + ".";
         let client = |name: &str| {
             let mut config = ClientConfig::new();
             config
@@ -104,7 +102,7 @@ const SQS_VISIBILITY: Duration = Duration::from_secs(2);
 
 impl SqsHarness {
     async fn new() -> Self {
-        let mut settings = SqsSettings::local(&support::sqs_endpoint());
+        let mut settings = SqsSettings::local(&wal_testkit::sqs_endpoint());
         settings.visibility_timeout = SQS_VISIBILITY;
         Self {
             backend: SqsBackend::new(settings).await,
@@ -153,7 +151,7 @@ impl Harness for SqsHarness {
 }
 
 fn spec(test: &str) -> QueueSpec {
-    let name = support::unique(test);
+    let name = wal_testkit::unique(test);
     QueueSpec::new("conformance", &name, &format!("{name}-dlq"))
 }
 

@@ -7,15 +7,13 @@
 //! binary: cargo runs test binaries one at a time, and no other test sees the outage. (A runner
 //! that runs binaries in parallel, such as nextest, would need this one run alone.)
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{TestProducer, namespace, read_entry, reader, write};
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
+use wal_testkit::{TestProducer, namespace, read_entry, reader, write};
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 

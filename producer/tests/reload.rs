@@ -3,12 +3,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
-use support::{TestProducer, namespace, write};
 use tonic::Code;
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
+use wal_testkit::{TestProducer, namespace, write};
 
 #[tokio::test]
 async fn a_set_the_producer_can_serve_replaces_the_one_in_use() {

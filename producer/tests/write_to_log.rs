@@ -4,19 +4,17 @@
 //! input gets, admission control, spreading by key, claim checks, health and reflection, and
 //! graceful shutdown.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{
-    TestProducer, delayed, drain, kafka_log, namespace, read_back, read_entry, reader, write,
-};
 use tonic::Code;
 use wal_core::entry::{Body, now_micros};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
+use wal_testkit::{
+    TestProducer, delayed, drain, kafka_log, namespace, read_back, read_entry, reader, write,
+};
 
 async fn true_means_the_entry_is_on_the_queue_intact(backend: Backend) {
     let ns = namespace(backend, 1, "");

@@ -1,6 +1,6 @@
 //! What the benchmarks that write rows to Cassandra share: their tunables, the rows (one
 //! `(id, value)` row per entry, `row{i}`), the entries that put them, and fresh tables to count
-//! them in. Included by path from each such bench (`apply_to_cql`, `replay_to_cql`).
+//! them in (`apply_to_cql`, `replay_to_cql`).
 
 use std::sync::Arc;
 
@@ -8,6 +8,8 @@ use futures::StreamExt as _;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 use wal_core::entry::{self, Body, Entry, Target};
+
+use crate::stack::cql_nodes;
 
 pub const KEYSPACE: &str = "wal_bench";
 
@@ -18,15 +20,10 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A stack address from the environment `scripts/stack env` prints.
-pub fn stack(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
 /// A session on the local stack's Cassandra, with the benches' keyspace made.
 pub async fn session() -> Arc<Session> {
     let session = scylla::client::session_builder::SessionBuilder::new()
-        .known_node(stack("WAL_CQL_NODES", "127.0.0.1:19042"))
+        .known_nodes(cql_nodes())
         .build()
         .await
         .expect("Cassandra (scripts/stack up)");

@@ -3,11 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod support;
-
 use std::process::Output;
 
-use support::{config, control_plane_at, unique};
+use wal_testkit::{config, control_plane_at, unique};
 
 async fn walctl(args: &[&str]) -> Output {
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
@@ -132,26 +130,22 @@ async fn apply_get_and_refusals_exit_with_their_codes() {
     );
 }
 
-/// A producer on a free port serving one new Kafka namespace; returns its address and the name.
-async fn producer() -> (String, String) {
+/// A producer on a free port serving one new Kafka namespace; returns it, its address and the
+/// name. The producer serves until it is dropped.
+async fn producer() -> (wal_testkit::TestProducer, String, String) {
     let name = unique("cp");
     let target =
         r#", "default_target": {"kind": "cql", "settings": {"keyspace": "app", "table": "t"}}"#;
     let text = config(&name, "KAFKA", &[&format!("{name}-q0")], target);
     let namespace = wal_namespaces::parse(&text, "test").unwrap();
-    let options = wal_producer::ProducerOptions::for_local_stack(std::path::PathBuf::new());
-    let producer = wal_producer::Producer::start(&options, vec![namespace])
-        .await
-        .unwrap_or_else(|e| panic!("producer start (is the stack up? scripts/stack up): {e:#}"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(producer.serve(listener, std::future::pending()));
-    (address, name)
+    let producer = wal_testkit::TestProducer::start(vec![namespace]).await;
+    let address = format!("http://{}", producer.address);
+    (producer, address, name)
 }
 
 #[tokio::test]
 async fn write_prints_the_durable_answer_and_exits_by_it() {
-    let (address, name) = producer().await;
+    let (_producer, address, name) = producer().await;
     let producer = ["--producer", address.as_str()];
 
     let written = walctl(

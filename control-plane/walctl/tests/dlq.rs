@@ -5,20 +5,16 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../../consumer/tests/support/mod.rs"]
-mod fleet;
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use fleet::producer::{TestProducer, namespace_json, write};
-use fleet::{Upstream, eventually, start_consumer};
 use serde_json::Value;
-use support::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Trilean, WriteToLogRequest};
+use wal_testkit::{TestProducer, namespace_json, write};
+use wal_testkit::{Upstream, eventually, start_consumer};
+use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
 /// Whether the upstream refuses everything (400: permanent, so straight to the DLQ).
 static BROKEN: AtomicBool = AtomicBool::new(true);
@@ -121,7 +117,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     assert_eq!(missing.status.code(), Some(4));
 
     // A dry run changes nothing and writes no checkpoint.
-    let checkpoint = std::env::temp_dir().join(format!("{}.json", fleet::unique("redrive")));
+    let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("redrive")));
     let checkpoint_arg = checkpoint.display().to_string();
     let dry = json_of(
         &walctl(

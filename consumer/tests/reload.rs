@@ -5,21 +5,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../../consumer/tests/support/mod.rs"]
-mod fleet;
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fleet::producer::{TestProducer, kafka_log, namespace_json, write};
-use fleet::{Upstream, eventually, start_consumer_following};
-use support::control_plane_at;
 use tonic::transport::Channel;
 use wal_namespaces::Backend;
 use wal_namespaces::feed::{Feed, Source};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{ApplyRequest, Trilean, WriteToLogRequest};
+use wal_testkit::control_plane_at;
+use wal_testkit::{TestProducer, kafka_log, namespace_json, write};
+use wal_testkit::{Upstream, eventually, start_consumer_following};
 
 /// How long a new config may take to reach a running producer or consumer: the issue's
 /// "within seconds", with room for a loaded CI machine.
@@ -170,7 +166,7 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
 
 #[tokio::test]
 async fn a_folder_change_applies_and_a_bad_file_is_refused_keeping_the_namespaces_in_use() {
-    let dir = std::env::temp_dir().join(fleet::unique("namespaces"));
+    let dir = std::env::temp_dir().join(wal_testkit::unique("namespaces"));
     std::fs::create_dir_all(&dir).unwrap();
     let upstream = Upstream::start(|_| 200).await;
     let target = upstream.target();

@@ -1,6 +1,4 @@
-//! What the control plane's tests share: a control plane on the real stack, namespace configs.
-// Each test binary uses part of it; helpers panic like the tests they serve.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+//! A control plane in-process on the real stack, namespace configs for it, and walctl runs.
 
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
@@ -8,18 +6,7 @@ use wal_control_plane::options::ControlPlaneOptions;
 use wal_control_plane::server::ControlPlane;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
-pub fn kafka_bootstrap() -> String {
-    std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19092".into())
-}
-
-pub fn sqs_endpoint() -> String {
-    std::env::var("WAL_SQS_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:19324".into())
-}
-
-pub fn unique(prefix: &str) -> String {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    format!("{prefix}-{}", &id[..12])
-}
+use crate::stack::{cargo_bin, cql_nodes, kafka_bootstrap, sqs_endpoint, unique};
 
 /// A control plane on a free port with a fresh SQLite store, and a client for it.
 pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
@@ -53,7 +40,8 @@ pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
     )
 }
 
-/// A namespace config: `queues` as (name, "KAFKA" | "SQS") in one persistence configuration each.
+/// A namespace config: `queues` as (name, "KAFKA" | "SQS") in one persistence configuration each,
+/// and `extra` top-level members (starting with a comma).
 pub fn config(name: &str, kind: &str, queues: &[&str], extra: &str) -> String {
     let key = if kind == "KAFKA" {
         "wal-kafka-topics"
@@ -68,15 +56,15 @@ pub fn config(name: &str, kind: &str, queues: &[&str], extra: &str) -> String {
     )
 }
 
-/// The walctl binary with `args` against `control_plane`, the stack's CQL nodes in its
-/// environment (the brokers' come from the test's own, as `scripts/stack env` set them).
+/// walctl with `args` against `control_plane`, the stack's CQL nodes in its environment (the
+/// brokers' come from the test's own, as `scripts/stack env` set them). For walctl's own tests:
+/// cargo builds the binary for them.
 pub async fn walctl_at(control_plane: &str, args: &[&str]) -> std::process::Output {
-    let cql = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+    tokio::process::Command::new(cargo_bin("walctl"))
         .arg("--control-plane")
         .arg(control_plane)
         .args(args)
-        .env("WAL_CQL_NODES", cql)
+        .env("WAL_CQL_NODES", cql_nodes().join(","))
         .output()
         .await
         .unwrap()

@@ -7,19 +7,16 @@
 //! has lanes. The replay's time is what walctl reports: from its first read to its last apply,
 //! including finding the range (offsets-for-times), reading and decoding the records and
 //! checkpointing. Run with:
-//!     scripts/stack up && cargo bench -p wal-control-plane --bench replay_to_cql
+//!     scripts/stack up && cargo bench -p walctl --bench replay_to_cql
 //! Tunables (environment): BENCH_ENTRIES (1000000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (1).
 //! It ends with the direct inserts sent as `INSERT ... JSON ?`, the cql target's statement: how
 //! much of the gap is the server parsing JSON rather than the replay itself.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
-use wal_testkit::stack;
 use scylla::client::session::Session;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -30,6 +27,8 @@ use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue, QueueSpec};
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
 async fn control_plane() -> String {
@@ -72,8 +71,7 @@ async fn filled_namespace(
         .await
         .unwrap();
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap()))
-    .unwrap();
+    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap())).unwrap();
     let queue = Arc::new(backend.queue(QueueSpec::new(&name, &name, &format!("{name}-dlq"))));
     let written = entry::now_micros();
     let limit = Arc::new(Semaphore::new(2000));

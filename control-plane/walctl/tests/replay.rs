@@ -6,23 +6,19 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../../consumer/tests/support/mod.rs"]
-mod fleet;
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Output;
 use std::time::{Duration, SystemTime};
 
-use fleet::producer::{TestProducer, namespace_json, write};
-use fleet::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
 use serde_json::Value;
-use support::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 use tonic::transport::Channel;
 use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{Trilean, WriteToLogRequest};
+use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
+use wal_testkit::{TestProducer, namespace_json, write};
+use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
 type Rows = BTreeMap<String, Option<String>>;
 
@@ -66,7 +62,7 @@ async fn applied(cql: &Cql, table: &str, expected: &Rows) {
 async fn archiving_namespace(
     registry: &mut NamespaceRegistryClient<Channel>,
     backend: Backend,
-    delivered: &fleet::Upstream,
+    delivered: &wal_testkit::Upstream,
 ) -> (Namespace, TestProducer, ConsumerHandle) {
     let config = with_archive(&namespace_json(backend, 1, &delivered.target(), ""));
     let namespace = apply_config(registry, &config).await;
@@ -94,7 +90,7 @@ async fn killed_after_three(url: &str, args: &[&str], checkpoint: &std::path::Pa
     let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .args(["--control-plane", url])
         .args(args)
-        .env("WAL_CQL_NODES", fleet::cql_nodes().join(","))
+        .env("WAL_CQL_NODES", wal_testkit::cql_nodes().join(","))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -257,7 +253,7 @@ async fn corruption_drill(backend: Backend) {
     assert_eq!(cql.rows(&table).await, restored);
 
     // The replay, interrupted once and run again.
-    let checkpoint = std::env::temp_dir().join(format!("{}.json", fleet::unique("replay")));
+    let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("replay")));
     let checkpoint_arg = checkpoint.display().to_string();
     let args = [
         "replay",
@@ -295,7 +291,7 @@ async fn corruption_drill(backend: Backend) {
 
     // Into a scratch table that does not exist yet: every entry fails, and the run says so.
     // Once the table exists, the same command applies them all: failures are not passed over.
-    let scratch_table = fleet::unique("scratch").replace('-', "_");
+    let scratch_table = wal_testkit::unique("scratch").replace('-', "_");
     let settings = format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{scratch_table}"}}"#);
     let scratch_args = [
         "replay",
@@ -471,7 +467,10 @@ async fn trim_first_records(topic: &str) {
     use rdkafka::{Offset, TopicPartitionList};
 
     let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", fleet::local_stack().kafka_bootstrap)
+        .set(
+            "bootstrap.servers",
+            wal_testkit::local_stack().kafka_bootstrap,
+        )
         .create()
         .unwrap();
     let mut first_records = TopicPartitionList::new();
@@ -551,7 +550,7 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
 #[tokio::test]
 async fn one_keys_entries_reach_an_http_target_in_the_order_they_were_written() {
     let (mut registry, url) = control_plane_at().await;
-    let upstream = fleet::Upstream::start(|_| 200).await;
+    let upstream = wal_testkit::Upstream::start(|_| 200).await;
     let config = namespace_json(Backend::Kafka, 2, &upstream.target(), "");
     let namespace = apply_config(&mut registry, &config).await;
     // Only a producer: the entries reach the upstream through the replay alone.
@@ -590,7 +589,7 @@ async fn one_keys_entries_reach_an_http_target_in_the_order_they_were_written() 
 }
 
 /// `upstream` received each of `keys`' bodies `"KEY SEQ"` once, SEQ 0 to `per_key - 1` in order.
-fn each_key_once_in_order(upstream: &fleet::Upstream, keys: &[&str], per_key: u32) {
+fn each_key_once_in_order(upstream: &wal_testkit::Upstream, keys: &[&str], per_key: u32) {
     let bodies: Vec<String> = upstream
         .received()
         .iter()
@@ -620,7 +619,7 @@ fn each_key_once_in_order(upstream: &fleet::Upstream, keys: &[&str], per_key: u3
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order() {
     let (mut registry, url) = control_plane_at().await;
-    let delivered = fleet::Upstream::start(|_| 200).await;
+    let delivered = wal_testkit::Upstream::start(|_| 200).await;
     let (namespace, mut producer, consumer) =
         archiving_namespace(&mut registry, Backend::Kafka, &delivered).await;
     let name = namespace.name.clone();
@@ -665,7 +664,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
         stderr(&kafka_only)
     );
 
-    let replayed = fleet::Upstream::start(|_| 200).await;
+    let replayed = wal_testkit::Upstream::start(|_| 200).await;
     let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
     let output = walctl(
         &url,
@@ -703,7 +702,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_write_time() {
     let (mut registry, url) = control_plane_at().await;
-    let delivered = fleet::Upstream::start(|_| 200).await;
+    let delivered = wal_testkit::Upstream::start(|_| 200).await;
     let (namespace, mut producer, consumer) =
         archiving_namespace(&mut registry, Backend::Sqs, &delivered).await;
     let name = namespace.name.clone();
@@ -729,13 +728,13 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
     consumer.shutdown().await;
     producer.shutdown().await;
 
-    let replayed = fleet::Upstream::start(|_| 200).await;
+    let replayed = wal_testkit::Upstream::start(|_| 200).await;
     let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
     let from = humantime::format_rfc3339_micros(
         SystemTime::UNIX_EPOCH + Duration::from_micros(u64::try_from(written).unwrap()),
     )
     .to_string();
-    let checkpoint = std::env::temp_dir().join(format!("{}.json", fleet::unique("replay")));
+    let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("replay")));
     let checkpoint_arg = checkpoint.display().to_string();
     let args = [
         "replay",

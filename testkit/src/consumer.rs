@@ -1,0 +1,65 @@
+//! A consumer in-process on the real stack, or as a process of its own.
+
+use std::path::PathBuf;
+
+use wal_consumer::{Consumer, ConsumerHandle, ConsumerOptions};
+use wal_namespaces::Namespace;
+
+use crate::stack::cargo_bin;
+
+/// The local stack's addresses (from `scripts/stack env`), as the consumer takes them.
+pub fn local_stack() -> ConsumerOptions {
+    ConsumerOptions::for_local_stack(PathBuf::new())
+}
+
+/// Starts a consumer in-process on the real stack for `namespaces`.
+pub async fn start_consumer(namespaces: Vec<Namespace>) -> ConsumerHandle {
+    start_consumer_with(namespaces, |_| {}).await
+}
+
+pub async fn start_consumer_with(
+    namespaces: Vec<Namespace>,
+    adjust: impl FnOnce(&mut ConsumerOptions),
+) -> ConsumerHandle {
+    init_tracing();
+    let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
+    adjust(&mut options);
+    Consumer::start(&options, namespaces)
+        .await
+        .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
+        .spawn()
+}
+
+/// Logs as RUST_LOG says (nothing when unset), once per test binary.
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+}
+
+/// Starts a consumer in-process serving `feed`'s namespaces and applying its changes.
+pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> ConsumerHandle {
+    init_tracing();
+    Consumer::start(&local_stack(), feed.namespaces().to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
+        .spawn_following(Some(feed))
+}
+
+/// A `wal-consumer` process on the local stack reading the namespace files in `namespaces`, its
+/// metrics on `metrics_listen` (`127.0.0.1:0` when nobody reads them). For the consumer's own
+/// tests and benches: cargo builds the binary for them.
+pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> std::process::Child {
+    let stack = local_stack();
+    std::process::Command::new(cargo_bin("wal-consumer"))
+        .env("WAL_NAMESPACES", namespaces)
+        .env("WAL_KAFKA_BOOTSTRAP", &stack.kafka_bootstrap)
+        .env("WAL_SQS_ENDPOINT", stack.sqs_endpoint.unwrap_or_default())
+        .env("WAL_CQL_NODES", stack.cql_nodes.join(","))
+        .env("WAL_CONSUMER_METRICS_LISTEN", metrics_listen)
+        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start wal-consumer")
+}

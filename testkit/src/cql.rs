@@ -1,0 +1,96 @@
+//! A session on the local Cassandra, for creating tables and reading rows back.
+
+use std::collections::BTreeMap;
+
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+
+use crate::stack::{cql_nodes, unique};
+
+/// The keyspace the tests' tables live in.
+pub const KEYSPACE: &str = "wal_consumer_test";
+
+/// A session on the local Cassandra, for creating tables and reading rows back.
+#[derive(Debug)]
+pub struct Cql {
+    pub session: Session,
+}
+
+impl Cql {
+    pub async fn connect() -> Self {
+        let session = SessionBuilder::new()
+            .known_nodes(cql_nodes())
+            .build()
+            .await
+            .expect("connect to Cassandra (scripts/stack up)");
+        session
+            .query_unpaged(
+                format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+                &[],
+            )
+            .await
+            .unwrap();
+        Self { session }
+    }
+
+    /// A new table `(id text PRIMARY KEY, value text)`.
+    pub async fn table(&self) -> String {
+        let name = unique("t").replace('-', "_");
+        self.session
+            .query_unpaged(
+                format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
+                &[],
+            )
+            .await
+            .unwrap();
+        name
+    }
+
+    /// Every row of a [`Cql::table`] as id -> value.
+    pub async fn rows(&self, table: &str) -> BTreeMap<String, Option<String>> {
+        let result = self
+            .session
+            .query_unpaged(format!("SELECT id, value FROM {KEYSPACE}.{table}"), &[])
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result
+            .rows::<(String, Option<String>)>()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// The write time of a row's value.
+    pub async fn writetime(&self, table: &str, id: &str) -> Option<i64> {
+        let result = self
+            .session
+            .query_unpaged(
+                format!("SELECT WRITETIME(value) FROM {KEYSPACE}.{table} WHERE id = ?"),
+                (id,),
+            )
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result
+            .maybe_first_row::<(Option<i64>,)>()
+            .unwrap()
+            .and_then(|(t,)| t)
+    }
+}
+
+impl Cql {
+    /// How many rows a table holds (cheaper than reading them while a test polls).
+    pub async fn count(&self, table: &str) -> i64 {
+        let result = self
+            .session
+            .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{table}"), &[])
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        result.first_row::<(i64,)>().unwrap().0
+    }
+}

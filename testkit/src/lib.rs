@@ -1,0 +1,59 @@
+//! What the integration tests, benchmarks and demos share, so each helper is written once.
+//!
+//! - [`stack`]: where the local stack's services are (the environment `scripts/stack env`
+//!   prints, with the stack's defaults), unique names, polling, stopping and restarting a service.
+//! - `control_plane` (feature `control-plane`): a control plane in-process, namespace configs,
+//!   walctl runs.
+//! - the fleet (feature `fleet`, on by default): namespace builders, an in-process producer and
+//!   consumer, readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
+//!   CQL rows, and an HTTP upstream that records what it receives.
+//!
+//! Helpers panic with what they were doing, like the tests they serve: a service that is not up
+//! fails the test that needs it, naming the address it tried.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+pub mod stack;
+
+#[cfg(feature = "fleet")]
+mod consumer;
+#[cfg(feature = "control-plane")]
+mod control_plane;
+#[cfg(feature = "fleet")]
+mod cql;
+#[cfg(feature = "fleet")]
+pub mod cql_rows;
+#[cfg(feature = "fleet")]
+mod namespaces;
+#[cfg(feature = "fleet")]
+mod producer;
+#[cfg(feature = "fleet")]
+mod queues;
+#[cfg(feature = "fleet")]
+mod upstream;
+
+pub use stack::{
+    Restart, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap, memcached,
+    refusing_address, sqs_endpoint, stack, unique,
+};
+
+#[cfg(feature = "fleet")]
+pub use consumer::{
+    consumer_process, local_stack, start_consumer, start_consumer_following, start_consumer_with,
+};
+#[cfg(feature = "control-plane")]
+pub use control_plane::{
+    apply_config, config, control_plane, control_plane_at, json_of, walctl_at,
+};
+#[cfg(feature = "fleet")]
+pub use cql::{Cql, KEYSPACE};
+#[cfg(feature = "fleet")]
+pub use namespaces::{cql_target, delete, namespace, namespace_json, namespace_with_target, put};
+#[cfg(feature = "fleet")]
+pub use producer::{TestProducer, delayed, write, write_all_durably, write_true};
+#[cfg(feature = "fleet")]
+pub use queues::{
+    dlq_reader, drain, find_entries, find_entry, kafka_log, read_back, read_entry, reader,
+};
+#[cfg(feature = "fleet")]
+pub use upstream::{Received, Upstream};

@@ -1,0 +1,176 @@
+//! A producer started in-process on the real local stack, a client for it, and the requests
+//! tests send it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use wal_namespaces::Namespace;
+use wal_producer::registry::Registry;
+use wal_producer::{Producer, ProducerOptions};
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+
+#[derive(Debug)]
+pub struct TestProducer {
+    pub client: WriteAheadLogClient<Channel>,
+    pub channel: Channel,
+    pub address: std::net::SocketAddr,
+    pub registry: Arc<Registry>,
+    /// Where reloads go; `live.current()` is the set served now.
+    pub live: Arc<wal_producer::live::LiveRegistry>,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestProducer {
+    pub async fn start(namespaces: Vec<Namespace>) -> Self {
+        Self::start_with(namespaces, |_| {}).await
+    }
+
+    pub async fn start_with(
+        namespaces: Vec<Namespace>,
+        adjust: impl FnOnce(&mut ProducerOptions),
+    ) -> Self {
+        Self::launch(namespaces, adjust, None).await
+    }
+
+    /// A producer serving `feed`'s namespaces and applying its changes until shut down.
+    pub async fn start_following(feed: wal_namespaces::feed::Feed) -> Self {
+        Self::launch(feed.namespaces().to_vec(), |_| {}, Some(feed)).await
+    }
+
+    async fn launch(
+        namespaces: Vec<Namespace>,
+        adjust: impl FnOnce(&mut ProducerOptions),
+        feed: Option<wal_namespaces::feed::Feed>,
+    ) -> Self {
+        let mut options = ProducerOptions::for_local_stack(PathBuf::new());
+        adjust(&mut options);
+        let producer = Producer::start(&options, namespaces)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("producer start (is the stack up? scripts/stack up): {e:#}")
+            });
+        if let Some(feed) = feed {
+            // Ends with the test's runtime.
+            let never = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(producer.live().follow(feed, never));
+        }
+        let registry = producer.registry();
+        let live = producer.live();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(producer.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        let channel = Channel::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Self {
+            client: WriteAheadLogClient::new(channel.clone()),
+            channel,
+            address,
+            registry,
+            live,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    /// Starts a graceful shutdown and waits until the server has answered everything in flight.
+    pub async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.unwrap().unwrap();
+        }
+    }
+}
+
+/// Sends one write and asserts it was answered TRUE; returns the entry's id.
+pub async fn write_true(
+    client: &WriteAheadLogClient<Channel>,
+    request: WriteToLogRequest,
+) -> String {
+    let answer = client
+        .clone()
+        .write_to_log(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.durable(),
+        wal_proto::v1::Trilean::True,
+        "{}",
+        answer.message
+    );
+    answer.entry_id
+}
+
+/// Writes `requests` in batches of `batch`, `concurrency` batches at a time, and asserts every
+/// write is durable (TRUE).
+pub async fn write_all_durably(
+    client: &WriteAheadLogClient<Channel>,
+    requests: Vec<WriteToLogRequest>,
+    batch: usize,
+    concurrency: usize,
+) {
+    use futures::StreamExt as _;
+    use wal_proto::v1::{Trilean, WriteToLogBatchRequest};
+
+    let batches = requests.chunks(batch).map(|chunk| {
+        let mut client = client.clone();
+        let writes = chunk.to_vec();
+        async move {
+            let answers = client
+                .write_to_log_batch(WriteToLogBatchRequest { writes })
+                .await
+                .unwrap()
+                .into_inner();
+            for result in answers.results {
+                let durable = result.response.as_ref().map(|a| a.durable());
+                assert_eq!(
+                    durable,
+                    Some(Trilean::True),
+                    "every write is stored: {result:?}"
+                );
+            }
+        }
+    });
+    futures::stream::iter(batches)
+        .buffer_unordered(concurrency)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+pub fn write(namespace: &str, payload: &[u8]) -> WriteToLogRequest {
+    WriteToLogRequest {
+        namespace: namespace.to_owned(),
+        payload: payload.to_vec(),
+        ..WriteToLogRequest::default()
+    }
+}
+
+pub fn delayed(
+    namespace: &str,
+    payload: &[u8],
+    delay_millis: i64,
+    original_micros: i64,
+) -> WriteToLogRequest {
+    WriteToLogRequest {
+        lifecycle: Some(Lifecycle {
+            delay_millis,
+            jitter_millis: 0,
+            original_write_time_micros: original_micros,
+        }),
+        ..write(namespace, payload)
+    }
+}

@@ -1,0 +1,113 @@
+//! Where the local stack's services are, and what tests do with the stack itself. Addresses come
+//! from the environment `scripts/stack env` prints, with the stack's defaults.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub fn kafka_bootstrap() -> String {
+    env_or("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+}
+
+pub fn sqs_endpoint() -> String {
+    env_or("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")
+}
+
+pub fn cql_nodes() -> Vec<String> {
+    list("WAL_CQL_NODES", "127.0.0.1:19042")
+}
+
+pub fn memcached() -> Vec<String> {
+    list("WAL_MEMCACHED", "127.0.0.1:19211")
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn list(name: &str, default: &str) -> Vec<String> {
+    env_or(name, default)
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A name no earlier run used, so tests never see each other's leftovers on a long-lived stack.
+pub fn unique(prefix: &str) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}-{}", &id[..12])
+}
+
+/// A number from the environment, for the benches' and demos' tunables.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Polls `check` until it returns `Some`, for at most `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Where cargo put the binary `name` of the package under test: beside the `deps` folder that
+/// holds this test or bench. Cargo builds a package's binaries for its integration tests and
+/// benches, so a test finds its own package's binaries here.
+pub fn cargo_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from <target>/<profile>/deps");
+    let binary = profile.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is not built; only the tests and benches of its own package may run it",
+        binary.display()
+    );
+    binary
+}
+
+/// An address on loopback where nothing listens: connections to it are refused.
+pub fn refusing_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// Runs `scripts/stack ACTION SERVICE`.
+pub fn stack(action: &str, service: &str) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .args([action, service])
+        .status()
+        .expect("run scripts/stack");
+    assert!(status.success(), "scripts/stack {action} {service} failed");
+}
+
+/// Brings a stopped service back when dropped, even when an assertion failed halfway, so later
+/// tests find the stack whole.
+#[derive(Debug)]
+pub struct Restart(pub &'static str);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        stack("up", self.0);
+    }
+}
