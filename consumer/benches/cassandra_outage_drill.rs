@@ -29,10 +29,7 @@ const PDS_POLICY: &str = r#""retry_policy": {"max_attempts": 8, "initial_backoff
 /// Every message on the namespace's topics: its queues, their delay tiers and DLQs.
 fn messages_on_topics(namespace: &Namespace) -> i64 {
     let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set(
-            "bootstrap.servers",
-            wal_testkit::local_stack().kafka_bootstrap,
-        )
+        .set("bootstrap.servers", wal_testkit::kafka_bootstrap())
         .create()
         .unwrap();
     let mut topics = Vec::new();

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
-use wal_namespaces::{Backend, Namespace, TargetConfig};
+use wal_core::queue::{Backends, Queue};
+use wal_namespaces::{Namespace, TargetConfig};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
@@ -47,10 +47,8 @@ impl Crew {
             .map(TargetConfig::entry_target);
         let mut workers = Vec::new();
         for config in &namespace.queues {
-            let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
-                .with_longest_wait(namespace.longest_wait());
             let queue = backends
-                .queue(queue_backend(config.backend), spec)
+                .namespace_queue(&namespace, config)
                 .context("no client for the queue's backend")?;
             if options.provision {
                 queue
@@ -120,13 +118,5 @@ impl RunningCrew {
     /// Waits until every worker has stopped.
     pub async fn stopped(&self) {
         self.tasks.wait().await;
-    }
-}
-
-/// The queue layer's name for a namespace's backend.
-fn queue_backend(backend: Backend) -> QueueBackend {
-    match backend {
-        Backend::Kafka => QueueBackend::Kafka,
-        Backend::Sqs => QueueBackend::Sqs,
     }
 }

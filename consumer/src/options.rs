@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use wal_core::process::{BrokerFlags, CqlFlags, local_stack};
 
 use crate::clients::ClientSettings;
 
@@ -45,30 +46,20 @@ pub struct ConsumerOptions {
     )]
     pub health_listen: SocketAddr,
 
-    /// Kafka bootstrap servers for namespaces on Kafka.
-    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
-    pub kafka_bootstrap: String,
+    #[command(flatten)]
+    pub brokers: BrokerFlags,
 
     /// Kafka bootstrap servers for kafka targets (the namespaces' cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
-
-    /// SQS endpoint for namespaces on SQS (ElasticMQ locally); unset means AWS.
-    #[arg(long, env = "WAL_SQS_ENDPOINT")]
-    pub sqs_endpoint: Option<String>,
-
-    /// AWS region for SQS.
-    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
-    pub sqs_region: String,
 
     /// The longest SQS DelaySeconds used; longer delays are taken in steps this long. SQS's
     /// maximum, 900, is right outside tests, which shorten it to see many steps quickly.
     #[arg(long, env = "WAL_SQS_DELAY_STEP_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=900))]
     pub sqs_delay_step_secs: u64,
 
-    /// CQL contact points (comma-separated host:port) for cql targets and claim checks.
-    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
-    pub cql_nodes: Vec<String>,
+    #[command(flatten)]
+    pub cql: CqlFlags,
 
     /// memcached servers (comma-separated host:port) for cache targets that name none.
     #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
@@ -121,40 +112,33 @@ impl ConsumerOptions {
 
     pub fn client_settings(&self) -> ClientSettings {
         ClientSettings {
-            cql_nodes: self.cql_nodes.clone(),
+            cql_nodes: self.cql.cql_nodes.clone(),
             memcached: self.memcached.clone(),
             kafka_bootstrap: self
                 .target_kafka_bootstrap
                 .clone()
-                .unwrap_or_else(|| self.kafka_bootstrap.clone()),
+                .unwrap_or_else(|| self.brokers.kafka_bootstrap.clone()),
             request_timeout: self.apply_timeout(),
         }
     }
 
-    /// Options for a consumer in tests and benchmarks: the stack's addresses (from the
-    /// environment `scripts/stack env` prints), no metrics or health server.
+    /// Options for a consumer in tests and benchmarks: the flags' defaults with the stack's
+    /// addresses from the environment `scripts/stack env` prints, any free port for metrics and
+    /// health, provisioning on, the stack's memcached for cache targets. Panics when the
+    /// environment holds a value the flags refuse.
     pub fn for_local_stack(namespaces: PathBuf) -> Self {
-        let env =
-            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
-        let list =
-            |name: &str, default: &str| env(name, default).split(',').map(str::to_owned).collect();
-        Self {
-            namespaces,
-            control_plane: None,
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            health_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
-            target_kafka_bootstrap: None,
-            sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
-            sqs_region: "us-east-1".to_owned(),
-            sqs_delay_step_secs: 900,
-            cql_nodes: list("WAL_CQL_NODES", "127.0.0.1:19042"),
-            memcached: list("WAL_MEMCACHED", "127.0.0.1:19211"),
-            max_in_flight: 256,
-            max_held: DEFAULT_MAX_HELD,
-            apply_timeout_ms: 10_000,
-            shutdown_grace_ms: 30_000,
-            provision: true,
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut options = Self::try_parse_from(["wal-consumer"])
+            .unwrap_or_else(|e| panic!("the consumer's flags from the environment: {e}"));
+        options.namespaces = namespaces;
+        options.control_plane = None;
+        options.metrics_listen = any_port;
+        options.health_listen = any_port;
+        options.provision = true;
+        local_stack(&mut options.brokers, &mut options.cql);
+        if options.memcached.is_empty() {
+            options.memcached = vec!["127.0.0.1:19211".to_owned()];
         }
+        options
     }
 }

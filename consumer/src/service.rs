@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::Backends;
-use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::sqs::SqsSettings;
 use wal_namespaces::feed::{Feed, SetChanges};
 use wal_namespaces::{Backend, Namespace};
@@ -206,7 +205,7 @@ impl ConsumerHandle {
 /// A namespace that delivers to CQL or keeps claim checks there needs CQL nodes: better refused
 /// at start-up (or reload) than found out entry by entry.
 fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<()> {
-    if !options.cql_nodes.is_empty() {
+    if !options.cql.cql_nodes.is_empty() {
         return Ok(());
     }
     for ns in namespaces {
@@ -235,13 +234,10 @@ async fn connect_backends(
             .iter()
             .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
     };
-    let kafka = uses(Backend::Kafka).then(|| KafkaSettings::new(&options.kafka_bootstrap));
+    let kafka = uses(Backend::Kafka).then(|| options.brokers.kafka());
     let sqs = uses(Backend::Sqs).then(|| SqsSettings {
         delay_step: Duration::from_secs(options.sqs_delay_step_secs),
-        ..match &options.sqs_endpoint {
-            Some(endpoint) => SqsSettings::local(endpoint),
-            None => SqsSettings::aws(&options.sqs_region),
-        }
+        ..options.brokers.sqs()
     });
     connected
         .with_missing(kafka, sqs)

@@ -162,7 +162,7 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
 
-    let bootstrap = wal_testkit::local_stack().kafka_bootstrap;
+    let bootstrap = wal_testkit::kafka_bootstrap();
     let raw: FutureProducer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()
@@ -261,7 +261,7 @@ async fn an_entry_the_archive_did_not_take_is_not_acknowledged() {
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     // Nothing listens on port 1: every archive write fails to connect.
     let consumer = start_consumer_with(vec![namespace.clone()], |options| {
-        options.cql_nodes = vec!["127.0.0.1:1".into()];
+        options.cql.cql_nodes = vec!["127.0.0.1:1".into()];
     })
     .await;
     let answer = producer

@@ -90,7 +90,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
-    let memcached = wal_testkit::local_stack().memcached[0].clone();
+    let memcached = wal_testkit::memcached()[0].clone();
     let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
 
     let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
@@ -125,7 +125,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
-    let bootstrap = wal_testkit::local_stack().kafka_bootstrap;
+    let bootstrap = wal_testkit::kafka_bootstrap();
     let topic = unique("target-topic");
     let backend = KafkaBackend::new(KafkaSettings::new(&bootstrap)).unwrap();
     backend

@@ -14,8 +14,7 @@ use memcache::exp::{AsyncMetaClient, GetStatus};
 use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
 use wal_testkit::{
-    Restart, Upstream, eventually, local_stack, refusing_address, stack, start_consumer,
-    start_consumer_with,
+    Restart, Upstream, eventually, refusing_address, stack, start_consumer, start_consumer_with,
 };
 use wal_testkit::{TestProducer, namespace_with_target, write, write_true};
 
@@ -132,7 +131,7 @@ async fn a_memcached_down_holds_its_entries_until_it_returns() {
         format!(r#"{{"set": {{"key": "{}", "value": "v"}}}}"#, key(i)).into_bytes()
     })
     .await;
-    let servers = local_stack().memcached;
+    let servers = wal_testkit::memcached();
     assert_held(&consumer, &format!("cache/{}", servers.join(","))).await;
     drop(restart);
 

@@ -5,17 +5,13 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
 use wal_control_plane::options::ControlPlaneOptions;
 use wal_control_plane::server::ControlPlane;
+use wal_core::process;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ControlPlaneOptions::parse();
     match run(options).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -35,6 +31,6 @@ async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
     let store = options.store.split("://").next().unwrap_or_default();
     tracing::info!(listen = %options.listen, store, "wal-control-plane ready");
     control_plane
-        .serve(listener, wal_core::process::shutdown_signal())
+        .serve(listener, process::shutdown_signal())
         .await
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 
-use crate::provision::BrokerSettings;
+use wal_core::process::BrokerFlags;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -25,25 +25,6 @@ pub struct ControlPlaneOptions {
     )]
     pub store: String,
 
-    /// Kafka bootstrap servers, for namespaces on Kafka.
-    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
-    pub kafka_bootstrap: String,
-
-    /// SQS endpoint (ElasticMQ locally); unset means AWS in --sqs-region.
-    #[arg(long, env = "WAL_SQS_ENDPOINT")]
-    pub sqs_endpoint: Option<String>,
-
-    /// AWS region for SQS.
-    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
-    pub sqs_region: String,
-}
-
-impl ControlPlaneOptions {
-    pub fn brokers(&self) -> BrokerSettings {
-        BrokerSettings {
-            kafka_bootstrap: Some(self.kafka_bootstrap.clone()),
-            sqs_endpoint: self.sqs_endpoint.clone(),
-            sqs_region: Some(self.sqs_region.clone()),
-        }
-    }
+    #[command(flatten)]
+    pub brokers: BrokerFlags,
 }

@@ -4,19 +4,9 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use wal_core::queue::kafka::KafkaSettings;
-use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend as QueueBackend, Backends, Queue, QueueSpec};
-use wal_namespaces::{Backend, Namespace, QueueConfig};
-
-/// Where the brokers are; a namespace on a backend left unset here cannot be applied.
-#[derive(Debug, Clone)]
-pub struct BrokerSettings {
-    pub kafka_bootstrap: Option<String>,
-    /// An SQS endpoint (ElasticMQ locally); `None` with `sqs_region` set means AWS.
-    pub sqs_endpoint: Option<String>,
-    pub sqs_region: Option<String>,
-}
+use wal_core::process::BrokerFlags;
+use wal_core::queue::{Backend, Backends, Queue, QueueSpec};
+use wal_namespaces::{Namespace, QueueConfig};
 
 #[derive(Debug)]
 pub struct Provisioner {
@@ -24,32 +14,21 @@ pub struct Provisioner {
 }
 
 impl Provisioner {
-    pub async fn connect(settings: &BrokerSettings) -> anyhow::Result<Self> {
-        let kafka = settings.kafka_bootstrap.as_deref().map(KafkaSettings::new);
-        let sqs = match (&settings.sqs_endpoint, &settings.sqs_region) {
-            (Some(endpoint), _) => Some(SqsSettings::local(endpoint)),
-            (None, Some(region)) => Some(SqsSettings::aws(region)),
-            (None, None) => None,
-        };
-        let backends = Backends::connect(kafka, sqs)
+    /// Clients for the brokers (connected lazily: a broker that is down fails the applies that
+    /// need it, not the start).
+    pub async fn connect(brokers: &BrokerFlags) -> anyhow::Result<Self> {
+        let backends = Backends::connect(Some(brokers.kafka()), Some(brokers.sqs()))
             .await
             .context("configuring the Kafka clients")?;
         Ok(Self { backends })
     }
 
     fn queue(&self, namespace: &Namespace, queue: &QueueConfig) -> anyhow::Result<Arc<dyn Queue>> {
-        // With the namespace's longest wait, so a Kafka queue gets the delay tiers it needs.
-        let spec = QueueSpec::new(&namespace.name, &queue.name, &queue.dlq)
-            .with_longest_wait(namespace.longest_wait());
-        self.handle(queue, spec)
+        self.handle(queue, QueueSpec::of(namespace, queue))
     }
 
     fn handle(&self, queue: &QueueConfig, spec: QueueSpec) -> anyhow::Result<Arc<dyn Queue>> {
-        let backend = match queue.backend {
-            Backend::Kafka => QueueBackend::Kafka,
-            Backend::Sqs => QueueBackend::Sqs,
-        };
-        self.backends.queue(backend, spec).with_context(|| {
+        self.backends.queue(queue.backend, spec).with_context(|| {
             format!(
                 "queue '{}' is on {}, which this control plane has no address for",
                 queue.name, queue.backend
@@ -82,7 +61,7 @@ impl Provisioner {
         };
         let queue = self
             .backends
-            .queue(QueueBackend::Kafka, spec)
+            .queue(Backend::Kafka, spec)
             .context("no Kafka client")?;
         queue
             .unfinished()
@@ -98,8 +77,7 @@ impl Provisioner {
         dlq: bool,
     ) -> anyhow::Result<u64> {
         // With the longest wait, so a Kafka queue's count includes its delay tiers.
-        let spec = QueueSpec::new(&namespace.name, &config.name, &config.dlq)
-            .with_longest_wait(namespace.longest_wait());
+        let spec = QueueSpec::of(namespace, config);
         let (name, spec) = match spec.dead_letters() {
             Some(dead_letters) if dlq => (&config.dlq, dead_letters),
             _ => (&config.name, spec),

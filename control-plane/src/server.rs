@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use wal_core::process::standard_services;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
 
 use crate::options::ControlPlaneOptions;
@@ -24,7 +25,7 @@ impl ControlPlane {
         let store = NamespaceStore::connect(&options.store)
             .await
             .context("opening the namespace store")?;
-        let provisioner = Provisioner::connect(&options.brokers()).await?;
+        let provisioner = Provisioner::connect(&options.brokers).await?;
         Ok(Self {
             service: RegistryService::new(store, provisioner),
         })
@@ -35,29 +36,23 @@ impl ControlPlane {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
-        let (health, health_service) = tonic_health::server::health_reporter();
+        let server = Server::builder()
+            // A follower that vanished without closing its connection is noticed, and its
+            // watch (a store read every 2 s) ends.
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+            .tcp_keepalive(Some(std::time::Duration::from_secs(60)));
+        let (health, router) = standard_services(server)?;
         health
             .set_serving::<NamespaceRegistryServer<RegistryService>>()
             .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .context("building gRPC reflection")?;
         let announcer = self.service.announcer();
         let shutdown = async move {
             shutdown.await;
             // Open watches would otherwise keep the server waiting for ever.
             announcer.stop();
         };
-        Server::builder()
-            // A follower that vanished without closing its connection is noticed, and its
-            // watch (a store read every 2 s) ends.
-            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
-            .tcp_keepalive(Some(std::time::Duration::from_secs(60)))
-            .add_service(health_service)
-            .add_service(reflection)
+        router
             .add_service(NamespaceRegistryServer::new(self.service))
             .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
             .await

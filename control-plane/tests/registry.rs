@@ -414,3 +414,24 @@ async fn lowering_the_delay_limit_is_refused_while_a_tier_it_drops_holds_entries
         .into_inner();
     assert_eq!(applied.version.unwrap().version, 2);
 }
+
+#[tokio::test]
+async fn health_reports_serving_and_reflection_lists_the_registry() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+
+    let (_client, address) = wal_testkit::control_plane_at().await;
+    let channel = tonic::transport::Channel::from_shared(address)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = wal_testkit::health_status(&channel, "wal.v1.NamespaceRegistry").await;
+    assert_eq!(status, ServingStatus::Serving);
+    let (v1, v1alpha) = wal_testkit::reflected_services(&channel).await;
+    for services in [v1, v1alpha] {
+        assert!(
+            services.contains(&"wal.v1.NamespaceRegistry".to_owned()),
+            "{services:?}"
+        );
+    }
+}

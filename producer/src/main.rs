@@ -5,30 +5,18 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
-use wal_namespaces::feed::{Feed, FeedError};
+use wal_core::process;
+use wal_namespaces::feed::Feed;
 use wal_producer::{Producer, ProducerOptions, metrics};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,scylla=warn")),
-        )
-        .init();
+    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ProducerOptions::parse();
-    let feed = match Feed::open(options.source()).await {
+    let feed = match process::open_feed("wal-producer", options.source()).await {
         Ok(feed) => feed,
-        Err(error) => {
-            eprintln!("wal-producer: {}: {error}", options.source());
-            return ExitCode::from(match error {
-                FeedError::Invalid(_) => 2,
-                FeedError::Unreachable(_) => 1,
-            });
-        }
+        Err(code) => return code,
     };
     match run(options, feed).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -40,10 +28,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
-    PrometheusBuilder::new()
-        .with_http_listener(options.metrics_listen)
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), metrics::WRITE_BUCKETS)?
-        .install()
+    process::serve_metrics(options.metrics_listen, metrics::WRITE_BUCKETS)
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
@@ -60,9 +45,7 @@ async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
     );
     let shutdown = tokio_util::sync::CancellationToken::new();
     let following = tokio::spawn(producer.live().follow(feed, shutdown.clone()));
-    let served = producer
-        .serve(listener, wal_core::process::shutdown_signal())
-        .await;
+    let served = producer.serve(listener, process::shutdown_signal()).await;
     shutdown.cancel();
     let _ = following.await;
     served

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use wal_core::process::{BrokerFlags, CqlFlags, local_stack};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
@@ -32,26 +33,16 @@ pub struct ProducerOptions {
     #[arg(long, env = "WAL_CONTROL_PLANE")]
     pub control_plane: Option<String>,
 
-    /// Kafka bootstrap servers for namespaces on Kafka.
-    #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
-    pub kafka_bootstrap: String,
-
-    /// SQS endpoint for namespaces on SQS (ElasticMQ locally); unset means AWS.
-    #[arg(long, env = "WAL_SQS_ENDPOINT")]
-    pub sqs_endpoint: Option<String>,
-
-    /// AWS region for SQS.
-    #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
-    pub sqs_region: String,
+    #[command(flatten)]
+    pub brokers: BrokerFlags,
 
     /// The longest SQS DelaySeconds used; longer delays are taken in steps this long. SQS's
     /// maximum, 900, is right outside tests, which shorten it to see many steps quickly.
     #[arg(long, env = "WAL_SQS_DELAY_STEP_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=900))]
     pub sqs_delay_step_secs: u64,
 
-    /// CQL contact points (comma-separated host:port) for namespaces with durable storage.
-    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
-    pub cql_nodes: Vec<String>,
+    #[command(flatten)]
+    pub cql: CqlFlags,
 
     /// This producer's region, written on every entry as its origin.
     #[arg(long, env = "WAL_REGION", default_value = "local")]
@@ -80,23 +71,19 @@ impl ProducerOptions {
         Duration::from_millis(self.write_timeout_ms)
     }
 
-    /// Options for a producer in tests and benchmarks: the stack's addresses, no metrics server.
+    /// Options for a producer in tests and benchmarks: the flags' defaults with the stack's
+    /// addresses from the environment `scripts/stack env` prints, any free port, provisioning on.
+    /// Panics when the environment holds a value the flags refuse.
     pub fn for_local_stack(namespaces: PathBuf) -> Self {
-        let env =
-            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            namespaces,
-            control_plane: None,
-            kafka_bootstrap: env("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
-            sqs_endpoint: Some(env("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
-            sqs_region: "us-east-1".to_owned(),
-            sqs_delay_step_secs: 900,
-            cql_nodes: vec![env("WAL_CQL_NODES", "127.0.0.1:19042")],
-            region: "local".to_owned(),
-            write_timeout_ms: 5000,
-            provision: true,
-        }
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut options = Self::try_parse_from(["wal-producer"])
+            .unwrap_or_else(|e| panic!("the producer's flags from the environment: {e}"));
+        options.listen = any_port;
+        options.metrics_listen = any_port;
+        options.namespaces = namespaces;
+        options.control_plane = None;
+        options.provision = true;
+        local_stack(&mut options.brokers, &mut options.cql);
+        options
     }
 }

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use wal_core::durable::{DurableSettings, DurableStorage};
-use wal_core::queue::kafka::{KafkaSettings, PRODUCER_BUFFER_MESSAGES};
-use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend as QueueBackend, Backends, ProvisionReport, Queue, QueueSpec};
+use wal_core::queue::kafka::PRODUCER_BUFFER_MESSAGES;
+use wal_core::queue::{Backends, ProvisionReport, Queue};
 use wal_namespaces::feed::SetChanges;
 use wal_namespaces::{Backend, Namespace};
 
@@ -76,15 +75,12 @@ impl Registry {
             .collect();
         warn_unmapped_clusters(options, &fresh);
         let kafka = uses(Backend::Kafka).then(|| {
-            let mut settings = KafkaSettings::new(&options.kafka_bootstrap);
+            let mut settings = options.brokers.kafka();
             settings.delivery_timeout = options.write_timeout();
             settings
         });
         let sqs = uses(Backend::Sqs).then(|| {
-            let mut settings = match &options.sqs_endpoint {
-                Some(endpoint) => SqsSettings::local(endpoint),
-                None => SqsSettings::aws(&options.sqs_region),
-            };
+            let mut settings = options.brokers.sqs();
             settings.send_timeout = options.write_timeout();
             settings.delay_step = Duration::from_secs(options.sqs_delay_step_secs);
             settings
@@ -122,15 +118,8 @@ impl Registry {
                 .queues
                 .iter()
                 .map(|queue| {
-                    // With its longest wait, so provisioning makes the delay tiers it needs.
-                    let spec = QueueSpec::new(&config.name, &queue.name, &queue.dlq)
-                        .with_longest_wait(config.longest_wait());
-                    let backend = match queue.backend {
-                        Backend::Kafka => QueueBackend::Kafka,
-                        Backend::Sqs => QueueBackend::Sqs,
-                    };
                     backends
-                        .queue(backend, spec)
+                        .namespace_queue(&config, queue)
                         .context("no client for the queue's backend")
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
@@ -197,12 +186,12 @@ async fn connect_durable(
     namespace: &str,
     keyspace: &str,
 ) -> anyhow::Result<DurableStorage> {
-    if options.cql_nodes.is_empty() {
+    if options.cql.cql_nodes.is_empty() {
         bail!(
             "namespace '{namespace}' has durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES"
         );
     }
-    let nodes: Vec<&str> = options.cql_nodes.iter().map(String::as_str).collect();
+    let nodes: Vec<&str> = options.cql.cql_nodes.iter().map(String::as_str).collect();
     DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
         .await
         .with_context(|| format!("durable storage of namespace '{namespace}'"))
@@ -235,10 +224,10 @@ fn warn_unmapped_clusters(options: &ProducerOptions, namespaces: &[Namespace]) {
             .filter_map(|q| q.cluster.as_deref())
             .collect();
         for cluster in clusters {
-            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %options.kafka_bootstrap, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
+            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %options.brokers.kafka_bootstrap, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
         }
         if let Some(shard) = ns.durable_storage.as_ref().and_then(|d| d.shard.as_deref()) {
-            tracing::warn!(namespace = %ns.name, shard, nodes = ?options.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
+            tracing::warn!(namespace = %ns.name, shard, nodes = ?options.cql.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
         }
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use wal_core::process::standard_services;
 use wal_namespaces::Namespace;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
 
@@ -76,19 +77,13 @@ impl Producer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
-        let (health, health_service) = tonic_health::server::health_reporter();
+        let server = Server::builder()
+            .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
+            .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize);
+        let (health, router) = standard_services(server)?;
         health
             .set_serving::<WriteAheadLogServer<WriteService>>()
             .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .context("building gRPC reflection")?;
-        let reflection_alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(wal_proto::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .context("building gRPC reflection")?;
         let writes = WriteAheadLogServer::new(self.service)
             .max_decoding_message_size(self.max_request_bytes);
         // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
@@ -101,12 +96,7 @@ impl Producer {
                 .set_not_serving::<WriteAheadLogServer<WriteService>>()
                 .await;
         };
-        Server::builder()
-            .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
-            .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize)
-            .add_service(health_service)
-            .add_service(reflection)
-            .add_service(reflection_alpha)
+        router
             .add_service(writes)
             .serve_with_incoming_shutdown(incoming, signal)
             .await

@@ -398,41 +398,19 @@ async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit(
 
 #[tokio::test]
 async fn health_reports_serving_and_reflection_lists_the_service() {
-    use tonic_health::pb::health_client::HealthClient;
-    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_health::pb::health_check_response::ServingStatus;
 
     let ns = namespace(Backend::Kafka, 1, "");
     let mut producer = TestProducer::start(vec![ns]).await;
-    let mut health = HealthClient::new(producer.channel.clone());
-    let check = HealthCheckRequest {
-        service: "wal.v1.WriteAheadLog".into(),
-    };
-    let status = health.check(check).await.unwrap().into_inner().status();
+    let status = wal_testkit::health_status(&producer.channel, "wal.v1.WriteAheadLog").await;
     assert_eq!(status, ServingStatus::Serving);
-
-    let mut reflection = ServerReflectionClient::new(producer.channel.clone());
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut answers = reflection
-        .server_reflection_info(futures::stream::iter([request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let answer = answers.message().await.unwrap().unwrap();
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("{answer:?}")
-    };
-    let services: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    assert!(
-        services.contains(&"wal.v1.WriteAheadLog".to_owned()),
-        "{services:?}"
-    );
+    let (v1, v1alpha) = wal_testkit::reflected_services(&producer.channel).await;
+    for services in [v1, v1alpha] {
+        assert!(
+            services.contains(&"wal.v1.WriteAheadLog".to_owned()),
+            "{services:?}"
+        );
+    }
     producer.shutdown().await;
 }
 

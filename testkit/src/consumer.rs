@@ -50,14 +50,26 @@ pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> Consu
 /// metrics on `metrics_listen` (`127.0.0.1:0` when nobody reads them). For the consumer's own
 /// tests and benches: cargo builds the binary for them.
 pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> std::process::Child {
+    consumer_process_at(namespaces, metrics_listen, "127.0.0.1:0")
+}
+
+/// Like [`consumer_process`], its gRPC health service on `health_listen`.
+pub fn consumer_process_at(
+    namespaces: &std::path::Path,
+    metrics_listen: &str,
+    health_listen: &str,
+) -> std::process::Child {
     let stack = local_stack();
     std::process::Command::new(cargo_bin("wal-consumer"))
         .env("WAL_NAMESPACES", namespaces)
-        .env("WAL_KAFKA_BOOTSTRAP", &stack.kafka_bootstrap)
-        .env("WAL_SQS_ENDPOINT", stack.sqs_endpoint.unwrap_or_default())
-        .env("WAL_CQL_NODES", stack.cql_nodes.join(","))
+        .env("WAL_KAFKA_BOOTSTRAP", &stack.brokers.kafka_bootstrap)
+        .env(
+            "WAL_SQS_ENDPOINT",
+            stack.brokers.sqs_endpoint.unwrap_or_default(),
+        )
+        .env("WAL_CQL_NODES", stack.cql.cql_nodes.join(","))
         .env("WAL_CONSUMER_METRICS_LISTEN", metrics_listen)
-        .env("WAL_CONSUMER_HEALTH_LISTEN", "127.0.0.1:0")
+        .env("WAL_CONSUMER_HEALTH_LISTEN", health_listen)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()

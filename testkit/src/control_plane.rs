@@ -19,9 +19,11 @@ pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
     let options = ControlPlaneOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         store: format!("sqlite://{}", store.display()),
-        kafka_bootstrap: kafka_bootstrap(),
-        sqs_endpoint: Some(sqs_endpoint()),
-        sqs_region: "us-east-1".into(),
+        brokers: wal_core::process::BrokerFlags {
+            kafka_bootstrap: kafka_bootstrap(),
+            sqs_endpoint: Some(sqs_endpoint()),
+            sqs_region: "us-east-1".into(),
+        },
     };
     let control_plane = ControlPlane::start(&options).await.unwrap_or_else(|e| {
         panic!("control plane start (is the stack up? scripts/stack up): {e:#}")

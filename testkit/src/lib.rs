@@ -23,6 +23,8 @@ mod control_plane;
 mod cql;
 #[cfg(feature = "fleet")]
 pub mod cql_rows;
+#[cfg(feature = "control-plane")]
+mod grpc;
 #[cfg(feature = "fleet")]
 mod namespaces;
 #[cfg(feature = "fleet")]
@@ -39,7 +41,8 @@ pub use stack::{
 
 #[cfg(feature = "fleet")]
 pub use consumer::{
-    consumer_process, local_stack, start_consumer, start_consumer_following, start_consumer_with,
+    consumer_process, consumer_process_at, local_stack, start_consumer, start_consumer_following,
+    start_consumer_with,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
@@ -47,6 +50,8 @@ pub use control_plane::{
 };
 #[cfg(feature = "fleet")]
 pub use cql::{Cql, KEYSPACE};
+#[cfg(feature = "control-plane")]
+pub use grpc::{health_status, reflected_services};
 #[cfg(feature = "fleet")]
 pub use namespaces::{cql_target, delete, namespace, namespace_json, namespace_with_target, put};
 #[cfg(feature = "fleet")]

@@ -18,10 +18,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use scylla::client::session::Session;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use wal_control_plane::options::ControlPlaneOptions;
-use wal_control_plane::server::ControlPlane;
 use wal_core::entry;
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue, QueueSpec};
@@ -32,19 +29,7 @@ use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
 async fn control_plane() -> String {
-    let store = std::env::temp_dir().join(format!("bench-replay-{}.db", std::process::id()));
-    let options = ControlPlaneOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        store: format!("sqlite://{}", store.display()),
-        kafka_bootstrap: stack::kafka_bootstrap(),
-        sqs_endpoint: Some(stack::sqs_endpoint()),
-        sqs_region: "us-east-1".into(),
-    };
-    let control_plane = ControlPlane::start(&options).await.unwrap();
-    let listener = TcpListener::bind(options.listen).await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(control_plane.serve(listener, std::future::pending()));
-    format!("http://{address}")
+    wal_testkit::control_plane_at().await.1
 }
 
 /// A namespace whose one queue holds `entries` puts into `table`; its name and the time just

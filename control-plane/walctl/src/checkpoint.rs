@@ -40,8 +40,10 @@ impl Checkpoint {
                 std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
             })
             .unwrap_or_else(std::env::temp_dir);
-        base.join("walctl")
-            .join(format!("{command}-{namespace}-{:016x}.json", fnv1a(flags)))
+        base.join("walctl").join(format!(
+            "{command}-{namespace}-{:016x}.json",
+            wal_namespaces::key_hash(flags.as_bytes())
+        ))
     }
 
     /// The checkpoint at `path`, if there is one.
@@ -87,12 +89,6 @@ impl Checkpoint {
 
 /// FNV-1a: a short name for a filter that stays the same from one build to the next (std's
 /// hasher does not promise that).
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,7 +117,10 @@ mod tests {
 
     #[test]
     fn filters_name_stable_files() {
-        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+        let path = Checkpoint::default_path("redrive", "orders", "");
+        assert!(
+            path.ends_with("walctl/redrive-orders-cbf29ce484222325.json"),
+            "{path:?}"
+        );
     }
 }

@@ -7,7 +7,6 @@
 //! 5 FALSE (not stored: retry freely) and 6 UNKNOWN (retry with the same --idempotency-id).
 
 mod breakers;
-mod brokers;
 mod checkpoint;
 mod dlq;
 mod namespace;

@@ -467,10 +467,7 @@ async fn trim_first_records(topic: &str) {
     use rdkafka::{Offset, TopicPartitionList};
 
     let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set(
-            "bootstrap.servers",
-            wal_testkit::local_stack().kafka_bootstrap,
-        )
+        .set("bootstrap.servers", wal_testkit::kafka_bootstrap())
         .create()
         .unwrap();
     let mut first_records = TopicPartitionList::new();

@@ -7,6 +7,8 @@ use rdkafka::error::KafkaError;
 
 use super::kafka::{KafkaBackend, KafkaSettings};
 use super::sqs::{SqsBackend, SqsSettings};
+use wal_namespaces::{Namespace, QueueConfig};
+
 use super::{Backend, Queue, QueueSpec};
 
 #[derive(Debug, Default, Clone)]
@@ -46,6 +48,16 @@ impl Backends {
             kafka: self.kafka.clone().or(missing.kafka),
             sqs: self.sqs.clone().or(missing.sqs),
         })
+    }
+
+    /// A handle on one of a namespace's queues ([`QueueSpec::of`]), or `None` when its backend
+    /// was not connected.
+    pub fn namespace_queue(
+        &self,
+        namespace: &Namespace,
+        queue: &QueueConfig,
+    ) -> Option<Arc<dyn Queue>> {
+        self.queue(queue.backend, QueueSpec::of(namespace, queue))
     }
 
     /// A handle on one queue, or `None` when its backend was not connected.

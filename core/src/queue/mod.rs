@@ -21,21 +21,9 @@ use crate::entry::{self, CodecError, Entry, ErrorClass};
 pub use backends::Backends;
 pub use error::{Durability, EnqueueError, Operation, QueueError};
 
-/// The broker a queue lives on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Backend {
-    Kafka,
-    Sqs,
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Kafka => "kafka",
-            Self::Sqs => "sqs",
-        })
-    }
-}
+/// The broker a queue lives on, as the namespace model names it.
+pub use wal_namespaces::Backend;
+use wal_namespaces::{Namespace, QueueConfig};
 
 /// Names one queue of a namespace: the Kafka topic or SQS queue, and its DLQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +49,13 @@ impl QueueSpec {
             dlq: Some(dlq.to_owned()),
             longest_wait: Duration::ZERO,
         }
+    }
+
+    /// One of a namespace's queues, with the namespace's longest wait, so a Kafka queue has the
+    /// delay tiers its entries need.
+    pub fn of(namespace: &Namespace, queue: &QueueConfig) -> Self {
+        Self::new(&namespace.name, &queue.name, &queue.dlq)
+            .with_longest_wait(namespace.longest_wait())
     }
 
     /// The same queue, with entries waiting up to `longest_wait` for their deliver-at.

@@ -17,13 +17,13 @@ use wal_namespaces::Namespace;
 use self::filter::{FilterArgs, Verdict};
 use self::source::{DeadLetters, Found};
 use crate::Failure;
-use crate::brokers::BrokerArgs;
 use crate::output::{Format, print_json, table, when};
+use wal_core::process::BrokerFlags;
 
 #[derive(Debug, clap::Args)]
 pub struct Dlq {
     #[command(flatten)]
-    brokers: BrokerArgs,
+    brokers: BrokerFlags,
     #[command(subcommand)]
     command: Command,
 }

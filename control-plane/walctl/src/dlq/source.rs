@@ -10,11 +10,11 @@ use wal_core::entry::Entry;
 use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::kafka::scan::{self, Scan};
 use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend as QueueBackend, Backends, Delivery, Queue, QueueSpec};
+use wal_core::queue::{Backends, Delivery, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
 use crate::Failure;
-use crate::brokers::BrokerArgs;
+use wal_core::process::BrokerFlags;
 
 /// How long a received SQS dead letter stays hidden from others while walctl holds it: longer
 /// than a run takes, so a message passed over is not received twice by the same run. One held
@@ -52,7 +52,7 @@ pub struct Found {
 }
 
 impl DeadLetters {
-    pub async fn connect(brokers: &BrokerArgs, namespace: &Namespace) -> Result<Self, Failure> {
+    pub async fn connect(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Self, Failure> {
         let kafka = brokers.kafka();
         let sqs = SqsSettings {
             visibility_timeout: SQS_HOLD,
@@ -64,12 +64,8 @@ impl DeadLetters {
         let mut dlqs: Vec<DlqHandle> = Vec::new();
         let mut homes = Vec::new();
         for queue in &namespace.queues {
-            let spec = QueueSpec::new(&namespace.name, &queue.name, &queue.dlq)
-                .with_longest_wait(namespace.longest_wait());
-            let backend = match queue.backend {
-                Backend::Kafka => QueueBackend::Kafka,
-                Backend::Sqs => QueueBackend::Sqs,
-            };
+            let spec = QueueSpec::of(namespace, queue);
+            let backend = queue.backend;
             let dlq_spec = spec
                 .dead_letters()
                 .ok_or_else(|| Failure::broker("a namespace queue without a DLQ"))?;

@@ -34,10 +34,10 @@ use self::lanes::{Applier, Job, Lanes, Outcome};
 use self::select::{Left, Selection, excluded_ids};
 use self::source::{ARCHIVE, Source, Wanted, broker};
 use crate::Failure;
-use crate::brokers::BrokerArgs;
 use crate::checkpoint::Checkpoint;
 use crate::output::{Format, print_json, progress, table, when};
 use crate::time::instant;
+use wal_core::process::{BrokerFlags, CqlFlags};
 
 /// How far ahead of its append a write time may be: the producer accepts a caller's
 /// original write time up to 300 s in the future, so the range's records may start that much
@@ -100,10 +100,9 @@ pub struct Replay {
     #[arg(long)]
     from_start: bool,
     #[command(flatten)]
-    brokers: BrokerArgs,
-    /// CQL contact points for cql targets and claim checks.
-    #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
-    cql_nodes: Vec<String>,
+    brokers: BrokerFlags,
+    #[command(flatten)]
+    cql: CqlFlags,
     /// memcached servers for cache targets that name none.
     #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
     memcached: Vec<String>,
@@ -587,7 +586,7 @@ fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint>
 /// The connections a replay reads the archive and applies with, made once.
 fn clients(replay: &Replay) -> Result<Arc<Clients>, Failure> {
     let settings = ClientSettings {
-        cql_nodes: replay.cql_nodes.clone(),
+        cql_nodes: replay.cql.cql_nodes.clone(),
         memcached: replay.memcached.clone(),
         kafka_bootstrap: replay.brokers.kafka_bootstrap.clone(),
         request_timeout: replay.apply_timeout,

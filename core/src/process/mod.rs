@@ -1,0 +1,45 @@
+//! What the platform's binaries share about running as a process: the broker and CQL flags, the
+//! gRPC server's standard services, logs and metrics, the namespace feed at start-up, and the
+//! shutdown signal.
+
+mod flags;
+mod grpc;
+mod telemetry;
+
+use std::process::ExitCode;
+
+use wal_namespaces::feed::{Feed, FeedError, Source};
+
+pub use flags::{BrokerFlags, CqlFlags, local_stack};
+pub use grpc::{ReflectionError, standard_services};
+pub use telemetry::{DEFAULT_LOG_FILTER, init_tracing, serve_metrics};
+
+/// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
+/// with the binary's name, and gives the exit code: 2 for configs that do not validate (fix
+/// them), 1 for a control plane that cannot be reached (retrying may help).
+pub async fn open_feed(binary: &str, source: Source) -> Result<Feed, ExitCode> {
+    Feed::open(source.clone()).await.map_err(|error| {
+        eprintln!("{binary}: {source}: {error}");
+        ExitCode::from(match error {
+            FeedError::Invalid(_) => 2,
+            FeedError::Unreachable(_) => 1,
+        })
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod), so a binary can
+/// start its graceful shutdown.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}

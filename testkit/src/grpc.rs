@@ -1,0 +1,69 @@
+//! What every gRPC server of the platform answers besides its own service: health, and
+//! reflection in both versions tools speak.
+
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// The health service's answer for `service` ("" for the server as a whole).
+pub async fn health_status(channel: &Channel, service: &str) -> ServingStatus {
+    let check = HealthCheckRequest {
+        service: service.to_owned(),
+    };
+    HealthClient::new(channel.clone())
+        .check(check)
+        .await
+        .unwrap_or_else(|e| panic!("health check of '{service}': {e}"))
+        .into_inner()
+        .status()
+}
+
+/// The services reflection v1 lists, and those v1alpha lists: grpcurl speaks either.
+pub async fn reflected_services(channel: &Channel) -> (Vec<String>, Vec<String>) {
+    (v1(channel).await, v1alpha(channel).await)
+}
+
+async fn v1(channel: &Channel) -> Vec<String> {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = ServerReflectionClient::new(channel.clone())
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap_or_else(|e| panic!("reflection v1: {e}"))
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("reflection v1 answered {answer:?}")
+    };
+    list.service.into_iter().map(|s| s.name).collect()
+}
+
+async fn v1alpha(channel: &Channel) -> Vec<String> {
+    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = ServerReflectionClient::new(channel.clone())
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap_or_else(|e| panic!("reflection v1alpha: {e}"))
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("reflection v1alpha answered {answer:?}")
+    };
+    list.service.into_iter().map(|s| s.name).collect()
+}
