@@ -1,0 +1,270 @@
+//! One attempt at an entry: its target's breaker asked, the payload resolved (a claim check read
+//! from durable storage), the apply, and the archive write beside it.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use wal_core::durable::DurableError;
+use wal_core::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
+use wal_core::queue::Delivery;
+use wal_namespaces::Namespace;
+
+use crate::breaker::{Breaker, Pass};
+use crate::hold::Hold;
+use crate::metrics::KindMetrics;
+use crate::target::{Mutation, TargetError};
+
+use super::{Applied, Deliverer, QueueContext};
+
+/// How often a held entry's SQS message is made invisible again (for three times as long).
+const HOLD_EXTEND_EVERY: Duration = Duration::from_secs(10);
+
+impl Deliverer {
+    /// One attempt: the apply, and the archive write beside it when the namespace keeps one.
+    pub(super) async fn attempt(
+        &self,
+        context: &QueueContext,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+        metrics: &KindMetrics,
+        span: &tracing::Span,
+    ) -> Applied {
+        let started = Instant::now();
+        // The whole attempt is bounded: resolving the payload and the target (a connection, a
+        // prepare) as well as the apply, so an SQS message's visibility is not outrun.
+        let applied = self.apply_to(&context.namespace, entry, spec, traceparent);
+        let applied = match archive_of(&context.namespace) {
+            None => applied.instrument(span.clone()).await,
+            // The archive is written beside the apply, and the attempt succeeds only when both
+            // did: an entry is acknowledged only once it is in the archive. Boxed: few
+            // namespaces archive, and every delivery's future would carry its size.
+            Some((keyspace, retention)) => {
+                let archived = Box::pin(self.archive(context, keyspace, entry, retention));
+                let (applied, archived) = tokio::join!(applied.instrument(span.clone()), archived);
+                applied.and(archived)
+            }
+        };
+        metrics.apply_seconds.record(started.elapsed());
+        applied
+    }
+
+    /// Attempts the entry once its target's breaker lets it, and holds it for as long as the
+    /// target is unavailable: no attempt is counted and nothing is written to the queue; the
+    /// queue takes no new entries meanwhile (see `hold`), and an SQS message is kept invisible.
+    /// `None` at shutdown.
+    pub(super) async fn attempt_when_available<F, Fut>(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        breaker: &Breaker,
+        attempt: F,
+        shutdown: &CancellationToken,
+    ) -> Option<Applied>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Applied>,
+    {
+        // Taken when the entry first waits for the target, kept until its attempt went through.
+        let mut hold = None;
+        let held = |hold: &mut Option<Hold>| {
+            if hold.is_none() {
+                *hold = Some(context.holds.enter());
+                breaker.hold_entry();
+                self.stats.held.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        loop {
+            if breaker.is_open() {
+                held(&mut hold);
+            }
+            let pass = loop {
+                tokio::select! {
+                    pass = breaker.admit(shutdown) => break pass?,
+                    () = tokio::time::sleep(HOLD_EXTEND_EVERY) => {
+                        // Keep a held SQS message from being handed out again (Kafka: no-op).
+                        if let Err(error) = context.queue.extend(delivery, HOLD_EXTEND_EVERY * 3).await {
+                            tracing::warn!(%error, "cannot keep a held entry invisible; it may be received again");
+                        }
+                    }
+                }
+            };
+            let applied = attempt().await;
+            match (&applied, pass) {
+                (Err(TargetError::Unavailable(reason)), _) => {
+                    breaker.unavailable(pass, reason);
+                    held(&mut hold);
+                }
+                // A slow target is not an unavailable one, but a probe that timed out proves
+                // nothing either: the breaker stays open, and this entry waits with the others.
+                (Err(TargetError::Retryable(reason)), Pass::Probe) => {
+                    breaker.unavailable(pass, reason);
+                }
+                (Err(TargetError::Retryable(_)), Pass::Free) => return Some(applied),
+                // The target answered: applied, or refused the entry for its own fault.
+                (Ok(()) | Err(TargetError::Permanent(_)), _) => {
+                    breaker.answered();
+                    return Some(applied);
+                }
+            }
+        }
+    }
+
+    /// Applies one entry of `namespace` to its target: the payload resolved (a claim check read
+    /// from the namespace's durable storage), the target made or reused, and the apply, all
+    /// bounded by the apply timeout. Deliveries and walctl's replay both go through here.
+    pub async fn apply_to(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+    ) -> Applied {
+        let kind = spec.map_or("unnamed", |s| s.kind.as_str());
+        let attempt = self.apply(namespace, entry, spec, traceparent);
+        match tokio::time::timeout(self.settings.apply_timeout, attempt).await {
+            Ok(applied) => applied,
+            Err(_) => Err(TargetError::retryable(format!(
+                "the {kind} target did not answer within {:?}",
+                self.settings.apply_timeout
+            ))),
+        }
+    }
+
+    pub(super) async fn apply(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+    ) -> Applied {
+        let spec = spec.ok_or_else(|| {
+            TargetError::permanent(
+                "the entry names no target and its namespace has no default target",
+            )
+        })?;
+        let payload = self.payload(namespace, entry).await?;
+        let target = self.targets.resolve(spec).await?;
+        let mutation = Mutation {
+            entry,
+            payload: &payload,
+            traceparent,
+        };
+        target.apply(mutation).await
+    }
+
+    /// The entry's payload, read from durable storage when the queue carried a claim check.
+    pub(super) async fn payload<'e>(
+        &self,
+        namespace: &Namespace,
+        entry: &'e Entry,
+    ) -> Result<Cow<'e, [u8]>, TargetError> {
+        match &entry.body {
+            None => Ok(Cow::Borrowed(&[])),
+            Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
+            // Boxed: the CQL read's future is large, and every delivery's future would carry
+            // its size (and be copied with it) although few entries take this path.
+            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(namespace, entry, check))
+                .await
+                .map(Cow::Owned),
+        }
+    }
+
+    /// Reads a claim-checked payload from the namespace's durable storage. Only the keyspace the
+    /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
+    pub(super) async fn claim_check(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        check: &ClaimCheck,
+    ) -> Result<Vec<u8>, TargetError> {
+        let Some(durable) = &namespace.durable_storage else {
+            return Err(TargetError::permanent(format!(
+                "the entry's payload is claim-checked in {} but namespace '{}' has no durable_storage",
+                check.table, namespace.name
+            )));
+        };
+        let expected = format!("{}.claim_checks", durable.keyspace);
+        if check.table != expected {
+            return Err(TargetError::permanent(format!(
+                "the entry's claim check points at {}; namespace '{}' keeps claim checks in {expected}",
+                check.table, namespace.name
+            )));
+        }
+        let storage = self.clients.durable(&durable.keyspace).await?;
+        match storage.get_claim_check(&entry.namespace, check).await {
+            Ok(body) => Ok(body),
+            Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {
+                Err(TargetError::permanent(format!(
+                    "resolving the claim check: {error}"
+                )))
+            }
+            Err(error) => Err(TargetError::retryable(format!(
+                "resolving the claim check: {error}"
+            ))),
+        }
+    }
+
+    /// Keeps the entry in the namespace's archive (with its payload, not a claim check, which
+    /// expires sooner), within the apply timeout. A failure is retryable: the entry is tried
+    /// again, the apply included, which idempotent targets take without harm.
+    pub(super) async fn archive(
+        &self,
+        context: &QueueContext,
+        keyspace: &str,
+        entry: &Entry,
+        retention: Duration,
+    ) -> Applied {
+        let namespace = &*context.namespace;
+        let write = async {
+            let storage = self.clients.durable(keyspace).await?;
+            // Before the crew's first archived entry, once: since when the archive is kept (the
+            // first time recorded stays). Replay refuses ranges that start earlier.
+            context
+                .archive_recorded
+                .get_or_try_init(|| async {
+                    storage
+                        .mark_archive_started(&namespace.name, context.started_micros)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| {
+                            TargetError::retryable(format!("recording the archive's start: {e}"))
+                        })
+                })
+                .await?;
+            let resolved;
+            let entry = match &entry.body {
+                Some(Body::ClaimCheck(check)) => {
+                    let payload = self.claim_check(namespace, entry, check).await?;
+                    resolved = Entry {
+                        body: Some(Body::Payload(payload)),
+                        ..entry.clone()
+                    };
+                    &resolved
+                }
+                _ => entry,
+            };
+            storage
+                .archive(entry, retention)
+                .await
+                .map_err(|e| TargetError::retryable(format!("archiving the entry: {e}")))
+        };
+        match tokio::time::timeout(self.settings.apply_timeout, write).await {
+            Ok(archived) => archived,
+            Err(_) => Err(TargetError::retryable(format!(
+                "archiving the entry took longer than {:?}",
+                self.settings.apply_timeout
+            ))),
+        }
+    }
+}
+
+/// The keyspace and retention of the namespace's archive, if it keeps one.
+pub(super) fn archive_of(namespace: &Namespace) -> Option<(&str, Duration)> {
+    let durable = namespace.durable_storage.as_ref()?;
+    let archive = durable.archive.as_ref()?;
+    Some((durable.keyspace.as_str(), archive.retention))
+}

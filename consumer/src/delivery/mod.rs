@@ -1,0 +1,198 @@
+//! One entry's way through the consumer: wait until deliver-at, resolve the payload, apply it to
+//! the target, then acknowledge, release for a retry, or dead-letter. Every path ends in exactly
+//! one of those (or, at shutdown, in leaving the entry to the queue), which is what makes
+//! delivery at-least-once and acknowledgement never early.
+//!
+//! The flow is here; its steps each have a file: [`wait`] (until deliver-at: held in memory or
+//! parked on the broker), [`apply`] (one attempt: breaker, payload, target, archive) and
+//! [`settle`] (acknowledged, retried or dead-lettered, persisted until the queue heard it).
+
+mod apply;
+mod settle;
+mod wait;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use wal_core::entry::{self, Entry, Target as TargetSpec};
+use wal_core::queue::{Delivery, Queue};
+use wal_namespaces::Namespace;
+
+use crate::clients::Clients;
+use crate::hold::Holds;
+use crate::metrics::QueueMetrics;
+use crate::target::{TargetError, TargetRegistry};
+use crate::trace;
+
+#[derive(Debug, Clone)]
+pub struct DeliverySettings {
+    /// The longest one apply may take before it counts as a retryable failure.
+    pub apply_timeout: Duration,
+}
+
+/// One namespace queue, as a delivery sees it.
+#[derive(Debug, Clone)]
+pub struct QueueContext {
+    pub namespace: Arc<Namespace>,
+    pub queue: Arc<dyn Queue>,
+    /// The namespace's default target, for entries that carry none.
+    pub default_target: Option<TargetSpec>,
+    pub metrics: Arc<QueueMetrics>,
+    /// Entries being worked on (applying or settling); the worker receives only when one is free.
+    pub in_flight: Arc<Semaphore>,
+    /// Entries waiting in memory for their deliver-at. A waiting entry gives its in-flight slot
+    /// back, so a queue full of retries in backoff still applies the entries that are due; when
+    /// these slots run out too, a waiting entry keeps its in-flight slot and the worker slows.
+    pub held: Arc<Semaphore>,
+    /// When the crew reading this queue started with this namespace config: every entry
+    /// written since is received by it or a later crew, so an archive holds them all.
+    pub started_micros: i64,
+    /// Whether this crew recorded `started_micros` as its archive's start.
+    pub archive_recorded: Arc<OnceCell<()>>,
+    /// Entries of this queue held for an unavailable target; the worker takes none meanwhile.
+    pub holds: Arc<Holds>,
+}
+
+#[derive(Debug)]
+pub struct Deliverer {
+    targets: TargetRegistry,
+    clients: Arc<Clients>,
+    settings: DeliverySettings,
+    stats: DeliveryStats,
+}
+
+/// Totals since start, across all queues: for status pages, tests and benchmarks that run the
+/// consumer in-process (the metrics carry the same counts, by namespace and kind).
+#[derive(Debug, Default)]
+pub struct DeliveryStats {
+    pub delivered: AtomicU64,
+    pub retried: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    /// Entries given back to wait on the broker (an SQS delay step, a Kafka delay tier).
+    pub parked: AtomicU64,
+    /// Entries applied before their deliver-at by this consumer's clock. Must stay 0.
+    pub early: AtomicU64,
+    /// Entries held because their target was unavailable (each counted once).
+    pub held: AtomicU64,
+}
+
+/// What became of an attempt.
+type Applied = Result<(), TargetError>;
+
+impl Deliverer {
+    pub fn new(targets: TargetRegistry, clients: Arc<Clients>, settings: DeliverySettings) -> Self {
+        Self {
+            targets,
+            clients,
+            settings,
+            stats: DeliveryStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &DeliveryStats {
+        &self.stats
+    }
+
+    pub fn targets(&self) -> &TargetRegistry {
+        &self.targets
+    }
+
+    /// Takes one delivery to its end; see the module doc.
+    /// `slot` is the in-flight slot the worker took for it, given back when the delivery ends.
+    pub async fn deliver(
+        &self,
+        context: &QueueContext,
+        delivery: Delivery,
+        mut slot: Option<OwnedSemaphorePermit>,
+        shutdown: &CancellationToken,
+    ) {
+        let entry = match &delivery.entry {
+            Ok(entry) => entry,
+            Err(codec) => {
+                let failure = TargetError::permanent(format!("undecodable message: {codec}"));
+                let metrics = context.metrics.kind("none");
+                Box::pin(self.settle(context, &delivery, &metrics, Err(failure), shutdown)).await;
+                return;
+            }
+        };
+        if !self
+            .wait_until_due(context, &delivery, entry, &mut slot, shutdown)
+            .await
+        {
+            return;
+        }
+        // Boxed: a held entry's task then keeps only the waiting state above in memory (under
+        // 1 KiB), not room for the apply's larger state (about 3.5 KiB), so thousands of held
+        // entries stay cheap.
+        Box::pin(self.apply_and_settle(context, &delivery, entry, shutdown)).await;
+        drop(slot);
+    }
+
+    /// The due entry's attempt and its settling; see [`deliver`](Self::deliver).
+    async fn apply_and_settle(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        entry: &Entry,
+        shutdown: &CancellationToken,
+    ) {
+        let spec = entry.target.as_ref().or(context.default_target.as_ref());
+        let kind = spec.map_or("none", |s| s.kind.as_str());
+        // Kinds come from entries; only those the registry knows become metric labels.
+        let metrics = context.metrics.kind(if self.targets.knows(kind) {
+            kind
+        } else {
+            "unknown"
+        });
+        let continued = trace::continue_trace(&entry.trace_context);
+        let span = tracing::info_span!(
+            "deliver",
+            namespace = %entry.namespace,
+            entry_id = %entry.id,
+            target = %kind,
+            attempt = entry.attempt,
+            trace_id = continued.as_ref().map_or("", |c| c.trace_id.as_str()),
+        );
+        let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
+        let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
+        let applied = match spec.and_then(|spec| self.targets.breaker(spec)) {
+            None => attempt().await,
+            Some(breaker) => {
+                let held =
+                    self.attempt_when_available(context, delivery, &breaker, attempt, shutdown);
+                match Box::pin(held).await {
+                    Some(applied) => applied,
+                    // Shutdown while the target was away: left to the queue, received again.
+                    None => {
+                        let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                        return;
+                    }
+                }
+            }
+        };
+        if applied.is_ok() {
+            let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
+            metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
+            // Measured after the effect, so an early one is certain: it breaks "never early".
+            if late < 0 {
+                context.metrics.early.increment(1);
+                self.stats.early.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
+            }
+        }
+        self.settle(context, delivery, &metrics, applied, shutdown)
+            .instrument(span)
+            .await;
+    }
+}
+
+pub(crate) fn micros_until(at_micros: i64) -> Duration {
+    let remaining = at_micros.saturating_sub(entry::now_micros());
+    Duration::from_micros(u64::try_from(remaining).unwrap_or(0))
+}
+
+pub(crate) use settle::{Settled, persist};

@@ -1,0 +1,213 @@
+//! Settling an entry once its outcome is known: acknowledged, released for a retry, or
+//! dead-lettered, each persisted until the queue has heard it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rand::Rng as _;
+use tokio_util::sync::CancellationToken;
+use wal_core::entry;
+use wal_core::queue::{Delivery, Failure, Operation, QueueError, dead_letter_copy, retry_copy};
+
+use crate::backoff;
+use crate::metrics::KindMetrics;
+use crate::target::TargetError;
+
+use super::{Applied, Deliverer, QueueContext};
+
+/// Waits between tries of a failed acknowledge, release or dead-letter: the entry's outcome is
+/// known, only the queue must still hear it.
+const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
+const SETTLE_RETRY_MAX: Duration = Duration::from_secs(10);
+
+impl Deliverer {
+    /// Acknowledges, releases for a retry, or dead-letters, per the outcome and the namespace's
+    /// retry policy. A retry or DLQ copy is written first and the original acknowledged after,
+    /// each step retried on its own, so a failed acknowledgement never writes a second copy.
+    pub(super) async fn settle(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        metrics: &KindMetrics,
+        applied: Applied,
+        shutdown: &CancellationToken,
+    ) {
+        let queue = &context.queue;
+        let error = match applied {
+            Ok(()) => {
+                if self.acknowledge(context, delivery, shutdown).await {
+                    metrics.delivered.increment(1);
+                    self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
+            }
+            Err(error) => error,
+        };
+        let attempts = delivery
+            .entry
+            .as_ref()
+            .map_or(1, |e| e.attempt.saturating_add(1));
+        let policy = &context.namespace.retry;
+        let failure = match &error {
+            // Unavailable reaches here only for a target without a breaker (past their bound).
+            TargetError::Retryable(reason) | TargetError::Unavailable(reason)
+                if attempts < policy.max_attempts =>
+            {
+                match self
+                    .retry(context, delivery, attempts, reason, shutdown)
+                    .await
+                {
+                    Settled::Done => {
+                        metrics.retried.increment(1);
+                        self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Settled::Stopped => return,
+                    // The queue will not take the retry copy (it cannot, by its contract, but
+                    // if it did the entry would be stuck): the DLQ is the way out.
+                    Settled::Refused(refusal) => Failure::retryable(format!(
+                        "{reason}; and the retry copy was refused: {refusal}"
+                    )),
+                }
+            }
+            TargetError::Retryable(reason) | TargetError::Unavailable(reason) => {
+                Failure::retryable(format!("gave up after {attempts} attempts: {reason}"))
+            }
+            TargetError::Permanent(reason) => Failure::permanent(reason.clone()),
+        };
+        tracing::warn!(attempts, reason = %failure.reason, "dead-lettering");
+        // The DLQ copy counts every attempt made, this one included.
+        let mut counted = delivery.clone();
+        if let Ok(entry) = &mut counted.entry {
+            entry.attempt = attempts;
+        }
+        let dead = dead_letter_copy(queue.spec(), &counted, &failure);
+        // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
+        loop {
+            let written = persist(context, "dead-letter", shutdown, || async {
+                queue
+                    .enqueue_dead_letter(&dead)
+                    .await
+                    .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))
+            })
+            .await;
+            match written {
+                Settled::Done => break,
+                Settled::Stopped => return,
+                Settled::Refused(_) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(SETTLE_RETRY_MAX) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                }
+            }
+        }
+        if self.acknowledge(context, delivery, shutdown).await {
+            if error.is_retryable() {
+                metrics.dead_lettered_exhausted.increment(1);
+            } else {
+                metrics.dead_lettered_permanent.increment(1);
+            }
+            self.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Puts the retry copy on the queue, then acknowledges the original.
+    pub(super) async fn retry(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        attempts: u32,
+        reason: &str,
+        shutdown: &CancellationToken,
+    ) -> Settled {
+        let Ok(entry) = &delivery.entry else {
+            return Settled::Refused(QueueError::permanent(
+                context.queue.backend(),
+                &context.queue.spec().name,
+                Operation::Release,
+                "an undecodable message cannot be retried",
+            ));
+        };
+        let wait = backoff::retry_wait(&context.namespace.retry, attempts, rand::rng().random());
+        let deliver_at =
+            entry::now_micros().saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
+        tracing::debug!(attempts, ?wait, reason, "retrying later");
+        let copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
+        let queue = &context.queue;
+        let written = persist(context, "release", shutdown, || async {
+            queue
+                .requeue(&copy)
+                .await
+                .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
+        })
+        .await;
+        if !matches!(written, Settled::Done) {
+            return written;
+        }
+        if self.acknowledge(context, delivery, shutdown).await {
+            Settled::Done
+        } else {
+            Settled::Stopped
+        }
+    }
+
+    pub(super) async fn acknowledge(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let queue = &context.queue;
+        matches!(
+            persist(context, "acknowledge", shutdown, || queue
+                .acknowledge(delivery))
+            .await,
+            Settled::Done
+        )
+    }
+}
+
+/// How a queue operation ended.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    Done,
+    /// Shutdown came first; the entry stays unacknowledged and is received again later.
+    Stopped,
+    /// The queue called the failure permanent.
+    Refused(QueueError),
+}
+
+/// Runs one queue operation until it succeeds. The entry's outcome is decided; only the queue must
+/// still hear it, and on Kafka an entry left unacknowledged would hold back every later commit.
+/// Stops at shutdown, or when the queue calls the failure permanent (logged loudly: it breaks
+/// the queue's contract).
+pub(crate) async fn persist<'a, F, Fut>(
+    context: &QueueContext,
+    what: &str,
+    shutdown: &CancellationToken,
+    mut operation: F,
+) -> Settled
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), QueueError>> + 'a,
+{
+    let mut wait = SETTLE_RETRY_FIRST;
+    loop {
+        let error = match operation().await {
+            Ok(()) => return Settled::Done,
+            Err(error) => error,
+        };
+        context.metrics.queue_errors.increment(1);
+        if !error.retryable {
+            tracing::error!(%error, operation = what, "the queue refused for good");
+            return Settled::Refused(error);
+        }
+        tracing::warn!(%error, operation = what, ?wait, "queue operation failed; trying again");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => return Settled::Stopped,
+        }
+        wait = (wait * 2).min(SETTLE_RETRY_MAX);
+    }
+}
