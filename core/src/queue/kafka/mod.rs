@@ -9,43 +9,48 @@
 //! Entries that wait longer than [`KAFKA_HOLD_LIMIT`] are parked on the queue's delay tiers,
 //! topics named `<topic>.delay-<wait>`, provisioned with the queue (see `queue::delay`).
 //!
+//! Files: `backend` (settings and the shared clients), `produce` (one record's send), `receiver`
+//! (the consumer side: group, pause, probe, offsets), `provision` (topics), `scan` (reading a
+//! topic by time, for replay and redrive); this file is the `Queue` contract on top of them.
+//!
 //! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
 //! local stack) that is one broker's page cache: an acknowledged entry survives the broker
 //! process's crash, not a power cut before the OS flushes it.
 
+mod backend;
 mod classify;
 mod context;
 mod lag;
 mod offsets;
+mod produce;
+mod provision;
+mod receiver;
 pub mod scan;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+pub use self::backend::{KafkaBackend, KafkaSettings};
 pub use self::classify::broker_away;
 pub use self::context::OutageContext;
-use self::context::{TrackingContext, lock};
+use self::context::lock;
 use self::lag::{group_lag, unfinished};
-use self::offsets::OffsetTracker;
+use self::receiver::Receiver;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
     Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
     ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
-use crate::outage::Outage;
 
 /// The largest encoded entry (the record value) the platform puts on a topic. librdkafka's and
 /// the broker's own limits (`message.max.bytes`, 1 MiB) leave 48 KiB above it for the record key
@@ -61,154 +66,6 @@ pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
 /// entries are read only as they come due, so a small read-ahead keeps a large parked backlog
 /// out of memory.
 const TIER_PREFETCH_KIB: u32 = 1024;
-/// How much one fetch takes from each partition of a delay tier, in KiB (librdkafka's default is
-/// 1 MiB). librdkafka fills its read-ahead in a fixed partition order, and when one partition's
-/// fetch fills it the others wait (confluentinc/librdkafka#1854): a tier's first partition was
-/// read on time while the other three fell 50 s behind. Fetches this small leave room in the
-/// read-ahead for every partition of the tier (up to 16).
-const TIER_PARTITION_FETCH_KIB: u32 = 64;
-/// How often `produce` sends a record again after librdkafka reported it delivered without an
-/// offset, before answering that it may not be stored.
-const UNCONFIRMED_RESENDS: u32 = 2;
-/// How long an idle consumer that lost its brokers waits for one to answer its probe.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long `provision` waits for new topics to be served.
-const PROVISION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How to reach the Kafka cluster and how queues on it behave.
-#[derive(Debug, Clone)]
-pub struct KafkaSettings {
-    pub bootstrap_servers: String,
-    /// Consumer groups are named `<group_prefix><topic>`.
-    pub group_prefix: String,
-    /// How long librdkafka keeps trying to deliver one record; past it the answer is UNKNOWN.
-    pub delivery_timeout: Duration,
-    /// How long the producer waits to batch records together.
-    pub linger: Duration,
-    /// Partitions of each topic `provision` creates.
-    pub partitions: i32,
-    pub replication_factor: i32,
-    /// How often stored offsets are committed to the broker.
-    pub commit_interval: Duration,
-    /// A consumer that is silent this long is considered dead and its partitions reassigned.
-    pub session_timeout: Duration,
-    /// The longest a consumer may go between receives before it leaves its group. Long: a
-    /// consumer whose in-progress slots all hold entries waiting for their deliver-at does not
-    /// receive meanwhile, and must not lose its partitions (and its acknowledgements) for it.
-    /// Dead processes are still found within `session_timeout`, by the background heartbeat.
-    pub max_poll_interval: Duration,
-}
-
-impl KafkaSettings {
-    /// Settings for a cluster at `bootstrap_servers` with the platform's defaults.
-    pub fn new(bootstrap_servers: &str) -> Self {
-        Self {
-            bootstrap_servers: bootstrap_servers.to_owned(),
-            group_prefix: "wal-consumer.".to_owned(),
-            delivery_timeout: Duration::from_secs(5),
-            linger: Duration::from_millis(1),
-            partitions: 4,
-            replication_factor: 1,
-            commit_interval: Duration::from_millis(500),
-            session_timeout: Duration::from_secs(10),
-            // librdkafka's maximum.
-            max_poll_interval: Duration::from_secs(24 * 3600),
-        }
-    }
-}
-
-/// How soon a reader whose read-ahead was full fetches again; see `subscribe`.
-const FETCH_QUEUE_BACKOFF: Duration = Duration::from_millis(10);
-
-/// The clients one process shares across all its Kafka queues.
-pub struct KafkaBackend {
-    settings: KafkaSettings,
-    producer: FutureProducer<OutageContext>,
-    /// The producer's view of its brokers, shared with its context: a delivered record says
-    /// they answer again.
-    producer_outage: Arc<Outage>,
-    admin: AdminClient<OutageContext>,
-}
-
-impl std::fmt::Debug for KafkaBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaBackend")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl KafkaBackend {
-    /// Creates the producer and admin clients. They connect lazily; only a malformed setting
-    /// fails here.
-    pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
-        let context = OutageContext::new("producer");
-        let producer_outage = context.outage();
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", &settings.bootstrap_servers)
-            .set("client.id", "wal")
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", millis(settings.delivery_timeout))
-            .set("linger.ms", millis(settings.linger))
-            .set("message.max.bytes", "1048576")
-            .set(
-                "queue.buffering.max.messages",
-                PRODUCER_BUFFER_MESSAGES.to_string(),
-            )
-            .create_with_context(context)?;
-        let admin = ClientConfig::new()
-            .set("bootstrap.servers", &settings.bootstrap_servers)
-            .set("client.id", "wal-admin")
-            .create_with_context(OutageContext::new("admin"))?;
-        Ok(Arc::new(Self {
-            settings,
-            producer,
-            producer_outage,
-            admin,
-        }))
-    }
-
-    /// A handle on one queue of a namespace, with the delay tiers its longest wait needs.
-    pub fn queue(self: &Arc<Self>, spec: QueueSpec) -> KafkaQueue {
-        let tiers = delay::kafka_tiers(spec.longest_wait)
-            .into_iter()
-            .map(|wait| {
-                let tier = KafkaQueue {
-                    backend: Arc::clone(self),
-                    spec: QueueSpec {
-                        namespace: spec.namespace.clone(),
-                        name: delay::tier_topic(&spec.name, wait),
-                        // An undecodable record on a tier is dead-lettered with the queue's own.
-                        dlq: spec.dlq.clone(),
-                        longest_wait: Duration::ZERO,
-                    },
-                    receiver: OnceCell::new(),
-                    tiers: Vec::new(),
-                    tier_waits: Vec::new(),
-                    prefetch_kib: Some(TIER_PREFETCH_KIB),
-                };
-                (wait, Arc::new(tier))
-            })
-            .collect::<Vec<_>>();
-        KafkaQueue {
-            backend: Arc::clone(self),
-            spec,
-            receiver: OnceCell::new(),
-            tier_waits: tiers.iter().map(|(wait, _)| *wait).collect(),
-            tiers,
-            prefetch_kib: None,
-        }
-    }
-
-    pub fn settings(&self) -> &KafkaSettings {
-        &self.settings
-    }
-}
-
-fn millis(duration: Duration) -> String {
-    duration.as_millis().to_string()
-}
 
 /// One topic and its DLQ topic.
 #[derive(Debug)]
@@ -222,20 +79,6 @@ pub struct KafkaQueue {
     tier_waits: Vec<Duration>,
     /// The consumer's read-ahead limit, when not librdkafka's default.
     prefetch_kib: Option<u32>,
-}
-
-/// The consumer side of a handle, created on its first `receive`.
-struct Receiver {
-    consumer: Arc<StreamConsumer<TrackingContext>>,
-    tracker: Arc<Mutex<OffsetTracker>>,
-    /// The consumer's view of its brokers, shared with its context.
-    outage: Arc<Outage>,
-}
-
-impl std::fmt::Debug for Receiver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Receiver").finish_non_exhaustive()
-    }
 }
 
 impl KafkaQueue {
@@ -252,252 +95,6 @@ impl KafkaQueue {
             retryable,
             reason,
         )
-    }
-
-    async fn receiver(&self) -> Result<&Receiver, QueueError> {
-        self.receiver
-            .get_or_try_init(|| async { self.subscribe() })
-            .await
-    }
-
-    fn subscribe(&self) -> Result<Receiver, QueueError> {
-        let settings = &self.backend.settings;
-        let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
-        let outage = Arc::new(Outage::new("kafka", &self.spec.name));
-        let context = TrackingContext {
-            tracker: Arc::clone(&tracker),
-            outage: Arc::clone(&outage),
-        };
-        let mut config = ClientConfig::new();
-        if let Some(kib) = self.prefetch_kib {
-            config
-                .set("queued.max.messages.kbytes", kib.to_string())
-                .set(
-                    "max.partition.fetch.bytes",
-                    (TIER_PARTITION_FETCH_KIB * 1024).to_string(),
-                );
-        }
-        // Once its read-ahead is full, librdkafka postpones the next fetch by this much (1 s by
-        // default), a second's stall each time a small read-ahead (the delay tiers' 1 MiB)
-        // fills; short, so a tier that was full reads on as soon as it has room.
-        config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
-        let consumer: StreamConsumer<TrackingContext> = config
-            .set("bootstrap.servers", &settings.bootstrap_servers)
-            .set(
-                "group.id",
-                format!("{}{}", settings.group_prefix, self.spec.name),
-            )
-            .set("client.id", "wal-consumer")
-            .set("enable.auto.commit", "true")
-            .set("auto.commit.interval.ms", millis(settings.commit_interval))
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("session.timeout.ms", millis(settings.session_timeout))
-            .set("max.poll.interval.ms", millis(settings.max_poll_interval))
-            .set("enable.partition.eof", "false")
-            .create_with_context(context)
-            .map_err(|e| self.error(Operation::Receive, false, e))?;
-        consumer
-            .subscribe(&[&self.spec.name])
-            .map_err(|e| self.error(Operation::Receive, false, e))?;
-        Ok(Receiver {
-            consumer: Arc::new(consumer),
-            tracker,
-            outage,
-        })
-    }
-
-    async fn produce(&self, topic: &str, entry: &Entry, limit: usize) -> Result<(), EnqueueError> {
-        let value = entry::encode(entry);
-        let key = if entry.key.is_empty() {
-            &entry.id
-        } else {
-            &entry.key
-        };
-        let size = value.len();
-        if size > limit {
-            return Err(EnqueueError::TooLarge {
-                backend: Backend::Kafka,
-                queue: topic.to_owned(),
-                size,
-                limit,
-            });
-        }
-        let not_stored = |reason: String| EnqueueError::NotStored {
-            backend: Backend::Kafka,
-            queue: topic.to_owned(),
-            reason,
-        };
-        let unknown = |reason: String| EnqueueError::Unknown {
-            backend: Backend::Kafka,
-            queue: topic.to_owned(),
-            reason,
-        };
-        if key.len() > KEY_LIMIT_BYTES {
-            return Err(not_stored(format!(
-                "partition key of {} bytes is longer than {KEY_LIMIT_BYTES} bytes",
-                key.len()
-            )));
-        }
-        for attempt in 0..=UNCONFIRMED_RESENDS {
-            // Once a send was reported delivered without an offset, the record may be stored,
-            // so no later failure can be answered as "not stored".
-            let refused = |reason: String| match attempt {
-                0 => not_stored(reason),
-                _ => unknown(reason),
-            };
-            let record = FutureRecord::to(topic).key(key).payload(&value);
-            // send_result fails only when librdkafka refuses the record outright (its queue is
-            // full, for example): then this send did not leave the process.
-            let delivery = self
-                .backend
-                .producer
-                .send_result(record)
-                .map_err(|(error, _)| refused(error.to_string()))?;
-            match delivery.await {
-                Ok(Ok(delivered)) if delivered.offset >= 0 => {
-                    self.backend.producer_outage.answered();
-                    return Ok(());
-                }
-                // No offset: librdkafka acknowledged the record implicitly, because a later
-                // batch of its partition succeeded. That later batch proves nothing when it was
-                // the producer's first on the partition to reach the broker, which then accepts
-                // any sequence number: after a "not leader" error on a new topic the earlier
-                // batch was never written (confluentinc/confluent-kafka-go#921, seen here as
-                // TRUE answers for entries missing from the topic). Sending again costs a
-                // duplicate at worst, which targets absorb: they apply idempotently by the
-                // entry's id (DESIGN §4.2). The copy may land after a later entry of its key.
-                Ok(Ok(_)) => {
-                    tracing::warn!(
-                        topic,
-                        entry_id = %entry.id,
-                        attempt,
-                        "the broker's acknowledgement carried no offset; sending the entry again"
-                    );
-                }
-                Ok(Err((error, _))) => {
-                    return match classify::durability_of(&error) {
-                        Durability::NotStored => Err(refused(error.to_string())),
-                        Durability::Unknown => Err(unknown(error.to_string())),
-                    };
-                }
-                Err(_canceled) => {
-                    return Err(unknown(
-                        "the producer shut down before the broker answered".to_owned(),
-                    ));
-                }
-            }
-        }
-        Err(unknown(format!(
-            "the broker acknowledged the entry {} times without an offset, so it may not be stored",
-            UNCONFIRMED_RESENDS + 1
-        )))
-    }
-
-    /// Waits until the broker's metadata lists every topic with its partitions and each
-    /// partition's leader answers for it. CreateTopics returns once the controller has the
-    /// topic, before every broker serves it; a queue is provisioned when it can be used.
-    async fn await_metadata(&self, topics: &[&str]) -> Result<(), QueueError> {
-        let deadline = Instant::now() + PROVISION_TIMEOUT;
-        for topic in topics {
-            loop {
-                let backend = Arc::clone(&self.backend);
-                let name = (*topic).to_owned();
-                // fetch_metadata blocks on the network; keep it off the async workers.
-                let visible = tokio::task::spawn_blocking(move || {
-                    let client = backend.admin.inner();
-                    let metadata = client.fetch_metadata(Some(&name), Duration::from_secs(5))?;
-                    let Some(described) = metadata.topics().iter().find(|t| {
-                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
-                    }) else {
-                        return Ok::<bool, KafkaError>(false);
-                    };
-                    // Listed is not yet served: a partition whose leader has not taken it up
-                    // answers NOT_LEADER, to a producer (whose failed first batch librdkafka may
-                    // then count as delivered, see `produce`) and to a reader alike. A
-                    // watermark query goes to the leader, so every partition must answer one.
-                    Ok(described.partitions().iter().all(|p| {
-                        client
-                            .fetch_watermarks(&name, p.id(), Duration::from_secs(5))
-                            .is_ok()
-                    }))
-                })
-                .await
-                .map_err(|e| self.error(Operation::Provision, true, e))?
-                .map_err(|e| self.error(Operation::Provision, true, e))?;
-                if visible {
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    return Err(self.error(
-                        Operation::Provision,
-                        true,
-                        format!("topic '{topic}' was created but is not served after {PROVISION_TIMEOUT:?}"),
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        Ok(())
-    }
-
-    /// Pauses or resumes fetching for the partitions assigned now (both local to librdkafka,
-    /// no broker call). A partition paused is read again from the first record not yet
-    /// received; one assigned by a later rebalance, which only a receive serves, starts
-    /// unpaused.
-    fn pause_or_resume(&self, pause: bool) -> Result<(), QueueError> {
-        let Some(receiver) = self.receiver.get() else {
-            return Ok(());
-        };
-        let consumer = &receiver.consumer;
-        let assigned = consumer
-            .assignment()
-            .map_err(|e| self.error(Operation::Receive, true, e))?;
-        let done = if pause {
-            consumer.pause(&assigned)
-        } else {
-            consumer.resume(&assigned)
-        };
-        done.map_err(|e| self.error(Operation::Receive, true, e))
-    }
-
-    /// Asks a broker for the queue's first partition's offsets, to learn whether an idle
-    /// consumer's brokers answer again: no record arrives to say so on a topic nobody writes to.
-    async fn probe(&self, receiver: &Receiver) {
-        let consumer = Arc::clone(&receiver.consumer);
-        let topic = self.spec.name.clone();
-        // A blocking broker call, so on a blocking thread.
-        let answered = tokio::task::spawn_blocking(move || {
-            consumer.fetch_watermarks(&topic, 0, PROBE_TIMEOUT).is_ok()
-        })
-        .await
-        .unwrap_or(false);
-        if answered {
-            receiver.outage.answered();
-        }
-    }
-
-    fn store_commit_point(
-        &self,
-        consumer: &StreamConsumer<TrackingContext>,
-        partition: i32,
-        point: i64,
-    ) -> Result<(), QueueError> {
-        let mut offsets = TopicPartitionList::new();
-        offsets
-            .add_partition_offset(&self.spec.name, partition, Offset::Offset(point))
-            .map_err(|e| self.error(Operation::Acknowledge, false, e))?;
-        match consumer.store_offsets(&offsets) {
-            Ok(()) => Ok(()),
-            // The partition was revoked after the entry was received: its new owner reads the
-            // entry again from the last commit, as at-least-once allows.
-            Err(KafkaError::StoreOffset(RDKafkaErrorCode::State))
-            | Err(KafkaError::StoreOffset(RDKafkaErrorCode::UnknownPartition)) => {
-                tracing::debug!(topic = %self.spec.name, partition, "offset not stored: partition no longer assigned");
-                Ok(())
-            }
-            Err(e) => Err(self.error(Operation::Acknowledge, true, e)),
-        }
     }
 }
 

@@ -1,0 +1,157 @@
+//! The consumer side of a queue handle: joining its group on the first receive, pausing and
+//! resuming, probing brokers that went away, and storing the offsets acknowledged entries allow.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::KafkaQueue;
+use super::backend::millis;
+use super::context::TrackingContext;
+use super::offsets::OffsetTracker;
+use super::{Operation, QueueError};
+use crate::outage::Outage;
+
+/// How much one fetch takes from each partition of a delay tier, in KiB (librdkafka's default is
+/// 1 MiB). librdkafka fills its read-ahead in a fixed partition order, and when one partition's
+/// fetch fills it the others wait (confluentinc/librdkafka#1854): a tier's first partition was
+/// read on time while the other three fell 50 s behind. Fetches this small leave room in the
+/// read-ahead for every partition of the tier (up to 16).
+const TIER_PARTITION_FETCH_KIB: u32 = 64;
+/// How long an idle consumer that lost its brokers waits for one to answer its probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How soon a reader whose read-ahead was full fetches again; see `subscribe`.
+const FETCH_QUEUE_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The consumer side of a handle, created on its first `receive`.
+pub(super) struct Receiver {
+    pub(super) consumer: Arc<StreamConsumer<TrackingContext>>,
+    pub(super) tracker: Arc<Mutex<OffsetTracker>>,
+    /// The consumer's view of its brokers, shared with its context.
+    pub(super) outage: Arc<Outage>,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+impl KafkaQueue {
+    pub(super) async fn receiver(&self) -> Result<&Receiver, QueueError> {
+        self.receiver
+            .get_or_try_init(|| async { self.subscribe() })
+            .await
+    }
+
+    pub(super) fn subscribe(&self) -> Result<Receiver, QueueError> {
+        let settings = &self.backend.settings;
+        let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
+        let outage = Arc::new(Outage::new("kafka", &self.spec.name));
+        let context = TrackingContext {
+            tracker: Arc::clone(&tracker),
+            outage: Arc::clone(&outage),
+        };
+        let mut config = ClientConfig::new();
+        if let Some(kib) = self.prefetch_kib {
+            config
+                .set("queued.max.messages.kbytes", kib.to_string())
+                .set(
+                    "max.partition.fetch.bytes",
+                    (TIER_PARTITION_FETCH_KIB * 1024).to_string(),
+                );
+        }
+        // Once its read-ahead is full, librdkafka postpones the next fetch by this much (1 s by
+        // default), a second's stall each time a small read-ahead (the delay tiers' 1 MiB)
+        // fills; short, so a tier that was full reads on as soon as it has room.
+        config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
+        let consumer: StreamConsumer<TrackingContext> = config
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set(
+                "group.id",
+                format!("{}{}", settings.group_prefix, self.spec.name),
+            )
+            .set("client.id", "wal-consumer")
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", millis(settings.commit_interval))
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("session.timeout.ms", millis(settings.session_timeout))
+            .set("max.poll.interval.ms", millis(settings.max_poll_interval))
+            .set("enable.partition.eof", "false")
+            .create_with_context(context)
+            .map_err(|e| self.error(Operation::Receive, false, e))?;
+        consumer
+            .subscribe(&[&self.spec.name])
+            .map_err(|e| self.error(Operation::Receive, false, e))?;
+        Ok(Receiver {
+            consumer: Arc::new(consumer),
+            tracker,
+            outage,
+        })
+    }
+
+    /// Pauses or resumes fetching for the partitions assigned now (both local to librdkafka,
+    /// no broker call). A partition paused is read again from the first record not yet
+    /// received; one assigned by a later rebalance, which only a receive serves, starts
+    /// unpaused.
+    pub(super) fn pause_or_resume(&self, pause: bool) -> Result<(), QueueError> {
+        let Some(receiver) = self.receiver.get() else {
+            return Ok(());
+        };
+        let consumer = &receiver.consumer;
+        let assigned = consumer
+            .assignment()
+            .map_err(|e| self.error(Operation::Receive, true, e))?;
+        let done = if pause {
+            consumer.pause(&assigned)
+        } else {
+            consumer.resume(&assigned)
+        };
+        done.map_err(|e| self.error(Operation::Receive, true, e))
+    }
+
+    /// Asks a broker for the queue's first partition's offsets, to learn whether an idle
+    /// consumer's brokers answer again: no record arrives to say so on a topic nobody writes to.
+    pub(super) async fn probe(&self, receiver: &Receiver) {
+        let consumer = Arc::clone(&receiver.consumer);
+        let topic = self.spec.name.clone();
+        // A blocking broker call, so on a blocking thread.
+        let answered = tokio::task::spawn_blocking(move || {
+            consumer.fetch_watermarks(&topic, 0, PROBE_TIMEOUT).is_ok()
+        })
+        .await
+        .unwrap_or(false);
+        if answered {
+            receiver.outage.answered();
+        }
+    }
+
+    pub(super) fn store_commit_point(
+        &self,
+        consumer: &StreamConsumer<TrackingContext>,
+        partition: i32,
+        point: i64,
+    ) -> Result<(), QueueError> {
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset(&self.spec.name, partition, Offset::Offset(point))
+            .map_err(|e| self.error(Operation::Acknowledge, false, e))?;
+        match consumer.store_offsets(&offsets) {
+            Ok(()) => Ok(()),
+            // The partition was revoked after the entry was received: its new owner reads the
+            // entry again from the last commit, as at-least-once allows.
+            Err(KafkaError::StoreOffset(RDKafkaErrorCode::State))
+            | Err(KafkaError::StoreOffset(RDKafkaErrorCode::UnknownPartition)) => {
+                tracing::debug!(topic = %self.spec.name, partition, "offset not stored: partition no longer assigned");
+                Ok(())
+            }
+            Err(e) => Err(self.error(Operation::Acknowledge, true, e)),
+        }
+    }
+}
