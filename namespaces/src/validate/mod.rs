@@ -1,0 +1,188 @@
+//! From the file form to the domain model: defaults, ranges, names and cross-field rules. Pure:
+//! no I/O, so the control plane, walctl and the services all validate the same way.
+
+use std::time::Duration;
+
+mod limits;
+mod queues;
+mod target;
+
+use self::limits::{
+    delay_limits, durable_storage, in_range, payload_limit, rate_limit, retry_policy,
+};
+pub use self::queues::KAFKA_TOPIC_MAX;
+use self::queues::{check_namespace_name, check_queue_names_distinct, storage_queues};
+use self::target::{TargetPaths, check_target, netflix_target};
+
+use crate::error::{ConfigErrors, Problems};
+use crate::file::{NamespaceFile, PersistenceConfiguration};
+use crate::model::{ConsumerSettings, DurableStorageConfig, Namespace, TargetConfig};
+
+/// Which spelling the file used, so error paths name fields as the user wrote them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spelling {
+    Snake,
+    Camel,
+}
+
+impl Spelling {
+    fn key(self, snake: &'static str, camel: &'static str) -> &'static str {
+        match self {
+            Self::Snake => snake,
+            Self::Camel => camel,
+        }
+    }
+}
+
+pub(crate) fn validate(
+    file: NamespaceFile,
+    origin: &str,
+    spelling: Spelling,
+) -> Result<Namespace, ConfigErrors> {
+    let mut problems = Problems::new(origin);
+    check_namespace_name(&mut problems, &file.namespace);
+
+    let storages_path = format!(
+        "{}.{}",
+        spelling.key("persistence_configurations", "persistenceConfigurations"),
+        spelling.key("persistence_configuration", "persistenceConfiguration")
+    );
+    let storages = &file.persistence_configurations.persistence_configuration;
+    if storages.is_empty() {
+        problems.add(
+            &storages_path,
+            "expected at least one persistence configuration, found an empty list",
+        );
+    }
+    let mut shared = Shared::default();
+    let mut queues = Vec::new();
+    for (i, storage) in storages.iter().enumerate() {
+        let path = format!("{storages_path}[{i}].config");
+        queues.extend(storage_queues(&mut problems, &path, storage, spelling));
+        shared.take(&mut problems, &path, storage, spelling);
+    }
+    check_queue_names_distinct(&mut problems, &storages_path, &queues);
+
+    let default_target = match (file.default_target, shared.target) {
+        (Some(_), Some((path, _))) => {
+            problems.add(
+                path,
+                format!(
+                    "the default target is given twice (also as {}); keep one",
+                    spelling.key("default_target", "defaultTarget")
+                ),
+            );
+            None
+        }
+        (Some(target), None) => {
+            let path = spelling.key("default_target", "defaultTarget");
+            let paths = TargetPaths {
+                kind: format!("{path}.kind"),
+                settings: format!("{path}.settings"),
+            };
+            check_target(&mut problems, &paths, target)
+        }
+        (None, Some((_, target))) => Some(target),
+        (None, None) => None,
+    };
+
+    let namespace = Namespace {
+        name: file.namespace,
+        queues,
+        consumer: ConsumerSettings {
+            stack: shared.consumer_stack,
+            poll_wait: shared.poll_wait.unwrap_or(Duration::from_secs(10)),
+            max_messages_per_poll: shared.max_messages_per_poll.unwrap_or(100),
+        },
+        retry: retry_policy(
+            &mut problems,
+            spelling,
+            file.retry_policy.unwrap_or_default(),
+        ),
+        delay: delay_limits(
+            &mut problems,
+            spelling,
+            file.delay_limits.unwrap_or_default(),
+        ),
+        payload_limit_bytes: payload_limit(&mut problems, spelling, file.payload_limit_bytes),
+        rate_limit: rate_limit(&mut problems, spelling, file.rate_limit.unwrap_or_default()),
+        default_target,
+        durable_storage: shared.durable_storage,
+        context: shared.context,
+        contacts: shared.contacts,
+    };
+    problems.finish(namespace)
+}
+
+/// Settings that may appear in any storage's config but belong to the namespace as a whole.
+#[derive(Debug, Default)]
+struct Shared {
+    consumer_stack: Option<String>,
+    context: Option<String>,
+    contacts: Option<String>,
+    poll_wait: Option<Duration>,
+    max_messages_per_poll: Option<u32>,
+    target: Option<(String, TargetConfig)>,
+    durable_storage: Option<DurableStorageConfig>,
+}
+
+impl Shared {
+    fn take(
+        &mut self,
+        problems: &mut Problems<'_>,
+        path: &str,
+        storage: &PersistenceConfiguration,
+        spelling: Spelling,
+    ) {
+        let config = &storage.config;
+        self.consumer_stack = self.consumer_stack.take().or(config.consumer_stack.clone());
+        self.context = self.context.take().or(config.context.clone());
+        self.contacts = self.contacts.take().or(config.contacts.clone());
+        if let Some(secs) = config.poll_interval_secs {
+            let secs = in_range(
+                problems,
+                format!("{path}.queue.poll-interval.secs"),
+                secs,
+                0,
+                20,
+            );
+            self.poll_wait = Some(Duration::from_secs(secs));
+        }
+        if let Some(max) = config.max_messages_per_poll {
+            let max = in_range(
+                problems,
+                format!("{path}.queue.max-messages-per-poll"),
+                max,
+                1,
+                10_000,
+            );
+            self.max_messages_per_poll = u32::try_from(max).ok();
+        }
+        if let Some(target) = &config.target {
+            let target_path = format!("{path}.target");
+            if let Some(parsed) = netflix_target(problems, &target_path, target) {
+                if self.target.is_some() {
+                    problems.add(
+                        &target_path,
+                        "the default target is given in two storages; keep one",
+                    );
+                } else {
+                    self.target = Some((target_path, parsed));
+                }
+            }
+        }
+        if let Some(durable) = &config.durable_storage {
+            let durable_path = format!(
+                "{path}.{}",
+                spelling.key("durable_storage", "durableStorage")
+            );
+            if self.durable_storage.is_some() {
+                problems.add(
+                    &durable_path,
+                    "durable storage is given in two storages; keep one",
+                );
+            }
+            self.durable_storage = durable_storage(problems, &durable_path, durable, spelling);
+        }
+    }
+}
