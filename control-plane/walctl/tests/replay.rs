@@ -433,6 +433,29 @@ async fn bad_arguments_are_refused_with_what_to_do() {
         stderr(&bad_time)
     );
 
+    // A target the kind would refuse is refused before anything is read.
+    let bad_target = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            "1h",
+            "--target-kind",
+            "cql",
+            "--target-settings",
+            r#"{"keyspace": "scratch", "tabel": "t"}"#,
+        ],
+    )
+    .await;
+    assert_eq!(bad_target.status.code(), Some(2), "{}", stderr(&bad_target));
+    assert!(
+        stderr(&bad_target).contains("cql target settings are invalid at 'tabel'"),
+        "{}",
+        stderr(&bad_target)
+    );
+
     let missing_file = walctl(
         &url,
         &[
