@@ -1,0 +1,178 @@
+//! `walctl namespace ...`: apply a config file, read what is stored, compare, and list history.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use tonic::transport::Channel;
+use wal_proto::v1::HistoryRequest;
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+
+use crate::Failure;
+use crate::output::Format;
+
+mod apply;
+mod delete;
+mod diff;
+mod get;
+mod validate;
+mod versions;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate, provision and store a namespace config; prints what changed and was created.
+    Apply {
+        /// The namespace config (JSON), or - for standard input.
+        #[arg(short, long)]
+        file: PathBuf,
+        /// Recorded as the change's author.
+        #[arg(long, env = "USER", default_value = "walctl")]
+        author: String,
+    },
+    /// Check a config against the model and the control plane's update rules; changes nothing.
+    Validate {
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// What applying the file would change, field by field.
+    Diff {
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// A namespace's current config, or an older version.
+    Get {
+        name: String,
+        #[arg(long)]
+        version: Option<i64>,
+    },
+    /// Every namespace, with its version and who changed it last.
+    List,
+    /// Every version of a namespace: who, when, what changed.
+    History { name: String },
+    /// Record a namespace as deleted (its queues and their entries stay on the brokers).
+    Delete {
+        name: String,
+        #[arg(long, env = "USER", default_value = "walctl")]
+        author: String,
+    },
+}
+
+pub async fn run(command: Command, address: &str, format: Format) -> Result<(), Failure> {
+    // Files are read and checked before connecting: a bad file is the user's to fix, whatever
+    // the control plane's state.
+    let file = match &command {
+        Command::Apply { file, .. } | Command::Validate { file } | Command::Diff { file } => {
+            read_config(file)?
+        }
+        _ => String::new(),
+    };
+    let mut client = connect(address).await?;
+    match command {
+        Command::Apply { author, .. } => apply::run(&mut client, file, author, format).await,
+        Command::Validate { .. } => validate::run(&mut client, file, format).await,
+        Command::Diff { .. } => diff::run(&mut client, &file, format).await,
+        Command::Get { name, version } => get::run(&mut client, name, version, format).await,
+        Command::List => versions::list(&mut client, format).await,
+        Command::History { name } => versions::history(&mut client, name, format).await,
+        Command::Delete { name, author } => delete::run(&mut client, name, author, format).await,
+    }
+}
+
+/// The registry's client, as each subcommand takes it.
+type Registry = NamespaceRegistryClient<Channel>;
+
+pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, Failure> {
+    let endpoint = Channel::from_shared(address.to_owned())
+        .map_err(|e| Failure::usage(format!("--control-plane '{address}' is not a URL: {e}")))?;
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| Failure::unreachable(address, e))?;
+    Ok(NamespaceRegistryClient::new(channel))
+}
+
+/// Reads a config file (or standard input for `-`) and validates it locally, so a bad file is
+/// reported with its path and the field at fault before anything is sent.
+fn read_config(path: &Path) -> Result<String, Failure> {
+    let (text, origin) = if path == Path::new("-") {
+        let text = std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::usage(format!("reading standard input: {e}")))?;
+        (text, "standard input".to_owned())
+    } else {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
+        (text, path.display().to_string())
+    };
+    wal_namespaces::parse(&text, &origin)
+        .map_err(|errors| Failure::usage(format!("the config is invalid:\n{errors}")))?;
+    Ok(text)
+}
+
+/// The namespace's current config from the control plane, for commands that work on its queues.
+pub async fn current(address: &str, name: &str) -> Result<wal_namespaces::Namespace, Failure> {
+    let version = connect(address)
+        .await?
+        .get(wal_proto::v1::GetRequest {
+            name: name.to_owned(),
+            version: 0,
+        })
+        .await
+        .map_err(|status| Failure::from_status(&status, "reading the namespace"))?
+        .into_inner();
+    if version.deleted {
+        return Err(Failure::not_found(format!(
+            "namespace '{name}' was deleted (version {}); its queues are still on the brokers: apply it again to work on them",
+            version.version
+        )));
+    }
+    wal_namespaces::parse(&version.config_json, &format!("namespace '{name}'"))
+        .map_err(|errors| Failure::broker(format!("the stored config does not validate: {errors}")))
+}
+
+/// What the namespace's history says of its archive: since when it has been on, and the
+/// shortest retention it had meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveHistory {
+    /// When the oldest of the newest versions that all keep an archive, in one keyspace, was
+    /// stored.
+    pub turned_on_micros: i64,
+    /// Whether that version created the namespace: then no crew ever read it without archiving.
+    pub from_creation: bool,
+    /// The shortest retention of those versions: rows keep the TTL they were written with.
+    pub shortest_retention: std::time::Duration,
+}
+
+/// The namespace's archive history; None when the current version keeps no archive.
+pub async fn archive_history(address: &str, name: &str) -> Result<Option<ArchiveHistory>, Failure> {
+    let mut versions = connect(address)
+        .await?
+        .history(HistoryRequest {
+            name: name.to_owned(),
+        })
+        .await
+        .map_err(|status| Failure::from_status(&status, "reading the namespace's history"))?
+        .into_inner()
+        .versions;
+    versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    let archive = |version: &wal_proto::v1::NamespaceVersion| {
+        let parsed = wal_namespaces::parse(&version.config_json, name).ok()?;
+        let durable = parsed.durable_storage?;
+        durable.archive.map(|a| (durable.keyspace, a.retention))
+    };
+    let mut history: Option<ArchiveHistory> = None;
+    let mut keyspace = None;
+    for version in &versions {
+        let Some((this, retention)) = archive(version) else {
+            break;
+        };
+        if keyspace.get_or_insert_with(|| this.clone()) != &this {
+            break;
+        }
+        let shortest = history.map_or(retention, |h| h.shortest_retention.min(retention));
+        history = Some(ArchiveHistory {
+            turned_on_micros: version.created_at_micros,
+            from_creation: version.version == 1,
+            shortest_retention: shortest,
+        });
+    }
+    Ok(history)
+}
