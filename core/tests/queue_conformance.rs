@@ -1,7 +1,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 //! The queue conformance suite: the contract of `wal_core::queue::Queue`, run unchanged against
-//! real Kafka and real ElasticMQ (the SQS API), as `scripts/stack up` starts them.
+//! real Kafka and real ElasticMQ (the SQS API), as `scripts/stack up` starts them, and against the
+//! in-memory twin (`queue::memory`, feature `memory`) that unit tests and simulations use.
 //!
 //! Each backend supplies a `Harness`; `conformance!` instantiates every check for it, so a test
 //! reads as `kafka::unacknowledged_entry_is_received_again_after_restart`.
@@ -17,6 +18,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::time::Instant;
 use wal_core::entry::{self, Body, Entry, ErrorClass, Target};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::memory::MemoryBroker;
 use wal_core::queue::sqs::{SqsBackend, SqsSettings, is_missing_queue};
 use wal_core::queue::{
     Delivery, Durability, EnqueueError, Failure, MAX_ERROR_BYTES, MAX_UNDECODABLE_BYTES, Queue,
@@ -147,6 +149,31 @@ impl Harness for SqsHarness {
 
     fn hidden_for(&self) -> Duration {
         SQS_VISIBILITY + Duration::from_secs(1)
+    }
+}
+
+/// The in-memory twin: the same suite, no broker.
+#[derive(Default)]
+struct MemoryHarness {
+    broker: MemoryBroker,
+}
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    fn open(&self, spec: &QueueSpec) -> Arc<dyn Queue> {
+        Arc::new(self.broker.queue(spec.clone()))
+    }
+
+    async fn exists(&self, name: &str) -> bool {
+        self.broker.exists(name)
+    }
+
+    async fn put_raw(&self, name: &str, body: &str) {
+        self.broker.append_raw(name, body.as_bytes().to_vec());
+    }
+
+    fn hidden_for(&self) -> Duration {
+        Duration::ZERO
     }
 }
 
@@ -567,3 +594,4 @@ macro_rules! conformance {
 
 conformance!(kafka, KafkaHarness::new());
 conformance!(sqs, SqsHarness::new().await);
+conformance!(memory, MemoryHarness::default());

@@ -8,6 +8,8 @@ mod backends;
 pub mod delay;
 mod error;
 pub mod kafka;
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod sqs;
 
 use std::fmt;
