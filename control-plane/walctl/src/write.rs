@@ -10,8 +10,8 @@ use serde_json::json;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 
-use crate::Failure;
 use crate::output::{self, Format};
+use crate::{Exit, Failure};
 
 #[derive(Debug, Args)]
 pub struct Write {
@@ -45,11 +45,6 @@ pub struct Write {
     #[arg(long, requires = "target_kind")]
     target_settings: Option<String>,
 }
-
-/// Exit codes of `write` beyond the common ones: FALSE (definitely not stored, retry freely) and
-/// UNKNOWN (retry with the same --idempotency-id).
-const EXIT_FALSE: u8 = 5;
-const EXIT_UNKNOWN: u8 = 6;
 
 pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
     let payload = match (&write.payload, &write.file) {
@@ -115,7 +110,7 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
     }
     match durable {
         Trilean::True => Ok(()),
-        Trilean::False => Err(Failure::quiet(EXIT_FALSE)),
-        _ => Err(Failure::quiet(EXIT_UNKNOWN)),
+        Trilean::False => Err(Failure::quiet(Exit::NotStored)),
+        _ => Err(Failure::quiet(Exit::Unknown)),
     }
 }

@@ -193,7 +193,7 @@ mod tests {
         let bad = args(Some("yesterday-ish"), None, None)
             .filter(SystemTime::now())
             .unwrap_err();
-        assert_eq!(bad.code, 2);
+        assert_eq!(bad.exit, crate::Exit::Usage);
         assert!(
             bad.message.contains("--since 'yesterday-ish'"),
             "{}",

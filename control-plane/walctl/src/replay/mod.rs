@@ -38,11 +38,11 @@ use self::read::{Ends, Reader, kafka_starts, read_archive, read_topics};
 use self::report::{Report, print};
 use self::select::{Selection, excluded_ids};
 use self::source::{ARCHIVE, Source};
-use crate::Failure;
 use crate::checkpoint::Checkpoint;
 use crate::namespace::ArchiveHistory;
 use crate::output::{Format, progress, when};
 use crate::time::instant;
+use crate::{Exit, Failure};
 
 pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<(), Failure> {
     let namespace = crate::namespace::current(control_plane, &replay.namespace).await?;
@@ -142,7 +142,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let took = started.elapsed();
     print(&replay, &selection, &report, outcome.as_ref(), took, format);
     match outcome {
-        Some(outcome) if !outcome.failed.is_empty() => Err(Failure::quiet(1)),
+        Some(outcome) if !outcome.failed.is_empty() => Err(Failure::quiet(Exit::Failed)),
         _ => Ok(()),
     }
 }

@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(ids, ["id-1", "id-2", "id-3"].map(str::to_owned).into());
         std::fs::remove_file(&path).unwrap();
         let missing = excluded_ids(&[], std::slice::from_ref(&path)).unwrap_err();
-        assert_eq!(missing.code, 2);
+        assert_eq!(missing.exit, crate::Exit::Usage);
         assert!(
             missing.message.contains("--exclude-file"),
             "{}",

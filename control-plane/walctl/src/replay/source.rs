@@ -11,10 +11,10 @@ use wal_core::entry::now_micros;
 use wal_core::queue::kafka::{KafkaSettings, scan};
 use wal_namespaces::{Backend, Namespace};
 
-use crate::Failure;
 use crate::checkpoint::Checkpoint;
 use crate::namespace::ArchiveHistory;
 use crate::output::when;
+use crate::{Exit, Failure};
 
 /// The checkpoint's name for the archive in place of a topic (no topic can be named so).
 pub const ARCHIVE: &str = "(archive)";
@@ -76,7 +76,11 @@ pub async fn choose(
                 Ok(()) => Ok(Source::Kafka { topics }),
                 // Only for what retention removed (a usage refusal), not for a broker that
                 // did not answer: the archive lacks what is still waiting on the queue.
-                Err(gone) if gone.code == 2 && wanted == Wanted::Auto && has_archive(namespace) => {
+                Err(gone)
+                    if gone.exit == Exit::Usage
+                        && wanted == Wanted::Auto
+                        && has_archive(namespace) =>
+                {
                     let storage = archive(namespace, clients).await?;
                     check_archive(&storage, (namespace, history), saved, from_micros)
                         .await
