@@ -2,6 +2,7 @@
 //! deliver-at, resolve claim checks, apply them to their target, then acknowledge, retry with
 //! backoff, or dead-letter. See `consumer/README.md` for the targets' settings and payloads.
 
+pub mod apply;
 pub mod backoff;
 pub mod breaker;
 pub mod clients;

@@ -14,9 +14,10 @@ use wal_namespaces::feed::{Feed, SetChanges};
 use wal_namespaces::{Backend, Namespace};
 use wal_targets::Kind;
 
+use crate::apply::Applier;
 use crate::clients::Clients;
 use crate::crew::{Crew, RunningCrew};
-use crate::delivery::{Deliverer, DeliverySettings};
+use crate::delivery::Deliverer;
 use crate::options::ConsumerOptions;
 use crate::target::TargetRegistry;
 
@@ -39,12 +40,10 @@ impl Consumer {
     ) -> anyhow::Result<Self> {
         let clients = Arc::new(Clients::new(options.client_settings())?);
         let targets = TargetRegistry::builtin(Arc::clone(&clients));
-        let settings = DeliverySettings {
-            apply_timeout: options.apply_timeout(),
-        };
+        let applier = Applier::new(targets, clients, options.apply_timeout());
         let mut consumer = Self {
             options: options.clone(),
-            deliverer: Arc::new(Deliverer::new(targets, clients, settings)),
+            deliverer: Arc::new(Deliverer::new(applier)),
             backends: Backends::default(),
             crews: Vec::new(),
         };

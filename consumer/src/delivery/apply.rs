@@ -1,21 +1,19 @@
 //! One attempt at an entry: its target's breaker asked, the payload resolved (a claim check read
 //! from durable storage), the apply, and the archive write beside it.
 
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
-use wal_core::durable::DurableError;
-use wal_core::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
+use wal_core::entry::{Body, Entry, Target as TargetSpec};
 use wal_core::queue::Delivery;
 use wal_namespaces::Namespace;
 
 use crate::breaker::{Breaker, Pass};
 use crate::hold::Hold;
 use crate::metrics::KindMetrics;
-use crate::target::{Mutation, TargetError};
+use crate::target::TargetError;
 
 use super::{Applied, Deliverer, QueueContext};
 
@@ -36,7 +34,9 @@ impl Deliverer {
         let started = Instant::now();
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let applied = self.apply_to(&context.namespace, entry, spec, traceparent);
+        let applied = self
+            .applier
+            .apply(&context.namespace, entry, spec, traceparent);
         let applied = match archive_of(&context.namespace) {
             None => applied.instrument(span.clone()).await,
             // The archive is written beside the apply, and the attempt succeeds only when both
@@ -113,101 +113,6 @@ impl Deliverer {
         }
     }
 
-    /// Applies one entry of `namespace` to its target: the payload resolved (a claim check read
-    /// from the namespace's durable storage), the target made or reused, and the apply, all
-    /// bounded by the apply timeout. Deliveries and walctl's replay both go through here.
-    pub async fn apply_to(
-        &self,
-        namespace: &Namespace,
-        entry: &Entry,
-        spec: Option<&TargetSpec>,
-        traceparent: Option<&str>,
-    ) -> Applied {
-        let kind = spec.map_or("unnamed", |s| s.kind.as_str());
-        let attempt = self.apply(namespace, entry, spec, traceparent);
-        match tokio::time::timeout(self.settings.apply_timeout, attempt).await {
-            Ok(applied) => applied,
-            Err(_) => Err(TargetError::retryable(format!(
-                "the {kind} target did not answer within {:?}",
-                self.settings.apply_timeout
-            ))),
-        }
-    }
-
-    pub(super) async fn apply(
-        &self,
-        namespace: &Namespace,
-        entry: &Entry,
-        spec: Option<&TargetSpec>,
-        traceparent: Option<&str>,
-    ) -> Applied {
-        let spec = spec.ok_or_else(|| {
-            TargetError::permanent(
-                "the entry names no target and its namespace has no default target",
-            )
-        })?;
-        let payload = self.payload(namespace, entry).await?;
-        let target = self.targets.resolve(spec).await?;
-        let mutation = Mutation {
-            entry,
-            payload: &payload,
-            traceparent,
-        };
-        target.apply(mutation).await
-    }
-
-    /// The entry's payload, read from durable storage when the queue carried a claim check.
-    pub(super) async fn payload<'e>(
-        &self,
-        namespace: &Namespace,
-        entry: &'e Entry,
-    ) -> Result<Cow<'e, [u8]>, TargetError> {
-        match &entry.body {
-            None => Ok(Cow::Borrowed(&[])),
-            Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
-            // Boxed: the CQL read's future is large, and every delivery's future would carry
-            // its size (and be copied with it) although few entries take this path.
-            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(namespace, entry, check))
-                .await
-                .map(Cow::Owned),
-        }
-    }
-
-    /// Reads a claim-checked payload from the namespace's durable storage. Only the keyspace the
-    /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
-    pub(super) async fn claim_check(
-        &self,
-        namespace: &Namespace,
-        entry: &Entry,
-        check: &ClaimCheck,
-    ) -> Result<Vec<u8>, TargetError> {
-        let Some(durable) = &namespace.durable_storage else {
-            return Err(TargetError::permanent(format!(
-                "the entry's payload is claim-checked in {} but namespace '{}' has no durable_storage",
-                check.table, namespace.name
-            )));
-        };
-        let expected = format!("{}.claim_checks", durable.keyspace);
-        if check.table != expected {
-            return Err(TargetError::permanent(format!(
-                "the entry's claim check points at {}; namespace '{}' keeps claim checks in {expected}",
-                check.table, namespace.name
-            )));
-        }
-        let storage = self.clients.durable(&durable.keyspace).await?;
-        match storage.get_claim_check(&entry.namespace, check).await {
-            Ok(body) => Ok(body),
-            Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {
-                Err(TargetError::permanent(format!(
-                    "resolving the claim check: {error}"
-                )))
-            }
-            Err(error) => Err(TargetError::retryable(format!(
-                "resolving the claim check: {error}"
-            ))),
-        }
-    }
-
     /// Keeps the entry in the namespace's archive (with its payload, not a claim check, which
     /// expires sooner), within the apply timeout. A failure is retryable: the entry is tried
     /// again, the apply included, which idempotent targets take without harm.
@@ -220,7 +125,7 @@ impl Deliverer {
     ) -> Applied {
         let namespace = &*context.namespace;
         let write = async {
-            let storage = self.clients.durable(keyspace).await?;
+            let storage = self.applier.clients().durable(keyspace).await?;
             // Before the crew's first archived entry, once: since when the archive is kept (the
             // first time recorded stays). Replay refuses ranges that start earlier.
             context
@@ -238,7 +143,7 @@ impl Deliverer {
             let resolved;
             let entry = match &entry.body {
                 Some(Body::ClaimCheck(check)) => {
-                    let payload = self.claim_check(namespace, entry, check).await?;
+                    let payload = self.applier.claim_check(namespace, entry, check).await?;
                     resolved = Entry {
                         body: Some(Body::Payload(payload)),
                         ..entry.clone()
@@ -252,11 +157,11 @@ impl Deliverer {
                 .await
                 .map_err(|e| TargetError::retryable(format!("archiving the entry: {e}")))
         };
-        match tokio::time::timeout(self.settings.apply_timeout, write).await {
+        match tokio::time::timeout(self.applier.timeout(), write).await {
             Ok(archived) => archived,
             Err(_) => Err(TargetError::retryable(format!(
                 "archiving the entry took longer than {:?}",
-                self.settings.apply_timeout
+                self.applier.timeout()
             ))),
         }
     }

@@ -4,7 +4,7 @@
 //! delivery at-least-once and acknowledgement never early.
 //!
 //! The flow is here; its steps each have a file: [`wait`] (until deliver-at: held in memory or
-//! parked on the broker), [`apply`] (one attempt: breaker, payload, target, archive) and
+//! parked on the broker), [`apply`] (one attempt: breaker, the [`Applier`]'s apply, archive) and
 //! [`settle`] (acknowledged, retried or dead-lettered, persisted until the queue heard it).
 
 mod apply;
@@ -22,17 +22,11 @@ use wal_core::entry::{self, Entry, Target as TargetSpec};
 use wal_core::queue::{Delivery, Queue};
 use wal_namespaces::Namespace;
 
-use crate::clients::Clients;
+use crate::apply::Applier;
 use crate::hold::Holds;
 use crate::metrics::QueueMetrics;
 use crate::target::{TargetError, TargetRegistry};
 use crate::trace;
-
-#[derive(Debug, Clone)]
-pub struct DeliverySettings {
-    /// The longest one apply may take before it counts as a retryable failure.
-    pub apply_timeout: Duration,
-}
 
 /// One namespace queue, as a delivery sees it.
 #[derive(Debug, Clone)]
@@ -59,9 +53,7 @@ pub struct QueueContext {
 
 #[derive(Debug)]
 pub struct Deliverer {
-    targets: TargetRegistry,
-    clients: Arc<Clients>,
-    settings: DeliverySettings,
+    applier: Applier,
     stats: DeliveryStats,
 }
 
@@ -84,11 +76,9 @@ pub struct DeliveryStats {
 type Applied = Result<(), TargetError>;
 
 impl Deliverer {
-    pub fn new(targets: TargetRegistry, clients: Arc<Clients>, settings: DeliverySettings) -> Self {
+    pub fn new(applier: Applier) -> Self {
         Self {
-            targets,
-            clients,
-            settings,
+            applier,
             stats: DeliveryStats::default(),
         }
     }
@@ -98,7 +88,7 @@ impl Deliverer {
     }
 
     pub fn targets(&self) -> &TargetRegistry {
-        &self.targets
+        self.applier.targets()
     }
 
     /// Takes one delivery to its end; see the module doc.
@@ -143,7 +133,7 @@ impl Deliverer {
         let spec = entry.target.as_ref().or(context.default_target.as_ref());
         let kind = spec.map_or("none", |s| s.kind.as_str());
         // Kinds come from entries; only those the registry knows become metric labels.
-        let metrics = context.metrics.kind(if self.targets.knows(kind) {
+        let metrics = context.metrics.kind(if self.targets().knows(kind) {
             kind
         } else {
             "unknown"
@@ -159,7 +149,7 @@ impl Deliverer {
         );
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
-        let applied = match spec.and_then(|spec| self.targets.breaker(spec)) {
+        let applied = match spec.and_then(|spec| self.targets().breaker(spec)) {
             None => attempt().await,
             Some(breaker) => {
                 let held =

@@ -46,7 +46,7 @@ impl Deliverer {
         }
         if queue.backend() == Backend::Sqs {
             // Invisible long enough to hold and apply it.
-            let by = remaining + self.settings.apply_timeout + SQS_HOLD_MARGIN;
+            let by = remaining + self.applier.timeout() + SQS_HOLD_MARGIN;
             if let Err(error) = queue.extend(delivery, by).await {
                 tracing::warn!(namespace = %entry.namespace, entry_id = %entry.id, %error, "cannot extend visibility; the entry will be received again");
                 return false;

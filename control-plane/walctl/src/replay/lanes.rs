@@ -12,7 +12,6 @@ use std::time::Duration;
 use governor::DefaultDirectRateLimiter;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use wal_consumer::delivery::Deliverer;
 use wal_core::entry::{Entry, Target as TargetSpec};
 use wal_namespaces::Namespace;
 
@@ -27,7 +26,8 @@ const FAILED_IDS_SHOWN: usize = 20;
 /// How a replay applies one entry.
 #[derive(Debug)]
 pub struct Applier {
-    pub deliverer: Arc<Deliverer>,
+    /// The consumer's apply side: payload, target, timeout.
+    pub targets: wal_consumer::apply::Applier,
     pub namespace: Namespace,
     /// --target-kind/--target-settings: every entry goes there instead of its own target.
     pub target: Option<TargetSpec>,
@@ -236,11 +236,7 @@ impl Applier {
         let mut backoff = FIRST_BACKOFF;
         self.limiter.until_ready().await;
         for attempt in 1..=ATTEMPTS {
-            match self
-                .deliverer
-                .apply_to(&self.namespace, entry, spec, None)
-                .await
-            {
+            match self.targets.apply(&self.namespace, entry, spec, None).await {
                 Ok(()) => return Ok(()),
                 Err(error) if error.is_retryable() && attempt < ATTEMPTS => {
                     tokio::time::sleep(backoff).await;

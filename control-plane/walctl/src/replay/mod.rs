@@ -24,7 +24,6 @@ use std::time::{Instant, SystemTime};
 
 use governor::{Quota, RateLimiter};
 use wal_consumer::clients::{ClientSettings, Clients};
-use wal_consumer::delivery::{Deliverer, DeliverySettings};
 use wal_consumer::target::TargetRegistry;
 use wal_core::durable::DurableStorage;
 use wal_core::entry::Target as TargetSpec;
@@ -315,16 +314,9 @@ fn applier(
     clients: Arc<Clients>,
 ) -> Applier {
     let targets = TargetRegistry::builtin(Arc::clone(&clients));
-    let deliverer = Deliverer::new(
-        targets,
-        clients,
-        DeliverySettings {
-            apply_timeout: replay.apply_timeout,
-        },
-    );
     let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
     Applier {
-        deliverer: Arc::new(deliverer),
+        targets: wal_consumer::apply::Applier::new(targets, clients, replay.apply_timeout),
         namespace: namespace.clone(),
         target,
         default_target: namespace

@@ -1,0 +1,141 @@
+//! The apply side of delivery: one entry applied to its target, its payload resolved first (a
+//! claim check read from the namespace's durable storage), within the apply timeout. The
+//! consumer's deliveries and walctl's replay both apply through an [`Applier`]; waiting, holding,
+//! retrying and acknowledging are the deliverer's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wal_core::durable::DurableError;
+use wal_core::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
+use wal_namespaces::Namespace;
+
+use crate::clients::Clients;
+use crate::target::{Mutation, TargetError, TargetRegistry};
+
+/// Targets made and kept, the clients they share, and how long one apply may take.
+#[derive(Debug)]
+pub struct Applier {
+    targets: TargetRegistry,
+    clients: Arc<Clients>,
+    timeout: Duration,
+}
+
+impl Applier {
+    /// `timeout`: the longest one apply may take before it counts as a retryable failure.
+    pub fn new(targets: TargetRegistry, clients: Arc<Clients>, timeout: Duration) -> Self {
+        Self {
+            targets,
+            clients,
+            timeout,
+        }
+    }
+
+    pub fn targets(&self) -> &TargetRegistry {
+        &self.targets
+    }
+
+    pub fn clients(&self) -> &Clients {
+        &self.clients
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Applies one entry of `namespace` to its target: the payload resolved (a claim check read
+    /// from the namespace's durable storage), the target made or reused, and the apply, all
+    /// bounded by the apply timeout. Deliveries and walctl's replay both go through here.
+    pub async fn apply(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+    ) -> Result<(), TargetError> {
+        let kind = spec.map_or("unnamed", |s| s.kind.as_str());
+        let attempt = self.apply_untimed(namespace, entry, spec, traceparent);
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(applied) => applied,
+            Err(_) => Err(TargetError::retryable(format!(
+                "the {kind} target did not answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    async fn apply_untimed(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        traceparent: Option<&str>,
+    ) -> Result<(), TargetError> {
+        let spec = spec.ok_or_else(|| {
+            TargetError::permanent(
+                "the entry names no target and its namespace has no default target",
+            )
+        })?;
+        let payload = self.payload(namespace, entry).await?;
+        let target = self.targets.resolve(spec).await?;
+        let mutation = Mutation {
+            entry,
+            payload: &payload,
+            traceparent,
+        };
+        target.apply(mutation).await
+    }
+
+    /// The entry's payload, read from durable storage when the queue carried a claim check.
+    pub async fn payload<'e>(
+        &self,
+        namespace: &Namespace,
+        entry: &'e Entry,
+    ) -> Result<Cow<'e, [u8]>, TargetError> {
+        match &entry.body {
+            None => Ok(Cow::Borrowed(&[])),
+            Some(Body::Payload(payload)) => Ok(Cow::Borrowed(payload)),
+            // Boxed: the CQL read's future is large, and every delivery's future would carry
+            // its size (and be copied with it) although few entries take this path.
+            Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(namespace, entry, check))
+                .await
+                .map(Cow::Owned),
+        }
+    }
+
+    /// Reads a claim-checked payload from the namespace's durable storage. Only the keyspace the
+    /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
+    pub(crate) async fn claim_check(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        check: &ClaimCheck,
+    ) -> Result<Vec<u8>, TargetError> {
+        let Some(durable) = &namespace.durable_storage else {
+            return Err(TargetError::permanent(format!(
+                "the entry's payload is claim-checked in {} but namespace '{}' has no durable_storage",
+                check.table, namespace.name
+            )));
+        };
+        let expected = format!("{}.claim_checks", durable.keyspace);
+        if check.table != expected {
+            return Err(TargetError::permanent(format!(
+                "the entry's claim check points at {}; namespace '{}' keeps claim checks in {expected}",
+                check.table, namespace.name
+            )));
+        }
+        let storage = self.clients.durable(&durable.keyspace).await?;
+        match storage.get_claim_check(&entry.namespace, check).await {
+            Ok(body) => Ok(body),
+            Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {
+                Err(TargetError::permanent(format!(
+                    "resolving the claim check: {error}"
+                )))
+            }
+            Err(error) => Err(TargetError::retryable(format!(
+                "resolving the claim check: {error}"
+            ))),
+        }
+    }
+}
