@@ -23,6 +23,31 @@ fn apply(config: String) -> ApplyRequest {
     }
 }
 
+/// Applies `config`, which must be accepted; the control plane's answer.
+async fn applied(
+    client: &mut NamespaceRegistryClient<Channel>,
+    config: String,
+) -> wal_proto::v1::ApplyResponse {
+    client
+        .apply(apply(config))
+        .await
+        .unwrap_or_else(|status| panic!("apply refused: {status:?}"))
+        .into_inner()
+}
+
+/// Applies `config`, which must be refused with `code` and a message naming `needle`.
+async fn refused(
+    client: &mut NamespaceRegistryClient<Channel>,
+    config: String,
+    code: Code,
+    needle: &str,
+) -> tonic::Status {
+    let status = client.apply(apply(config)).await.expect_err("refused");
+    assert_eq!(status.code(), code, "{}", status.message());
+    assert!(status.message().contains(needle), "{}", status.message());
+    status
+}
+
 fn kafka_topics() -> Vec<String> {
     let consumer: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", kafka_bootstrap())
@@ -68,11 +93,7 @@ async fn applying_a_kafka_namespace_creates_its_topics_and_applying_again_change
         r#", "delay_limits": {"max_delay_ms": 3600000, "max_jitter_ms": 0}"#,
     );
 
-    let first = client
-        .apply(apply(text.clone()))
-        .await
-        .unwrap()
-        .into_inner();
+    let first = applied(&mut client, text.clone()).await;
     assert!(first.changed);
     let version = first.version.unwrap();
     assert_eq!(
@@ -104,7 +125,7 @@ async fn applying_a_kafka_namespace_creates_its_topics_and_applying_again_change
     );
     assert!(tiers.iter().all(|t| topics.contains(t)));
 
-    let again = client.apply(apply(text)).await.unwrap().into_inner();
+    let again = applied(&mut client, text).await;
     assert!(!again.changed);
     assert!(
         again.created.is_empty(),
@@ -129,11 +150,7 @@ async fn applying_an_sqs_namespace_creates_its_queue_and_dlq() {
     let mut client = control_plane().await;
     let name = unique("cp");
     let queue = format!("{name}-q0");
-    let applied = client
-        .apply(apply(config(&name, "SQS", &[&queue], "")))
-        .await
-        .unwrap()
-        .into_inner();
+    let applied = applied(&mut client, config(&name, "SQS", &[&queue], "")).await;
     assert!(applied.changed);
     assert!(sqs_queue_exists(&queue).await);
     assert!(sqs_queue_exists(&format!("{queue}-dlq")).await);
@@ -144,16 +161,9 @@ async fn an_update_is_a_new_version_that_names_what_changed() {
     let mut client = control_plane().await;
     let name = unique("cp");
     let topic = format!("{name}-q0");
-    client
-        .apply(apply(config(&name, "KAFKA", &[&topic], "")))
-        .await
-        .unwrap();
+    applied(&mut client, config(&name, "KAFKA", &[&topic], "")).await;
     let limit = r#", "rate_limit": {"writes_per_second": 50}"#;
-    let updated = client
-        .apply(apply(config(&name, "KAFKA", &[&topic], limit)))
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = applied(&mut client, config(&name, "KAFKA", &[&topic], limit)).await;
     let version = updated.version.unwrap();
     assert_eq!(version.version, 2);
     assert_eq!(version.changes, ["rate_limit"]);
@@ -190,24 +200,16 @@ async fn moving_a_queue_to_another_backend_is_refused_and_nothing_changes() {
     let mut client = control_plane().await;
     let name = unique("cp");
     let queue = format!("{name}-q0");
-    client
-        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap();
+    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
     let before = stored_version(&mut client, &name).await;
 
-    let refused = client
-        .apply(apply(config(&name, "SQS", &[&queue], "")))
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
-    assert!(
-        refused
-            .message()
-            .contains(&format!("queue '{queue}' is on kafka")),
-        "{}",
-        refused.message()
-    );
+    refused(
+        &mut client,
+        config(&name, "SQS", &[&queue], ""),
+        Code::FailedPrecondition,
+        &format!("queue '{queue}' is on kafka"),
+    )
+    .await;
     assert_eq!(stored_version(&mut client, &name).await, before);
     assert!(
         !sqs_queue_exists(&queue).await,
@@ -220,24 +222,16 @@ async fn a_new_namespace_cannot_take_over_another_ones_queues() {
     let mut client = control_plane().await;
     let owner = unique("cp");
     let queue = format!("{owner}-q0");
-    client
-        .apply(apply(config(&owner, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap();
+    applied(&mut client, config(&owner, "KAFKA", &[&queue], "")).await;
 
     let renamed = unique("cp");
-    let refused = client
-        .apply(apply(config(&renamed, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
-    assert!(
-        refused
-            .message()
-            .contains(&format!("belongs to namespace '{owner}'")),
-        "{}",
-        refused.message()
-    );
+    refused(
+        &mut client,
+        config(&renamed, "KAFKA", &[&queue], ""),
+        Code::FailedPrecondition,
+        &format!("belongs to namespace '{owner}'"),
+    )
+    .await;
     let missing = client
         .get(GetRequest {
             name: renamed,
@@ -257,10 +251,11 @@ async fn a_queue_that_holds_entries_cannot_be_dropped_and_an_empty_one_can() {
         format!("{name}-q1"),
         format!("{name}-q2"),
     );
-    client
-        .apply(apply(config(&name, "KAFKA", &[&kept, &full, &empty], "")))
-        .await
-        .unwrap();
+    applied(
+        &mut client,
+        config(&name, "KAFKA", &[&kept, &full, &empty], ""),
+    )
+    .await;
     // One entry on the queue to be dropped, acknowledged by the broker.
     let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
     let queue = backend.queue(QueueSpec::new(&name, &full, &format!("{full}-dlq")));
@@ -273,25 +268,16 @@ async fn a_queue_that_holds_entries_cannot_be_dropped_and_an_empty_one_can() {
     queue.enqueue(&entry).await.unwrap();
     let before = stored_version(&mut client, &name).await;
 
-    let refused = client
-        .apply(apply(config(&name, "KAFKA", &[&kept, &empty], "")))
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
-    assert!(
-        refused
-            .message()
-            .contains(&format!("queue '{full}' still holds 1 entries")),
-        "{}",
-        refused.message()
-    );
+    refused(
+        &mut client,
+        config(&name, "KAFKA", &[&kept, &empty], ""),
+        Code::FailedPrecondition,
+        &format!("queue '{full}' still holds 1 entries"),
+    )
+    .await;
     assert_eq!(stored_version(&mut client, &name).await, before);
 
-    let dropped = client
-        .apply(apply(config(&name, "KAFKA", &[&kept, &full], "")))
-        .await
-        .unwrap()
-        .into_inner();
+    let dropped = applied(&mut client, config(&name, "KAFKA", &[&kept, &full], "")).await;
     assert_eq!(dropped.version.unwrap().version, 2);
 }
 
@@ -305,13 +291,13 @@ async fn a_config_that_does_not_validate_is_refused_naming_the_field() {
         &[&format!("{name}-q0")],
         r#", "rate_limit": {"writes_per_second": "fast"}"#,
     );
-    let refused = client.apply(apply(bad)).await.unwrap_err();
-    assert_eq!(refused.code(), Code::InvalidArgument);
-    assert!(
-        refused.message().contains("rate_limit.writes_per_second"),
-        "{}",
-        refused.message()
-    );
+    refused(
+        &mut client,
+        bad,
+        Code::InvalidArgument,
+        "rate_limit.writes_per_second",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -319,10 +305,7 @@ async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
     let mut client = control_plane().await;
     let name = unique("cp");
     let queue = format!("{name}-q0");
-    client
-        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap();
+    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
     let deleted = client
         .delete(DeleteRequest {
             name: name.clone(),
@@ -335,33 +318,13 @@ async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
     assert_eq!(deleted.version, 2);
 
     // Its entries are still on Kafka: neither a re-created namespace nor another one may strand them.
-    let moved = client
-        .apply(apply(config(&name, "SQS", &[&queue], "")))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        moved.code(),
-        Code::FailedPrecondition,
-        "{}",
-        moved.message()
-    );
-    let taken = client
-        .apply(apply(config(&unique("cp"), "KAFKA", &[&queue], "")))
-        .await
-        .unwrap_err();
-    assert!(
-        taken
-            .message()
-            .contains(&format!("belongs to namespace '{name}'")),
-        "{}",
-        taken.message()
-    );
+    let moved = config(&name, "SQS", &[&queue], "");
+    refused(&mut client, moved, Code::FailedPrecondition, "").await;
+    let taken = config(&unique("cp"), "KAFKA", &[&queue], "");
+    let owner = format!("belongs to namespace '{name}'");
+    refused(&mut client, taken, Code::FailedPrecondition, &owner).await;
 
-    let recreated = client
-        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap()
-        .into_inner();
+    let recreated = applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
     assert!(recreated.changed);
     assert_eq!(recreated.version.unwrap().version, 3);
 }
@@ -372,10 +335,7 @@ async fn lowering_the_delay_limit_is_refused_while_a_tier_it_drops_holds_entries
     let name = unique("cp");
     let queue = format!("{name}-q0");
     // The default limits (30 days) give the queue every tier, 5 s to 4 h.
-    client
-        .apply(apply(config(&name, "KAFKA", &[&queue], "")))
-        .await
-        .unwrap();
+    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
     // An entry parked on the 15-minute tier, as the consumer parks one.
     let tier = format!("{queue}.delay-15m");
     let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
@@ -391,27 +351,18 @@ async fn lowering_the_delay_limit_is_refused_while_a_tier_it_drops_holds_entries
 
     // At most 10 minutes of delay needs the 5 s and 1 m tiers only.
     let ten_minutes = r#", "delay_limits": {"max_delay_ms": 600000, "max_jitter_ms": 0}, "retry_policy": {"max_backoff_ms": 1000}"#;
-    let refused = client
-        .apply(apply(config(&name, "KAFKA", &[&queue], ten_minutes)))
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
-    assert!(
-        refused
-            .message()
-            .contains(&format!("delay tier '{tier}' still holds 1 entries")),
-        "{}",
-        refused.message()
-    );
+    refused(
+        &mut client,
+        config(&name, "KAFKA", &[&queue], ten_minutes),
+        Code::FailedPrecondition,
+        &format!("delay tier '{tier}' still holds 1 entries"),
+    )
+    .await;
     assert_eq!(stored_version(&mut client, &name).await, before);
 
     // At most 1 hour keeps the 15 m tier and drops only the 4 h one, which is empty.
     let one_hour = r#", "delay_limits": {"max_delay_ms": 3600000, "max_jitter_ms": 0}, "retry_policy": {"max_backoff_ms": 1000}"#;
-    let applied = client
-        .apply(apply(config(&name, "KAFKA", &[&queue], one_hour)))
-        .await
-        .unwrap()
-        .into_inner();
+    let applied = applied(&mut client, config(&name, "KAFKA", &[&queue], one_hour)).await;
     assert_eq!(applied.version.unwrap().version, 2);
 }
 
