@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use wal_core::process::{BrokerFlags, CqlFlags, local_stack};
+use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_stack};
 
 use crate::clients::ClientSettings;
 
@@ -20,15 +20,8 @@ pub const DEFAULT_MAX_HELD: u32 = 8192;
     about = "Delivers a namespace's entries to their targets"
 )]
 pub struct ConsumerOptions {
-    /// The folder of namespace configs, one JSON file per namespace, read again every second:
-    /// changes apply without a restart. Not used with --control-plane.
-    #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
-    pub namespaces: PathBuf,
-
-    /// Take the namespaces from this control plane (e.g. http://127.0.0.1:50060) and follow
-    /// its changes, instead of reading --namespaces.
-    #[arg(long, env = "WAL_CONTROL_PLANE")]
-    pub control_plane: Option<String>,
+    #[command(flatten)]
+    pub feed: FeedFlags,
 
     /// Where Prometheus metrics are served (GET /metrics).
     #[arg(
@@ -96,10 +89,7 @@ pub struct ConsumerOptions {
 impl ConsumerOptions {
     /// Where the namespaces come from.
     pub fn source(&self) -> wal_namespaces::feed::Source {
-        match &self.control_plane {
-            Some(url) => wal_namespaces::feed::Source::ControlPlane(url.clone()),
-            None => wal_namespaces::feed::Source::Folder(self.namespaces.clone()),
-        }
+        self.feed.source()
     }
 
     pub fn apply_timeout(&self) -> Duration {
@@ -130,8 +120,7 @@ impl ConsumerOptions {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut options = Self::try_parse_from(["wal-consumer"])
             .unwrap_or_else(|e| panic!("the consumer's flags from the environment: {e}"));
-        options.namespaces = namespaces;
-        options.control_plane = None;
+        options.feed = FeedFlags::folder(namespaces);
         options.metrics_listen = any_port;
         options.health_listen = any_port;
         options.provision = true;

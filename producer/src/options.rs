@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use wal_core::process::{BrokerFlags, CqlFlags, local_stack};
+use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_stack};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
@@ -23,15 +23,8 @@ pub struct ProducerOptions {
     )]
     pub metrics_listen: SocketAddr,
 
-    /// The folder of namespace configs, one JSON file per namespace, read again every second:
-    /// changes apply without a restart. Not used with --control-plane.
-    #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
-    pub namespaces: PathBuf,
-
-    /// Take the namespaces from this control plane (e.g. http://127.0.0.1:50060) and follow
-    /// its changes, instead of reading --namespaces.
-    #[arg(long, env = "WAL_CONTROL_PLANE")]
-    pub control_plane: Option<String>,
+    #[command(flatten)]
+    pub feed: FeedFlags,
 
     #[command(flatten)]
     pub brokers: BrokerFlags,
@@ -61,10 +54,7 @@ pub struct ProducerOptions {
 impl ProducerOptions {
     /// Where the namespaces come from.
     pub fn source(&self) -> wal_namespaces::feed::Source {
-        match &self.control_plane {
-            Some(url) => wal_namespaces::feed::Source::ControlPlane(url.clone()),
-            None => wal_namespaces::feed::Source::Folder(self.namespaces.clone()),
-        }
+        self.feed.source()
     }
 
     pub fn write_timeout(&self) -> Duration {
@@ -80,8 +70,7 @@ impl ProducerOptions {
             .unwrap_or_else(|e| panic!("the producer's flags from the environment: {e}"));
         options.listen = any_port;
         options.metrics_listen = any_port;
-        options.namespaces = namespaces;
-        options.control_plane = None;
+        options.feed = FeedFlags::folder(namespaces);
         options.provision = true;
         local_stack(&mut options.brokers, &mut options.cql);
         options

@@ -21,49 +21,38 @@ pub async fn health_status(channel: &Channel, service: &str) -> ServingStatus {
 
 /// The services reflection v1 lists, and those v1alpha lists: grpcurl speaks either.
 pub async fn reflected_services(channel: &Channel) -> (Vec<String>, Vec<String>) {
-    (v1(channel).await, v1alpha(channel).await)
+    (
+        list_services!(v1, channel, "reflection v1"),
+        list_services!(v1alpha, channel, "reflection v1alpha"),
+    )
 }
 
-async fn v1(channel: &Channel) -> Vec<String> {
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+/// Asks one reflection version for the services it lists: the two versions are the same
+/// protocol in two packages, so one body serves both.
+macro_rules! list_services {
+    ($version:ident, $channel:expr, $what:literal) => {{
+        use tonic_reflection::pb::$version::ServerReflectionRequest;
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::$version::server_reflection_response::MessageResponse;
 
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut answers = ServerReflectionClient::new(channel.clone())
-        .server_reflection_info(futures::stream::iter([request]))
-        .await
-        .unwrap_or_else(|e| panic!("reflection v1: {e}"))
-        .into_inner();
-    let answer = answers.message().await.unwrap().unwrap();
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("reflection v1 answered {answer:?}")
-    };
-    list.service.into_iter().map(|s| s.name).collect()
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = ServerReflectionClient::new($channel.clone())
+            .server_reflection_info(futures::stream::iter([request]))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", $what))
+            .into_inner();
+        let answer = answers.message().await.unwrap().unwrap();
+        let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+            panic!("{} answered {answer:?}", $what)
+        };
+        list.service
+            .into_iter()
+            .map(|s| s.name)
+            .collect::<Vec<String>>()
+    }};
 }
-
-async fn v1alpha(channel: &Channel) -> Vec<String> {
-    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
-    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
-
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut answers = ServerReflectionClient::new(channel.clone())
-        .server_reflection_info(futures::stream::iter([request]))
-        .await
-        .unwrap_or_else(|e| panic!("reflection v1alpha: {e}"))
-        .into_inner();
-    let answer = answers.message().await.unwrap().unwrap();
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("reflection v1alpha answered {answer:?}")
-    };
-    list.service.into_iter().map(|s| s.name).collect()
-}
+use list_services;

@@ -2,6 +2,10 @@
 //! with the same names and environment variables everywhere (`scripts/stack env` and the Helm
 //! chart set the variables once for all processes).
 
+use std::path::PathBuf;
+
+use wal_namespaces::feed::Source;
+
 use crate::queue::kafka::KafkaSettings;
 use crate::queue::sqs::SqsSettings;
 
@@ -52,5 +56,37 @@ pub fn local_stack(brokers: &mut BrokerFlags, cql: &mut CqlFlags) {
     }
     if cql.cql_nodes.is_empty() {
         cql.cql_nodes = vec!["127.0.0.1:19042".to_owned()];
+    }
+}
+
+/// Where a service's namespaces come from: a folder of configs, or a control plane to follow.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct FeedFlags {
+    /// The folder of namespace configs, one JSON file per namespace, read again every second:
+    /// changes apply without a restart. Not used with --control-plane.
+    #[arg(long, env = "WAL_NAMESPACES", default_value = "namespaces/examples")]
+    pub namespaces: PathBuf,
+
+    /// Take the namespaces from this control plane (e.g. http://127.0.0.1:50060) and follow
+    /// its changes, instead of reading --namespaces.
+    #[arg(long, env = "WAL_CONTROL_PLANE")]
+    pub control_plane: Option<String>,
+}
+
+impl FeedFlags {
+    /// A folder of configs, as tests and benchmarks use.
+    pub fn folder(namespaces: PathBuf) -> Self {
+        Self {
+            namespaces,
+            control_plane: None,
+        }
+    }
+
+    /// Where the namespaces come from.
+    pub fn source(&self) -> Source {
+        match &self.control_plane {
+            Some(url) => Source::ControlPlane(url.clone()),
+            None => Source::Folder(self.namespaces.clone()),
+        }
     }
 }
