@@ -21,6 +21,7 @@ use wal_proto::v1::Trilean;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_testkit::{
     Cql, Restart, cql_target, dlq_reader, eventually, find_entry, put, stack, start_consumer,
+    write_true,
 };
 use wal_testkit::{TestProducer, kafka_log, namespace_with_target, write};
 
@@ -133,14 +134,9 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
     // One entry each that no target will ever take: it must still reach the DLQ.
     let mut bad = Vec::new();
     for side in [&kafka, &sqs] {
-        let answer = producer
-            .client
-            .write_to_log(write(&side.namespace.name, b"not json"))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
-        bad.push(answer.entry_id);
+        let answer_id =
+            write_true(&producer.client, write(&side.namespace.name, b"not json")).await;
+        bad.push(answer_id);
     }
     tokio::time::sleep(OUTAGE.saturating_sub(killed.elapsed())).await;
     stop.cancel();

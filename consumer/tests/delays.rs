@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use wal_core::queue::delay::tier_topic;
 use wal_namespaces::Backend;
-use wal_proto::v1::{Lifecycle, Trilean, WriteToLogRequest};
-use wal_testkit::{Received, Upstream, eventually, start_consumer_with};
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{Received, Upstream, eventually, start_consumer_with, write_true};
 use wal_testkit::{TestProducer, kafka_log, namespace_json, namespace_with_target, unique};
 
 fn delayed_write(namespace: &str, key: &str, delay_millis: i64) -> WriteToLogRequest {
@@ -33,14 +33,7 @@ fn delayed_write(namespace: &str, key: &str, delay_millis: i64) -> WriteToLogReq
 
 /// Writes and returns the entry id; the write must be durable.
 async fn write(producer: &mut TestProducer, request: WriteToLogRequest) -> String {
-    let answer = producer
-        .client
-        .write_to_log(request)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
-    answer.entry_id
+    write_true(&producer.client, request).await
 }
 
 fn micros(at: SystemTime) -> i64 {

@@ -9,10 +9,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use wal_core::entry::{ErrorClass, now_micros};
 use wal_namespaces::Backend;
-use wal_proto::v1::Trilean;
 use wal_testkit::{
     Received, Upstream, dlq_reader, eventually, find_entries, find_entry, start_consumer,
-    start_consumer_with,
+    start_consumer_with, write_true,
 };
 use wal_testkit::{TestProducer, delayed, namespace_with_target, write};
 
@@ -55,14 +54,8 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
     let mut poisons = Vec::new();
     for i in 0..3 {
         let body = format!("poison {i}");
-        let answer = producer
-            .client
-            .write_to_log(write(&name, body.as_bytes()))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True);
-        poisons.push((body, answer.entry_id));
+        let answer_id = write_true(&producer.client, write(&name, body.as_bytes())).await;
+        poisons.push((body, answer_id));
     }
     eventually(LIMIT, "every poison entry's first attempt", || async {
         let received = upstream.received();
@@ -73,13 +66,11 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
     })
     .await;
     for i in 0..20 {
-        let answer = producer
-            .client
-            .write_to_log(write(&name, format!("healthy {i}").as_bytes()))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True);
+        write_true(
+            &producer.client,
+            write(&name, format!("healthy {i}").as_bytes()),
+        )
+        .await;
     }
 
     let dlq = dlq_reader(&namespace).await;
@@ -205,13 +196,11 @@ async fn never_delivered_before_deliver_at(backend: Backend) {
     for (i, delay_millis) in [3000, 1500, 0, 4500].into_iter().enumerate() {
         let original = now_micros();
         let body = format!("delayed {i}");
-        let answer = producer
-            .client
-            .write_to_log(delayed(&name, body.as_bytes(), delay_millis, original))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True);
+        write_true(
+            &producer.client,
+            delayed(&name, body.as_bytes(), delay_millis, original),
+        )
+        .await;
         due.push((body, original + delay_millis * 1000));
     }
     for (body, due_micros) in due {
@@ -264,16 +253,10 @@ async fn an_entry_the_archive_did_not_take_is_not_acknowledged() {
         options.cql.cql_nodes = vec!["127.0.0.1:1".into()];
     })
     .await;
-    let answer = producer
-        .client
-        .write_to_log(write(&name, b"archived or not at all"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True);
+    let answer_id = write_true(&producer.client, write(&name, b"archived or not at all")).await;
 
     let dlq = dlq_reader(&namespace).await;
-    let dead = find_entry(dlq.as_ref(), |e| e.id == answer.entry_id).await;
+    let dead = find_entry(dlq.as_ref(), |e| e.id == answer_id).await;
     assert_eq!(dead.attempt, 3, "every attempt failed for the archive");
     assert!(
         dead.last_error.contains("durable storage") && dead.last_error.contains("127.0.0.1:1"),

@@ -10,8 +10,8 @@ use rdkafka::message::{Headers as _, Message as _};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_namespaces::Backend;
-use wal_proto::v1::{Lifecycle, Trilean, WriteToLogRequest};
-use wal_testkit::{Cql, Upstream, cql_target, eventually, put, start_consumer};
+use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_testkit::{Cql, Upstream, cql_target, eventually, put, start_consumer, write_true};
 use wal_testkit::{TestProducer, namespace_with_target, unique, write};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -40,13 +40,7 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
             write(&name, &put(&format!("k{i}"), &format!("v{i}"))),
             base + i,
         );
-        let answer = producer
-            .client
-            .write_to_log(request)
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        write_true(&producer.client, request).await;
     }
     let rows = eventually(LIMIT, "20 rows in Cassandra", || async {
         let rows = cql.rows(&table).await;
@@ -94,13 +88,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
     let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
 
     let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
-    let answer = producer
-        .client
-        .write_to_log(write(&name, set.as_bytes()))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True);
+    write_true(&producer.client, write(&name, set.as_bytes())).await;
     eventually(LIMIT, "the key set in memcached", || async {
         let got = cache.get(key.as_str()).send().await.unwrap();
         (got.status == GetStatus::Hit)
@@ -143,13 +131,7 @@ async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
         key: "order-7".into(),
         ..write(&name, b"retry me later")
     };
-    let answer = producer
-        .client
-        .write_to_log(request)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True);
+    let answer_id = write_true(&producer.client, request).await;
 
     let reader: StreamConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
@@ -170,7 +152,7 @@ async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
         .find(|h| h.key == "wal-entry-id")
         .and_then(|h| h.value)
         .expect("wal-entry-id header");
-    assert_eq!(id, answer.entry_id.as_bytes());
+    assert_eq!(id, answer_id.as_bytes());
     consumer.shutdown().await;
     producer.shutdown().await;
 }
@@ -191,13 +173,7 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
     request
         .metadata_mut()
         .insert("traceparent", caller.parse().unwrap());
-    let answer = producer
-        .client
-        .write_to_log(request)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True);
+    write_true(&producer.client, request).await;
     let received = eventually(LIMIT, "the POST upstream", || async {
         upstream.received().first().cloned()
     })
@@ -235,13 +211,7 @@ async fn a_claim_checked_payload_is_resolved_before_delivery() {
 
     // Larger than an SQS message: the queue carries a claim check, the upstream gets the bytes.
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let answer = producer
-        .client
-        .write_to_log(write(&name, &payload))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    write_true(&producer.client, write(&name, &payload)).await;
     let received = eventually(LIMIT, "the POST upstream", || async {
         upstream.received().first().cloned()
     })

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
-use wal_testkit::{TestProducer, namespace, read_entry, reader, write};
+use wal_testkit::{TestProducer, namespace, read_entry, reader, write, write_true};
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -43,13 +43,7 @@ async fn with_the_broker_stopped_writes_are_never_true_and_succeed_again_when_it
         options.write_timeout_ms = WRITE_TIMEOUT.as_millis() as u64;
     })
     .await;
-    let before = producer
-        .client
-        .write_to_log(write(&ns.name, b"before"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(before.durable(), Trilean::True, "{}", before.message);
+    write_true(&producer.client, write(&ns.name, b"before")).await;
 
     let restart = RestartKafka;
     stack("down");

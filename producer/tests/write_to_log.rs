@@ -14,6 +14,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 use wal_testkit::{
     TestProducer, delayed, drain, kafka_log, namespace, read_back, read_entry, reader, write,
+    write_true,
 };
 
 async fn true_means_the_entry_is_on_the_queue_intact(backend: Backend) {
@@ -77,20 +78,11 @@ async fn without_an_idempotency_id_the_producer_makes_one_and_returns_it() {
         kind: "http".into(),
         settings_json: r#"{"url":"http://svc/hook"}"#.into(),
     });
-    let response = producer
-        .client
-        .write_to_log(request)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(response.durable(), Trilean::True);
-    assert_eq!(response.entry_id.len(), 36, "a UUID: {}", response.entry_id);
+    let response_id = write_true(&producer.client, request).await;
+    assert_eq!(response_id.len(), 36, "a UUID: {}", response_id);
 
-    let entry = read_entry(reader(&ns, 0).await.as_ref(), &response.entry_id).await;
-    assert_eq!(
-        entry.key, response.entry_id,
-        "no key given: the id is the key"
-    );
+    let entry = read_entry(reader(&ns, 0).await.as_ref(), &response_id).await;
+    assert_eq!(entry.key, response_id, "no key given: the id is the key");
     let target = entry.target.unwrap();
     assert_eq!(
         (target.kind.as_str(), target.settings_json.as_str()),
@@ -200,15 +192,9 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
         assert_eq!((status.code(), status.message()), (code, message.as_str()));
     }
 
-    let marker = producer
-        .client
-        .write_to_log(write(name, b"marker"))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(marker.durable(), Trilean::True);
+    let marker_id = write_true(&producer.client, write(name, b"marker")).await;
     let queue = reader(&ns, 0).await;
-    read_entry(queue.as_ref(), &marker.entry_id).await;
+    read_entry(queue.as_ref(), &marker_id).await;
     let after = drain(queue.as_ref(), Duration::from_secs(2)).await;
     assert!(
         after.is_empty(),
@@ -368,14 +354,8 @@ async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit(
         status.message()
     );
 
-    let response = producer
-        .client
-        .write_to_log(write(&with_storage.name, &payload))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(response.durable(), Trilean::True, "{}", response.message);
-    let entry = read_entry(reader(&with_storage, 0).await.as_ref(), &response.entry_id).await;
+    let response_id = write_true(&producer.client, write(&with_storage.name, &payload)).await;
+    let entry = read_entry(reader(&with_storage, 0).await.as_ref(), &response_id).await;
     let Some(Body::ClaimCheck(check)) = entry.body else {
         panic!("expected a claim check, got {:?}", entry.body)
     };

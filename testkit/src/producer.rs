@@ -98,7 +98,7 @@ impl TestProducer {
 /// Sends one write and asserts it was answered TRUE; returns the entry's id.
 pub async fn write_true(
     client: &WriteAheadLogClient<Channel>,
-    request: WriteToLogRequest,
+    request: impl tonic::IntoRequest<WriteToLogRequest>,
 ) -> String {
     let answer = client
         .clone()

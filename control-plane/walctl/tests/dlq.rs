@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use wal_namespaces::Backend;
-use wal_proto::v1::{Trilean, WriteToLogRequest};
-use wal_testkit::{TestProducer, namespace_json, write};
+use wal_proto::v1::WriteToLogRequest;
+use wal_testkit::{TestProducer, namespace_json, write, write_true};
 use wal_testkit::{Upstream, eventually, start_consumer};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
@@ -66,14 +66,8 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
             key: format!("key-{i}"),
             ..write(&name, format!("mutation {i}").as_bytes())
         };
-        let answer = producer
-            .client
-            .write_to_log(request)
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
-        ids.insert(answer.entry_id);
+        let answer_id = write_true(&producer.client, request).await;
+        ids.insert(answer_id);
     }
 
     // Listed: every entry, under one reason naming the target's answer.
@@ -260,14 +254,12 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
     } = fleet_for(Backend::Sqs, &upstream).await;
     let mut ids = BTreeSet::new();
     for i in 0..6 {
-        let answer = producer
-            .client
-            .write_to_log(write(&name, format!("sqs mutation {i}").as_bytes()))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
-        ids.insert(answer.entry_id);
+        let answer_id = write_true(
+            &producer.client,
+            write(&name, format!("sqs mutation {i}").as_bytes()),
+        )
+        .await;
+        ids.insert(answer_id);
     }
     let total = |listed: &Value| listed["total"].as_u64().unwrap();
     eventually(

@@ -16,7 +16,7 @@ use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{Trilean, WriteToLogRequest};
-use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer};
+use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer, write_true};
 use wal_testkit::{TestProducer, namespace_json, write};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
@@ -37,14 +37,7 @@ async fn mutate(
         key: key.to_owned(),
         ..write(namespace, &payload)
     };
-    let answer = producer
-        .client
-        .write_to_log(request)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
-    answer.entry_id
+    write_true(&producer.client, request).await
 }
 
 async fn applied(cql: &Cql, table: &str, expected: &Rows) {
