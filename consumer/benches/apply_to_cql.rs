@@ -20,12 +20,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use scylla::client::session::Session;
-use tokio::sync::Semaphore;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::{Queue, QueueSpec};
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, fill_topic, insert_rows, table};
 use wal_testkit::stack;
 
 /// CPU seconds this process has used so far (user + system), from /proc.
@@ -81,24 +78,7 @@ struct Side {
 /// Puts `entries` cql entries on a fresh topic, all before the clock starts.
 async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
     let topic = format!("bench-apply-{}-{round}", std::process::id());
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap())).unwrap();
-    let queue = Arc::new(backend.queue(QueueSpec::new(&topic, &topic, &format!("{topic}-dlq"))));
-    queue.provision().await.unwrap();
-    let written = entry::now_micros();
-    let limit = Arc::new(Semaphore::new(2000));
-    let mut tasks = Vec::with_capacity(entries);
-    for i in 0..entries {
-        let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
-        let queue = Arc::clone(&queue);
-        let entry = row_entry(&topic, table, i, written);
-        tasks.push(tokio::spawn(async move {
-            queue.enqueue(&entry).await.unwrap();
-            drop(permit);
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    fill_topic(&topic, &topic, table, entries, true).await;
     topic
 }
 

@@ -24,11 +24,7 @@ const DAY_MILLIS: i64 = 86_400_000;
 const SETTLE: Duration = Duration::from_secs(5);
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    wal_testkit::refusing_address().port()
 }
 
 /// The sum of one counter over all its label sets, from the consumer's metrics page.

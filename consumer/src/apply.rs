@@ -54,37 +54,28 @@ impl Applier {
         spec: Option<&TargetSpec>,
         traceparent: Option<&str>,
     ) -> Result<(), TargetError> {
-        let kind = spec.map_or("unnamed", |s| s.kind.as_str());
-        let attempt = self.apply_untimed(namespace, entry, spec, traceparent);
-        match tokio::time::timeout(self.timeout, attempt).await {
-            Ok(applied) => applied,
-            Err(_) => Err(TargetError::retryable(format!(
-                "the {kind} target did not answer within {:?}",
-                self.timeout
-            ))),
-        }
-    }
-
-    async fn apply_untimed(
-        &self,
-        namespace: &Namespace,
-        entry: &Entry,
-        spec: Option<&TargetSpec>,
-        traceparent: Option<&str>,
-    ) -> Result<(), TargetError> {
         let spec = spec.ok_or_else(|| {
             TargetError::permanent(
                 "the entry names no target and its namespace has no default target",
             )
         })?;
-        let payload = self.payload(namespace, entry).await?;
-        let target = self.targets.resolve(spec).await?;
-        let mutation = Mutation {
-            entry,
-            payload: &payload,
-            traceparent,
+        let attempt = async {
+            let payload = self.payload(namespace, entry).await?;
+            let target = self.targets.resolve(spec).await?;
+            let mutation = Mutation {
+                entry,
+                payload: &payload,
+                traceparent,
+            };
+            target.apply(mutation).await
         };
-        target.apply(mutation).await
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(applied) => applied,
+            Err(_) => Err(TargetError::retryable(format!(
+                "the {} target did not answer within {:?}",
+                spec.kind, self.timeout
+            ))),
+        }
     }
 
     /// The entry's payload, read from durable storage when the queue carried a claim check.

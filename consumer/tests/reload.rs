@@ -122,19 +122,9 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
             key,
             ..write(&name, b"across the change")
         };
-        let answer = client
-            .clone()
-            .write_to_log(request)
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(answer.durable(), Trilean::True, "{answer:?}");
-        ids.insert(answer.entry_id.clone());
-        if kafka_log(&second_queue)
-            .await
-            .iter()
-            .any(|e| e.id == answer.entry_id)
-        {
+        let id = wal_testkit::write_true(&client, request).await;
+        ids.insert(id.clone());
+        if kafka_log(&second_queue).await.iter().any(|e| e.id == id) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -175,11 +175,7 @@ impl Drop for ProducerProcess {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    wal_testkit::refusing_address().port()
 }
 
 /// Client connections to the producer: production traffic comes from many services, never over

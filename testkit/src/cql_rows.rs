@@ -120,3 +120,39 @@ pub async fn insert_rows(
         })
         .await;
 }
+
+/// Puts rows `0..entries` of `table` on the Kafka topic `topic` (of namespace `namespace`) as
+/// cql entries, written now, 2,000 enqueues at a time; provisions the topic first when asked.
+pub async fn fill_topic(
+    namespace: &str,
+    topic: &str,
+    table: &str,
+    entries: usize,
+    provision: bool,
+) {
+    use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+    use wal_core::queue::{Queue as _, QueueSpec};
+
+    let backend = KafkaBackend::new(KafkaSettings::new(&crate::stack::kafka_bootstrap()))
+        .expect("Kafka settings");
+    let spec = QueueSpec::new(namespace, topic, &format!("{topic}-dlq"));
+    let queue = Arc::new(backend.queue(spec));
+    if provision {
+        queue.provision().await.expect("provision the topic");
+    }
+    let written = entry::now_micros();
+    let limit = Arc::new(tokio::sync::Semaphore::new(2000));
+    let mut tasks = Vec::with_capacity(entries);
+    for i in 0..entries {
+        let permit = Arc::clone(&limit).acquire_owned().await.expect("open");
+        let queue = Arc::clone(&queue);
+        let entry = row_entry(namespace, table, i, written);
+        tasks.push(tokio::spawn(async move {
+            queue.enqueue(&entry).await.expect("enqueue");
+            drop(permit);
+        }));
+    }
+    for task in tasks {
+        task.await.expect("enqueued");
+    }
+}

@@ -18,13 +18,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use scylla::client::session::Session;
-use tokio::sync::Semaphore;
 use wal_core::entry;
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::{Queue, QueueSpec};
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, insert_rows, row_entry, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, fill_topic, insert_rows, table};
 use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
@@ -56,23 +53,8 @@ async fn filled_namespace(
         .await
         .unwrap();
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
-    let backend = KafkaBackend::new(KafkaSettings::new(&stack::kafka_bootstrap())).unwrap();
-    let queue = Arc::new(backend.queue(QueueSpec::new(&name, &name, &format!("{name}-dlq"))));
-    let written = entry::now_micros();
-    let limit = Arc::new(Semaphore::new(2000));
-    let mut tasks = Vec::with_capacity(entries);
-    for i in 0..entries {
-        let permit = Arc::clone(&limit).acquire_owned().await.unwrap();
-        let queue = Arc::clone(&queue);
-        let entry = row_entry(&name, table, i, written);
-        tasks.push(tokio::spawn(async move {
-            queue.enqueue(&entry).await.unwrap();
-            drop(permit);
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    // The control plane provisioned the topic when it applied the namespace.
+    fill_topic(&name, &name, table, entries, false).await;
     (name, from)
 }
 
