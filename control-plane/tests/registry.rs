@@ -298,6 +298,22 @@ async fn a_config_that_does_not_validate_is_refused_naming_the_field() {
         "rate_limit.writes_per_second",
     )
     .await;
+
+    // A default target its kind would refuse, on Validate as on Apply (issue 17's case).
+    let typo = r#", "default_target": {"kind": "cql", "settings": {"keyspace": "shop", "tabel": "orders"}}"#;
+    let bad_target = config(&name, "KAFKA", &[&format!("{name}-q0")], typo);
+    let needle = "default_target.settings.tabel: cql target settings: unknown field `tabel`";
+    let validated = client
+        .validate(apply(bad_target.clone()))
+        .await
+        .expect_err("refused");
+    assert_eq!(validated.code(), Code::InvalidArgument);
+    assert!(
+        validated.message().contains(needle),
+        "{}",
+        validated.message()
+    );
+    refused(&mut client, bad_target, Code::InvalidArgument, needle).await;
 }
 
 #[tokio::test]

@@ -59,6 +59,22 @@ async fn bad_arguments_and_bad_files_exit_2_naming_the_problem() {
         message.contains(&bad) && message.contains("rate_limit.burst"),
         "{message}"
     );
+
+    // A default target its kind would refuse: every entry would be dead-lettered, so the file
+    // is refused, naming the file and the field (issue 17's case).
+    let typo = r#", "default_target": {"kind": "cql", "settings": {"keyspace": "shop", "tabel": "orders"}}"#;
+    let bad_target = write_file(&config(&name, "KAFKA", &["q"], typo));
+    for command in ["validate", "apply"] {
+        let refused = walctl(&["namespace", command, "-f", &bad_target]).await;
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        let message = stderr(&refused);
+        assert!(
+            message.contains(&format!(
+                "{bad_target}: default_target.settings.tabel: cql target settings: unknown field `tabel`"
+            )),
+            "{message}"
+        );
+    }
 }
 
 #[tokio::test]
