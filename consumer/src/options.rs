@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_stack};
+use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
 
 use crate::clients::ClientSettings;
 
@@ -112,22 +112,19 @@ impl ConsumerOptions {
         }
     }
 
-    /// Options for a consumer in tests and benchmarks: the flags' defaults with the stack's
-    /// addresses from the environment `scripts/stack env` prints, any free port for metrics and
-    /// health, provisioning on, the stack's memcached for cache targets. Panics when the
-    /// environment holds a value the flags refuse.
+    /// Options for a consumer in tests and benchmarks: the flags' defaults (the environment
+    /// ignored) with the stack's addresses from the environment `scripts/stack env` prints (its
+    /// memcached for cache targets), any free port for metrics and health, provisioning on.
     pub fn for_local_stack(namespaces: PathBuf) -> Self {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        let mut options = Self::try_parse_from(["wal-consumer"])
-            .unwrap_or_else(|e| panic!("the consumer's flags from the environment: {e}"));
+        let mut options: Self = local_defaults();
         options.feed = FeedFlags::folder(namespaces);
         options.metrics_listen = any_port;
         options.health_listen = any_port;
         options.provision = true;
-        local_stack(&mut options.brokers, &mut options.cql);
-        if options.memcached.is_empty() {
-            options.memcached = vec!["127.0.0.1:19211".to_owned()];
-        }
+        options.brokers = BrokerFlags::local_stack();
+        options.cql = CqlFlags::local_stack();
+        options.memcached = local_memcached();
         options
     }
 }

@@ -129,12 +129,20 @@ impl RegistryService {
 
 /// A stored config that no longer parses (written by an older, laxer version): an operator must
 /// look, so it is named rather than skipped.
+/// A stored config, as the update rules need it: its queues (which still hold entries) and
+/// limits. A default target an earlier build accepted and this one refuses is left out with a
+/// warning: it must not lock every later apply out.
 fn stored_config(name: &str, text: &str) -> Result<Namespace, Status> {
-    wal_namespaces::parse(text, &format!("the stored config of '{name}'")).map_err(|errors| {
+    let origin = format!("the stored config of '{name}'");
+    let (namespace, refused) = wal_namespaces::parse_stored(text, &origin).map_err(|errors| {
         Status::internal(format!(
             "the stored config of namespace '{name}' no longer validates: {errors}"
         ))
-    })
+    })?;
+    if let Some(refused) = refused {
+        tracing::warn!(namespace = name, %refused, "a stored namespace's default target is refused by this build; its queues are still its own");
+    }
+    Ok(namespace)
 }
 
 fn forbidden(rule: Forbidden) -> Status {

@@ -15,7 +15,7 @@ mod model;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{ConfigText, load_dir, load_file, parse, parse_all, read_dir};
+pub use load::{ConfigText, load_dir, load_file, parse, parse_all, parse_stored, read_dir};
 pub use model::*;
 pub use validate::KAFKA_TOPIC_MAX;
 

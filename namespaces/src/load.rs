@@ -34,6 +34,47 @@ pub fn parse(text: &str, origin: &str) -> Result<Namespace, ConfigErrors> {
     validate(file, origin, spelling)
 }
 
+/// A config stored by an earlier build, whose default target this build's kinds may refuse (a
+/// `region` target; a cql target without a keyspace). Its queues still hold entries, so it
+/// still owns them: parsed without its default target, with the refusal returned beside it, so
+/// the caller can say so. Any other problem fails as [`parse`] does.
+pub fn parse_stored(
+    text: &str,
+    origin: &str,
+) -> Result<(Namespace, Option<ConfigErrors>), ConfigErrors> {
+    let strict = match parse(text, origin) {
+        Ok(namespace) => return Ok((namespace, None)),
+        Err(errors) => errors,
+    };
+    let only_targets = strict.0.iter().all(|e| {
+        e.path.starts_with("default_target")
+            || e.path.starts_with("defaultTarget")
+            || e.path.contains(".config.target")
+    });
+    let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(text) else {
+        return Err(strict);
+    };
+    if !only_targets {
+        return Err(strict);
+    }
+    object.remove("default_target");
+    object.remove("defaultTarget");
+    for key in ["persistence_configurations", "persistenceConfigurations"] {
+        let storages = object
+            .get_mut(key)
+            .and_then(Value::as_object_mut)
+            .and_then(|o| o.values_mut().next().and_then(Value::as_array_mut));
+        for storage in storages.into_iter().flatten() {
+            if let Some(config) = storage.get_mut("config").and_then(Value::as_object_mut) {
+                config.remove("target");
+            }
+        }
+    }
+    let namespace =
+        parse(&Value::Object(object).to_string(), origin).map_err(|_| strict.clone())?;
+    Ok((namespace, Some(strict)))
+}
+
 /// One namespace config as text, with where it came from: a file, or a control plane version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigText {
@@ -43,7 +84,7 @@ pub struct ConfigText {
 }
 
 impl ConfigText {
-    fn parse(&self) -> Result<Namespace, ConfigErrors> {
+    pub(crate) fn parse(&self) -> Result<Namespace, ConfigErrors> {
         match &self.text {
             Ok(text) => parse(text, &self.origin),
             Err(reason) => Err(ConfigErrors::one(&self.origin, "", reason.clone())),

@@ -125,3 +125,32 @@ fn a_kafka_topic_and_an_sqs_queue_may_share_a_name() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(loaded.map(|n| n.len()).map_err(|e| e.to_string()), Ok(2));
 }
+
+/// A config an earlier build stored with a target kind this build refuses still owns its queues:
+/// the control plane reads it without the target (and says why), so it neither locks later
+/// applies out nor loses the rule that nobody else may take its queues.
+#[test]
+fn a_stored_config_with_a_refused_target_keeps_its_queues_without_the_target() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/planned/cross-region-evcache-foobar.json");
+    let text = std::fs::read_to_string(path).unwrap();
+    let (namespace, refused) = wal_namespaces::parse_stored(&text, "stored").expect("readable");
+    assert_eq!(namespace.queues[0].name, "evcache_foobar");
+    assert!(namespace.default_target.is_none());
+    let refused = refused.expect("the refusal is returned").to_string();
+    assert!(refused.contains("'region' is not delivered"), "{refused}");
+
+    // Any other problem is still an error.
+    let broken = text.replace("\"evcache_foobar\"]", "\"bad name!\"]");
+    assert!(wal_namespaces::parse_stored(&broken, "stored").is_err());
+    // And a valid config comes back whole, with nothing refused.
+    let valid = example("delay-queue-pds.json");
+    let pds = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/delay-queue-pds.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        wal_namespaces::parse_stored(&pds, "stored").unwrap(),
+        (valid, None)
+    );
+}

@@ -369,7 +369,7 @@ async fn main() {
     )))
     .await
     .unwrap();
-    // The same settings the platform's producer uses (core/src/queue/kafka/mod.rs).
+    // The same settings the platform's producer uses (core/src/queue/kafka/backend.rs).
     let raw_producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("enable.idempotence", "true")

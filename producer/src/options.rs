@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_stack};
+use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
@@ -61,18 +61,18 @@ impl ProducerOptions {
         Duration::from_millis(self.write_timeout_ms)
     }
 
-    /// Options for a producer in tests and benchmarks: the flags' defaults with the stack's
-    /// addresses from the environment `scripts/stack env` prints, any free port, provisioning on.
-    /// Panics when the environment holds a value the flags refuse.
+    /// Options for a producer in tests and benchmarks: the flags' defaults (the environment
+    /// ignored) with the stack's addresses from the environment `scripts/stack env` prints, any
+    /// free port, provisioning on.
     pub fn for_local_stack(namespaces: PathBuf) -> Self {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        let mut options = Self::try_parse_from(["wal-producer"])
-            .unwrap_or_else(|e| panic!("the producer's flags from the environment: {e}"));
+        let mut options: Self = local_defaults();
         options.listen = any_port;
         options.metrics_listen = any_port;
         options.feed = FeedFlags::folder(namespaces);
         options.provision = true;
-        local_stack(&mut options.brokers, &mut options.cql);
+        options.brokers = BrokerFlags::local_stack();
+        options.cql = CqlFlags::local_stack();
         options
     }
 }

@@ -28,8 +28,8 @@ impl Settings for CacheSettings {
 
     fn check(&self) -> Result<(), JsonError> {
         for (i, server) in self.servers.iter().enumerate() {
-            let address = server.strip_prefix("memcache://").unwrap_or(server);
-            let valid = address
+            // host:port only: the consumer's client resolves the text as an address.
+            let valid = server
                 .rsplit_once(':')
                 .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
             if !valid {

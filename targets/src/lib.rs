@@ -167,7 +167,7 @@ fn refusal<S: Settings>(error: JsonError) -> Refusal {
     Refusal::Settings {
         kind: S::KIND,
         path: error.path,
-        reason: error.reason,
+        reason: json::without_position(&error.reason),
     }
 }
 

@@ -6,7 +6,7 @@ use wal_control_plane::options::ControlPlaneOptions;
 use wal_control_plane::server::ControlPlane;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
-use crate::stack::{cargo_bin, cql_nodes, kafka_bootstrap, sqs_endpoint, unique};
+use crate::stack::{cargo_bin, cql_nodes, unique};
 
 /// A control plane on a free port with a fresh SQLite store, and a client for it.
 pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
@@ -19,11 +19,7 @@ pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
     let options = ControlPlaneOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         store: format!("sqlite://{}", store.display()),
-        brokers: wal_core::process::BrokerFlags {
-            kafka_bootstrap: kafka_bootstrap(),
-            sqs_endpoint: Some(sqs_endpoint()),
-            sqs_region: "us-east-1".into(),
-        },
+        brokers: wal_core::process::BrokerFlags::local_stack(),
     };
     let control_plane = ControlPlane::start(&options).await.unwrap_or_else(|e| {
         panic!("control plane start (is the stack up? scripts/stack up): {e:#}")

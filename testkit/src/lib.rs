@@ -4,7 +4,7 @@
 //!   prints, with the stack's defaults), unique names, polling, stopping and restarting a service.
 //! - `control_plane` (feature `control-plane`): a control plane in-process, namespace configs,
 //!   walctl runs.
-//! - the fleet (feature `fleet`, on by default): namespace builders, an in-process producer and
+//! - the fleet (feature `fleet`; no feature is on by default): namespace builders, an in-process producer and
 //!   consumer, readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
 //!   CQL rows, and an HTTP upstream that records what it receives.
 //!

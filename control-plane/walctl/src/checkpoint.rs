@@ -32,7 +32,9 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// Where `command` (redrive, replay) on `namespace` with `flags` keeps its progress by
-    /// default: under `$XDG_STATE_HOME/walctl` (else `~/.local/state/walctl`).
+    /// default: under `$XDG_STATE_HOME/walctl` (else `~/.local/state/walctl`), named by the
+    /// namespace and the key hash (FNV-1a) of the flags, which stays the same from one build to
+    /// the next (std's hasher does not promise that).
     pub fn default_path(command: &str, namespace: &str, flags: &str) -> PathBuf {
         let base = std::env::var_os("XDG_STATE_HOME")
             .map(PathBuf::from)
@@ -87,8 +89,6 @@ impl Checkpoint {
     }
 }
 
-/// FNV-1a: a short name for a filter that stays the same from one build to the next (std's
-/// hasher does not promise that).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ pub struct Write {
     /// The entry's id; writing again with the same id is safe after an UNKNOWN answer.
     #[arg(long, default_value = "")]
     idempotency_id: String,
-    /// The target kind (cql, cache, kafka, http, region); the namespace's default when unset.
+    /// The target kind (cql, cache, kafka, http); the namespace's default when unset.
     #[arg(long, requires = "target_settings")]
     target_kind: Option<String>,
     /// The target's settings as a JSON object.

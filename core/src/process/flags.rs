@@ -47,18 +47,6 @@ pub struct CqlFlags {
     pub cql_nodes: Vec<String>,
 }
 
-/// Fills what the local stack (`scripts/stack up`) has and the flags leave unset: its ElasticMQ
-/// and its Cassandra. For tests, benchmarks and demos only: in production an unset SQS endpoint
-/// means AWS.
-pub fn local_stack(brokers: &mut BrokerFlags, cql: &mut CqlFlags) {
-    if brokers.sqs_endpoint.is_none() {
-        brokers.sqs_endpoint = Some("http://127.0.0.1:19324".to_owned());
-    }
-    if cql.cql_nodes.is_empty() {
-        cql.cql_nodes = vec!["127.0.0.1:19042".to_owned()];
-    }
-}
-
 /// Where a service's namespaces come from: a folder of configs, or a control plane to follow.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct FeedFlags {
@@ -89,4 +77,53 @@ impl FeedFlags {
             None => Source::Folder(self.namespaces.clone()),
         }
     }
+}
+
+/// A binary's flags at their defaults with the environment ignored (tests and benchmarks start
+/// from these, whatever the shell that runs them has set), then the local stack's addresses from
+/// the environment `scripts/stack env` prints. Panics if the flags' own defaults do not parse: a
+/// build defect.
+pub fn local_defaults<T: clap::Parser>() -> T {
+    let command = T::command().mut_args(|arg| arg.env(None::<&'static str>));
+    let name = command.get_name().to_owned();
+    let matches = command
+        .try_get_matches_from([name])
+        .unwrap_or_else(|e| panic!("the flags' defaults: {e}"));
+    T::from_arg_matches(&matches).unwrap_or_else(|e| panic!("the flags' defaults: {e}"))
+}
+
+impl BrokerFlags {
+    /// The local stack's brokers: `scripts/stack env`'s addresses, else the stack's defaults.
+    pub fn local_stack() -> Self {
+        Self {
+            kafka_bootstrap: env_or("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+            sqs_endpoint: Some(env_or("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
+            sqs_region: "us-east-1".to_owned(),
+        }
+    }
+}
+
+impl CqlFlags {
+    /// The local stack's Cassandra: `scripts/stack env`'s address, else the stack's default.
+    pub fn local_stack() -> Self {
+        Self {
+            cql_nodes: list_or("WAL_CQL_NODES", "127.0.0.1:19042"),
+        }
+    }
+}
+
+/// The local stack's memcached servers: `scripts/stack env`'s, else the stack's default.
+pub fn local_memcached() -> Vec<String> {
+    list_or("WAL_MEMCACHED", "127.0.0.1:19211")
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn list_or(name: &str, default: &str) -> Vec<String> {
+    env_or(name, default)
+        .split(',')
+        .map(str::to_owned)
+        .collect()
 }

@@ -2,11 +2,13 @@
 //! delivery logic: no broker, no network, deterministic order. It passes the same conformance
 //! suite as Kafka and SQS (`tests/queue_conformance.rs`), so what holds of a `Queue` holds here.
 //!
-//! A [`MemoryBroker`] holds every topic; each [`MemoryQueue`] handle reads like a member of the
-//! topic's consumer group: from the group's committed position, which never passes an entry still
-//! in progress. Acknowledgements are committed at once (Kafka commits them periodically and on
-//! close; committing sooner is allowed by the contract). A handle dropped with entries in progress
-//! leaves them to the next handle: at-least-once, like a consumer that crashed.
+//! A [`MemoryBroker`] holds every topic; a [`MemoryQueue`] handle starts reading at the topic's
+//! committed position, which never passes an entry still in progress. Acknowledgements are
+//! committed at once (Kafka commits them periodically and on close; committing sooner is allowed
+//! by the contract). A handle dropped with entries in progress leaves them to the next handle:
+//! at-least-once, like a consumer that crashed. Unlike a Kafka group, which gives its partition to
+//! one member, two live handles on one queue both read from the commit: open one at a time, as a
+//! consumer restart does.
 //!
 //! It reports itself as [`Backend::Kafka`], whose semantics it copies, so errors and metrics name
 //! Kafka. It has no delay tiers: entries wait in the caller's memory (`hold_limit` is unbounded).
@@ -72,6 +74,7 @@ impl MemoryBroker {
             broker: self.clone(),
             spec,
             next: Mutex::new(None),
+            paused: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -105,6 +108,8 @@ pub struct MemoryQueue {
     spec: QueueSpec,
     /// This handle's read position; `None` until its first receive, which starts at the commit.
     next: Mutex<Option<usize>>,
+    /// Between `pause` and `resume`, receives hand out nothing.
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl MemoryQueue {
@@ -206,11 +211,19 @@ impl Queue for MemoryQueue {
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
-        let deadline = tokio::time::Instant::now() + wait;
+        let now = tokio::time::Instant::now();
+        // A day stands for "for ever": Instant + Duration::MAX would overflow.
+        let deadline = now
+            .checked_add(wait)
+            .unwrap_or(now + Duration::from_secs(86_400));
         loop {
             // Registered before looking, so an append between the look and the wait wakes it.
             let appended = self.broker.inner.appended.notified();
-            let taken = self.take(max);
+            let taken = if self.paused.load(std::sync::atomic::Ordering::Acquire) {
+                Vec::new()
+            } else {
+                self.take(max)
+            };
             if !taken.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(taken);
             }
@@ -236,6 +249,20 @@ impl Queue for MemoryQueue {
         Ok(())
     }
 
+    async fn pause(&self) -> Result<(), QueueError> {
+        self.paused
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    async fn resume(&self) -> Result<(), QueueError> {
+        self.paused
+            .store(false, std::sync::atomic::Ordering::Release);
+        // A receive waiting while paused looks again now.
+        self.broker.inner.appended.notify_waiters();
+        Ok(())
+    }
+
     async fn close(&self) -> Result<(), QueueError> {
         Ok(())
     }
@@ -254,5 +281,35 @@ impl Queue for MemoryQueue {
                 .saturating_sub(topic.done.len())
         });
         Ok(u64::try_from(waiting).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str) -> Entry {
+        Entry {
+            version: entry::ENTRY_VERSION,
+            id: id.to_owned(),
+            ..Entry::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_paused_queue_hands_out_nothing_until_resumed() {
+        let broker = MemoryBroker::new();
+        let queue = broker.queue(QueueSpec::new("ns", "q", "q-dlq"));
+        queue.provision().await.unwrap();
+        queue.enqueue(&entry("a")).await.unwrap();
+        queue.pause().await.unwrap();
+        let wait = Duration::from_millis(20);
+        assert!(queue.receive(10, wait).await.unwrap().is_empty());
+        queue.resume().await.unwrap();
+        let received = queue.receive(10, wait).await.unwrap();
+        assert_eq!(received.len(), 1);
+        // A wait as long as it gets does not overflow the clock.
+        queue.enqueue(&entry("b")).await.unwrap();
+        assert_eq!(queue.receive(10, Duration::MAX).await.unwrap().len(), 1);
     }
 }

@@ -136,8 +136,23 @@ impl Follower {
                 origin: format!("control plane: {} version {}", v.name, v.version),
                 text: Ok(v.config_json),
             })
+            .filter(servable)
             .collect();
         parse_all(&texts).map_err(|errors| errors.to_string())
+    }
+}
+
+/// Whether this build can serve a namespace the control plane holds. The control plane validated
+/// every config when it was applied, so one that fails here was stored by a build that accepted
+/// more (a target kind this build does not deliver): it is left out, loudly, and its entries
+/// wait on its queues; the others are served.
+fn servable(config: &ConfigText) -> bool {
+    match config.parse() {
+        Ok(_) => true,
+        Err(errors) => {
+            tracing::error!(namespace = %config.origin, %errors, "a namespace from the control plane does not validate in this build; it is not served");
+            false
+        }
     }
 }
 

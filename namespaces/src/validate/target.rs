@@ -68,6 +68,10 @@ pub(super) fn check_target(
             problems.add(field, format!("{kind} target settings: {reason}"));
             None
         }
+        Err(refusal @ Refusal::TooLong { .. }) => {
+            problems.add(&paths.settings, refusal.to_string());
+            None
+        }
         Err(refusal) => {
             problems.add(&paths.kind, refusal.to_string());
             None
