@@ -1,36 +1,30 @@
 //! Where the local stack's services are, and what tests do with the stack itself. Addresses come
-//! from the environment `scripts/stack env` prints, with the stack's defaults.
+//! from the environment `scripts/stack env` prints, with the stack's defaults, as the services'
+//! own `for_local_stack` options take them (`wal_core::process`).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use wal_core::process::{BrokerFlags, CqlFlags};
+
 pub fn kafka_bootstrap() -> String {
-    env_or("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    BrokerFlags::local_stack().kafka_bootstrap
 }
 
 pub fn sqs_endpoint() -> String {
-    env_or("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")
+    BrokerFlags::local_stack()
+        .sqs_endpoint
+        .expect("the local stack has an SQS endpoint")
 }
 
 pub fn cql_nodes() -> Vec<String> {
-    list("WAL_CQL_NODES", "127.0.0.1:19042")
+    CqlFlags::local_stack().cql_nodes
 }
 
 pub fn memcached() -> Vec<String> {
-    list("WAL_MEMCACHED", "127.0.0.1:19211")
-}
-
-fn env_or(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-fn list(name: &str, default: &str) -> Vec<String> {
-    env_or(name, default)
-        .split(',')
-        .map(str::to_owned)
-        .collect()
+    wal_core::process::local_memcached()
 }
 
 /// A name no earlier run used, so tests never see each other's leftovers on a long-lived stack.

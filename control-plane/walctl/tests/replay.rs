@@ -395,79 +395,64 @@ async fn bad_arguments_are_refused_with_what_to_do() {
     let name = apply_config(&mut registry, &config).await.name;
     let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
 
-    let backwards = walctl(
-        &url,
-        &["replay", "--namespace", &name, "--from", "1h", "--to", "2h"],
-    )
-    .await;
-    assert_eq!(backwards.status.code(), Some(2), "{}", stderr(&backwards));
-    assert!(
-        stderr(&backwards).contains("must be before --to"),
-        "{}",
-        stderr(&backwards)
-    );
-
-    let unknown = walctl(
-        &url,
-        &["replay", "--namespace", "no-such-namespace", "--from", "1h"],
-    )
-    .await;
-    assert_eq!(unknown.status.code(), Some(4), "{}", stderr(&unknown));
-
-    let bad_time = walctl(
-        &url,
-        &["replay", "--namespace", &name, "--from", "last tuesday"],
-    )
-    .await;
-    assert_eq!(bad_time.status.code(), Some(2));
-    assert!(
-        stderr(&bad_time).contains("--from 'last tuesday'"),
-        "{}",
-        stderr(&bad_time)
-    );
-
-    // A target the kind would refuse is refused before anything is read.
-    let bad_target = walctl(
-        &url,
-        &[
-            "replay",
-            "--namespace",
-            &name,
-            "--from",
-            "1h",
-            "--target-kind",
-            "cql",
-            "--target-settings",
-            r#"{"keyspace": "scratch", "tabel": "t"}"#,
-        ],
-    )
-    .await;
-    assert_eq!(bad_target.status.code(), Some(2), "{}", stderr(&bad_target));
-    assert!(
-        stderr(&bad_target).contains("cql target settings are invalid at 'tabel'"),
-        "{}",
-        stderr(&bad_target)
-    );
-
-    let missing_file = walctl(
-        &url,
-        &[
-            "replay",
-            "--namespace",
-            &name,
-            "--from",
-            "1h",
-            "--exclude-file",
-            "/nonexistent/ids.txt",
-        ],
-    )
-    .await;
-    assert_eq!(missing_file.status.code(), Some(2));
-    assert!(
-        stderr(&missing_file).contains("--exclude-file /nonexistent/ids.txt"),
-        "{}",
-        stderr(&missing_file)
-    );
+    // (arguments after `replay --namespace`, exit code, what stderr names)
+    let settings = r#"{"keyspace": "scratch", "tabel": "t"}"#;
+    let cases: [(&[&str], i32, &str); 5] = [
+        (
+            &[&name, "--from", "1h", "--to", "2h"],
+            2,
+            "must be before --to",
+        ),
+        (
+            &["no-such-namespace", "--from", "1h"],
+            4,
+            "no-such-namespace",
+        ),
+        (
+            &[&name, "--from", "last tuesday"],
+            2,
+            "--from 'last tuesday'",
+        ),
+        // A target the kind would refuse is refused before anything is read.
+        (
+            &[
+                &name,
+                "--from",
+                "1h",
+                "--target-kind",
+                "cql",
+                "--target-settings",
+                settings,
+            ],
+            2,
+            "cql target settings are invalid at 'tabel'",
+        ),
+        (
+            &[
+                &name,
+                "--from",
+                "1h",
+                "--exclude-file",
+                "/nonexistent/ids.txt",
+            ],
+            2,
+            "--exclude-file /nonexistent/ids.txt",
+        ),
+    ];
+    for (args, code, named) in cases {
+        let output = walctl(&url, &[&["replay", "--namespace"], args].concat()).await;
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(named),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
 
     let sqs = namespace_json(Backend::Sqs, 1, &cql_target("t"), "");
     let sqs_name = apply_config(&mut registry, &sqs).await.name;
