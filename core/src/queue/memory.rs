@@ -6,9 +6,9 @@
 //! committed position, which never passes an entry still in progress. Acknowledgements are
 //! committed at once (Kafka commits them periodically and on close; committing sooner is allowed
 //! by the contract). A handle dropped with entries in progress leaves them to the next handle:
-//! at-least-once, like a consumer that crashed. Unlike a Kafka group, which gives its partition to
-//! one member, two live handles on one queue both read from the commit: open one at a time, as a
-//! consumer restart does.
+//! at-least-once, like a consumer that crashed. Like a Kafka group with one partition, the first
+//! handle that receives owns the topic; another live handle receives nothing until the owner is
+//! dropped, then reads from the commit.
 //!
 //! It reports itself as [`Backend::Kafka`], whose semantics it copies, so errors and metrics name
 //! Kafka. It has no delay tiers: entries wait in the caller's memory (`hold_limit` is unbounded).
@@ -37,6 +37,8 @@ pub struct MemoryBroker {
 #[derive(Debug, Default)]
 struct Inner {
     topics: Mutex<HashMap<String, Topic>>,
+    /// The next handle's number.
+    handles: std::sync::atomic::AtomicU64,
     /// Woken on every append, so a waiting receive returns at once.
     appended: Notify,
 }
@@ -48,6 +50,9 @@ struct Topic {
     committed: usize,
     /// Records at or above `committed` that are done (acknowledged out of order).
     done: BTreeSet<usize>,
+    /// The handle the partition is assigned to: the first that receives, until it is dropped
+    /// (a Kafka group gives its one partition to one member).
+    owner: Option<u64>,
 }
 
 impl Topic {
@@ -71,6 +76,10 @@ impl MemoryBroker {
     /// restarted consumer.
     pub fn queue(&self, spec: QueueSpec) -> MemoryQueue {
         MemoryQueue {
+            id: self
+                .inner
+                .handles
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             broker: self.clone(),
             spec,
             next: Mutex::new(None),
@@ -104,6 +113,7 @@ impl MemoryBroker {
 /// One topic and its DLQ topic in a [`MemoryBroker`].
 #[derive(Debug)]
 pub struct MemoryQueue {
+    id: u64,
     broker: MemoryBroker,
     spec: QueueSpec,
     /// This handle's read position; `None` until its first receive, which starts at the commit.
@@ -129,10 +139,13 @@ impl MemoryQueue {
 
     /// Takes up to `max` records after this handle's position.
     fn take(&self, max: usize) -> Vec<Delivery> {
-        let topics = self.broker.topics();
-        let Some(topic) = topics.get(&self.spec.name) else {
+        let mut topics = self.broker.topics();
+        let Some(topic) = topics.get_mut(&self.spec.name) else {
             return Vec::new();
         };
+        if *topic.owner.get_or_insert(self.id) != self.id {
+            return Vec::new();
+        }
         let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
         let start = *next.get_or_insert(topic.committed);
         let end = topic.records.len().min(start.saturating_add(max));
@@ -154,6 +167,17 @@ impl MemoryQueue {
 
     fn error(&self, operation: Operation, reason: impl std::fmt::Display) -> QueueError {
         QueueError::permanent(Backend::Kafka, &self.spec.name, operation, reason)
+    }
+}
+
+/// The partition goes back to the group: the next handle that receives takes it over.
+impl Drop for MemoryQueue {
+    fn drop(&mut self) {
+        if let Some(topic) = self.broker.topics().get_mut(&self.spec.name)
+            && topic.owner == Some(self.id)
+        {
+            topic.owner = None;
+        }
     }
 }
 
@@ -311,5 +335,23 @@ mod tests {
         // A wait as long as it gets does not overflow the clock.
         queue.enqueue(&entry("b")).await.unwrap();
         assert_eq!(queue.receive(10, Duration::MAX).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn one_handle_owns_the_topic_until_it_is_dropped() {
+        let broker = MemoryBroker::new();
+        let spec = QueueSpec::new("ns", "q", "q-dlq");
+        let first = broker.queue(spec.clone());
+        first.provision().await.unwrap();
+        first.enqueue(&entry("a")).await.unwrap();
+        let wait = Duration::from_millis(20);
+        assert_eq!(first.receive(10, wait).await.unwrap().len(), 1);
+        let second = broker.queue(spec);
+        assert!(second.receive(10, wait).await.unwrap().is_empty());
+        // The first leaves without acknowledging: the second gets the entry again.
+        drop(first);
+        let again = second.receive(10, wait).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].entry.as_ref().map(|e| e.id.as_str()), Ok("a"));
     }
 }
