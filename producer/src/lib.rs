@@ -10,7 +10,9 @@ pub mod registry;
 pub mod request;
 pub mod server;
 pub mod service;
+pub mod settings;
 mod status;
 
 pub use options::ProducerOptions;
 pub use server::Producer;
+pub use settings::ProducerSettings;

@@ -13,13 +13,13 @@ use tokio_util::sync::CancellationToken;
 use wal_namespaces::Namespace;
 use wal_namespaces::feed::{Feed, SetChanges};
 
-use crate::options::ProducerOptions;
 use crate::registry::Registry;
+use crate::settings::ProducerSettings;
 
 #[derive(Debug)]
 pub struct LiveRegistry {
     current: RwLock<Arc<Registry>>,
-    options: ProducerOptions,
+    settings: ProducerSettings,
     /// The largest payload the gRPC server decodes, fixed when it starts.
     payload_ceiling: usize,
     /// One reload at a time, so two cannot both build from the same old set.
@@ -27,10 +27,10 @@ pub struct LiveRegistry {
 }
 
 impl LiveRegistry {
-    pub fn new(registry: Registry, options: &ProducerOptions, payload_ceiling: usize) -> Self {
+    pub fn new(registry: Registry, settings: &ProducerSettings, payload_ceiling: usize) -> Self {
         Self {
             current: RwLock::new(Arc::new(registry)),
-            options: options.clone(),
+            settings: settings.clone(),
             payload_ceiling,
             reloading: Mutex::new(()),
         }
@@ -56,8 +56,8 @@ impl LiveRegistry {
             }
         }
         let old = self.current();
-        let (next, changes) = old.next(&self.options, namespaces).await?;
-        if self.options.provision {
+        let (next, changes) = old.next(&self.settings, namespaces).await?;
+        if self.settings.provision {
             let fresh: Vec<String> = changes
                 .added
                 .iter()

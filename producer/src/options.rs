@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+
+use crate::settings::ProducerSettings;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
 
 #[derive(Debug, Clone, Parser)]
@@ -59,6 +61,24 @@ impl ProducerOptions {
 
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
+    }
+
+    /// What the library runs on, from these flags.
+    pub fn settings(&self) -> ProducerSettings {
+        let write_timeout = self.write_timeout();
+        let mut kafka = self.brokers.kafka();
+        kafka.delivery_timeout = write_timeout;
+        let mut sqs = self.brokers.sqs();
+        sqs.send_timeout = write_timeout;
+        sqs.delay_step = Duration::from_secs(self.sqs_delay_step_secs);
+        ProducerSettings {
+            kafka,
+            sqs,
+            cql_nodes: self.cql.cql_nodes.clone(),
+            region: self.region.clone(),
+            write_timeout,
+            provision: self.provision,
+        }
     }
 
     /// Options for a producer in tests and benchmarks: the flags' defaults (the environment

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use wal_core::durable::{DurableSettings, DurableStorage};
@@ -14,7 +13,7 @@ use wal_namespaces::{Backend, Namespace};
 
 use crate::admission::Admission;
 use crate::metrics::NamespaceMetrics;
-use crate::options::ProducerOptions;
+use crate::settings::ProducerSettings;
 
 /// One namespace, ready to take writes.
 #[derive(Debug)]
@@ -46,10 +45,10 @@ impl Registry {
     /// Connects what the namespaces need: a Kafka producer if any is on Kafka, an SQS client if
     /// any is on SQS, a CQL session per durable-storage keyspace.
     pub async fn build(
-        options: &ProducerOptions,
+        settings: &ProducerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        let (registry, _) = Self::default().next(options, namespaces).await?;
+        let (registry, _) = Self::default().next(settings, namespaces).await?;
         Ok(registry)
     }
 
@@ -58,7 +57,7 @@ impl Registry {
     /// registry, and only what is missing is connected.
     pub async fn next(
         &self,
-        options: &ProducerOptions,
+        settings: &ProducerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<(Self, SetChanges)> {
         let uses = |backend| {
@@ -73,18 +72,9 @@ impl Registry {
             .filter(|ns| changes.is_fresh(&ns.name))
             .cloned()
             .collect();
-        warn_unmapped_clusters(options, &fresh);
-        let kafka = uses(Backend::Kafka).then(|| {
-            let mut settings = options.brokers.kafka();
-            settings.delivery_timeout = options.write_timeout();
-            settings
-        });
-        let sqs = uses(Backend::Sqs).then(|| {
-            let mut settings = options.brokers.sqs();
-            settings.send_timeout = options.write_timeout();
-            settings.delay_step = Duration::from_secs(options.sqs_delay_step_secs);
-            settings
-        });
+        warn_unmapped_clusters(settings, &fresh);
+        let kafka = uses(Backend::Kafka).then(|| settings.kafka.clone());
+        let sqs = uses(Backend::Sqs).then(|| settings.sqs.clone());
         let backends = self
             .backends
             .with_missing(kafka, sqs)
@@ -107,7 +97,7 @@ impl Registry {
                     Some(storage) => Arc::clone(storage),
                     None => {
                         let storage = Arc::new(
-                            connect_durable(options, &config.name, &durable.keyspace).await?,
+                            connect_durable(settings, &config.name, &durable.keyspace).await?,
                         );
                         storages.insert(durable.keyspace.clone(), Arc::clone(&storage));
                         storage
@@ -182,16 +172,16 @@ impl Registry {
 }
 
 async fn connect_durable(
-    options: &ProducerOptions,
+    settings: &ProducerSettings,
     namespace: &str,
     keyspace: &str,
 ) -> anyhow::Result<DurableStorage> {
-    if options.cql.cql_nodes.is_empty() {
+    if settings.cql_nodes.is_empty() {
         bail!(
             "namespace '{namespace}' has durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES"
         );
     }
-    let nodes: Vec<&str> = options.cql.cql_nodes.iter().map(String::as_str).collect();
+    let nodes: Vec<&str> = settings.cql_nodes.iter().map(String::as_str).collect();
     DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
         .await
         .with_context(|| format!("durable storage of namespace '{namespace}'"))
@@ -216,7 +206,7 @@ fn check_kafka_buffer(namespaces: &[Namespace]) -> anyhow::Result<()> {
 /// Cluster and shard names are not mapped to addresses yet: every Kafka queue uses
 /// --kafka-bootstrap and every keyspace --cql-nodes. Said once per name at start-up, so nobody
 /// mistakes where the writes go.
-fn warn_unmapped_clusters(options: &ProducerOptions, namespaces: &[Namespace]) {
+fn warn_unmapped_clusters(settings: &ProducerSettings, namespaces: &[Namespace]) {
     for ns in namespaces {
         let clusters: std::collections::BTreeSet<&str> = ns
             .queues
@@ -224,10 +214,10 @@ fn warn_unmapped_clusters(options: &ProducerOptions, namespaces: &[Namespace]) {
             .filter_map(|q| q.cluster.as_deref())
             .collect();
         for cluster in clusters {
-            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %options.brokers.kafka_bootstrap, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
+            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %settings.kafka.bootstrap_servers, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
         }
         if let Some(shard) = ns.durable_storage.as_ref().and_then(|d| d.shard.as_deref()) {
-            tracing::warn!(namespace = %ns.name, shard, nodes = ?options.cql.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
+            tracing::warn!(namespace = %ns.name, shard, nodes = ?settings.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
         }
     }
 }

@@ -13,9 +13,9 @@ use wal_namespaces::Namespace;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
 
 use crate::live::LiveRegistry;
-use crate::options::ProducerOptions;
 use crate::registry::Registry;
 use crate::service::WriteService;
+use crate::settings::ProducerSettings;
 
 /// Room in a request beyond its payload: the envelope, or the other writes of a batch.
 const REQUEST_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -34,13 +34,13 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Connects the namespaces' backends and, with `options.provision`, creates missing queues.
+    /// Connects the namespaces' backends and, with `settings.provision`, creates missing queues.
     pub async fn start(
-        options: &ProducerOptions,
+        settings: &ProducerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        let registry = Registry::build(options, namespaces).await?;
-        if options.provision {
+        let registry = Registry::build(settings, namespaces).await?;
+        if settings.provision {
             for report in registry.provision().await? {
                 if !report.created.is_empty() {
                     tracing::info!(created = ?report.created, "provisioned");
@@ -50,9 +50,9 @@ impl Producer {
         // Namespaces added later are served up to this payload size; the floor leaves room for
         // the default limit (1 MiB) when the producer starts with few or small namespaces.
         let payload_ceiling = registry.largest_payload_limit().max(PAYLOAD_CEILING_FLOOR);
-        let live = Arc::new(LiveRegistry::new(registry, options, payload_ceiling));
+        let live = Arc::new(LiveRegistry::new(registry, settings, payload_ceiling));
         let service =
-            WriteService::new(Arc::clone(&live), &options.region, options.write_timeout());
+            WriteService::new(Arc::clone(&live), &settings.region, settings.write_timeout);
         Ok(Self {
             live,
             service,

@@ -50,7 +50,7 @@ impl TestProducer {
     ) -> Self {
         let mut options = ProducerOptions::for_local_stack(PathBuf::new());
         adjust(&mut options);
-        let producer = Producer::start(&options, namespaces)
+        let producer = Producer::start(&options.settings(), namespaces)
             .await
             .unwrap_or_else(|e| {
                 panic!("producer start (is the stack up? scripts/stack up): {e:#}")
