@@ -108,7 +108,9 @@ async fn consumer_round(
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     options.max_in_flight = u32::try_from(concurrency).unwrap();
     options.provision = false;
-    let consumer = Consumer::start(&options, vec![namespace]).await.unwrap();
+    let consumer = Consumer::start(&options.settings(), vec![namespace])
+        .await
+        .unwrap();
     let deliverer = Arc::clone(consumer.deliverer());
     let handle = consumer.spawn();
     let delivered = || deliverer.stats().delivered.load(Ordering::Relaxed) as usize;

@@ -12,7 +12,7 @@ use wal_namespaces::{Namespace, TargetConfig};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
-use crate::options::ConsumerOptions;
+use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
 
@@ -32,10 +32,10 @@ pub struct RunningCrew {
 }
 
 impl Crew {
-    /// Handles on the namespace's queues (created first with `options.provision`) and a worker
+    /// Handles on the namespace's queues (created first with `settings.provision`) and a worker
     /// for each queue and each of its delay tiers.
     pub async fn build(
-        options: &ConsumerOptions,
+        settings: &ConsumerSettings,
         backends: &Backends,
         deliverer: &Arc<Deliverer>,
         namespace: Namespace,
@@ -50,7 +50,7 @@ impl Crew {
             let queue = backends
                 .namespace_queue(&namespace, config)
                 .context("no client for the queue's backend")?;
-            if options.provision {
+            if settings.provision {
                 queue
                     .provision()
                     .await
@@ -61,8 +61,8 @@ impl Crew {
                 metrics: Arc::new(QueueMetrics::new(&namespace.name, &queue.spec().name)),
                 queue,
                 default_target: default_target.clone(),
-                in_flight: Arc::new(Semaphore::new(options.max_in_flight as usize)),
-                held: Arc::new(Semaphore::new(options.max_held as usize)),
+                in_flight: Arc::new(Semaphore::new(settings.max_in_flight as usize)),
+                held: Arc::new(Semaphore::new(settings.max_held as usize)),
                 started_micros: 0,
                 archive_recorded: Arc::default(),
                 holds: Arc::default(),
@@ -70,7 +70,7 @@ impl Crew {
             let worker = |context, role| Worker {
                 context,
                 deliverer: Arc::clone(deliverer),
-                grace: options.shutdown_grace(),
+                grace: settings.shutdown_grace,
                 role,
             };
             // A Kafka queue's delay tiers are read alongside it, each by a worker that moves

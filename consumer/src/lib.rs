@@ -12,6 +12,7 @@ pub mod hold;
 pub mod metrics;
 pub mod options;
 pub mod service;
+pub mod settings;
 pub mod target;
 pub mod tier;
 pub mod trace;
@@ -19,3 +20,4 @@ pub mod worker;
 
 pub use options::ConsumerOptions;
 pub use service::{Consumer, ConsumerHandle};
+pub use settings::ConsumerSettings;

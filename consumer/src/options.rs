@@ -8,7 +8,10 @@ use std::time::Duration;
 use clap::Parser;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
 
+use wal_core::queue::sqs::SqsSettings;
+
 use crate::clients::ClientSettings;
+use crate::settings::ConsumerSettings;
 
 /// See [`ConsumerOptions::max_held`].
 pub const DEFAULT_MAX_HELD: u32 = 8192;
@@ -98,6 +101,23 @@ impl ConsumerOptions {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    /// What the library runs on, from these flags.
+    pub fn settings(&self) -> ConsumerSettings {
+        ConsumerSettings {
+            clients: self.client_settings(),
+            kafka: self.brokers.kafka(),
+            sqs: SqsSettings {
+                delay_step: Duration::from_secs(self.sqs_delay_step_secs),
+                ..self.brokers.sqs()
+            },
+            max_in_flight: self.max_in_flight,
+            max_held: self.max_held,
+            apply_timeout: self.apply_timeout(),
+            shutdown_grace: self.shutdown_grace(),
+            provision: self.provision,
+        }
     }
 
     pub fn client_settings(&self) -> ClientSettings {

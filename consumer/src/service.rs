@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::Backends;
-use wal_core::queue::sqs::SqsSettings;
 use wal_namespaces::feed::{Feed, SetChanges};
 use wal_namespaces::{Backend, Namespace};
 use wal_targets::Kind;
@@ -18,12 +16,12 @@ use crate::apply::Applier;
 use crate::clients::Clients;
 use crate::crew::{Crew, RunningCrew};
 use crate::delivery::Deliverer;
-use crate::options::ConsumerOptions;
+use crate::settings::ConsumerSettings;
 use crate::target::TargetRegistry;
 
 #[derive(Debug)]
 pub struct Consumer {
-    options: ConsumerOptions,
+    settings: ConsumerSettings,
     deliverer: Arc<Deliverer>,
     /// Grows as namespaces on another backend arrive; clients are never remade.
     backends: Backends,
@@ -35,14 +33,14 @@ impl Consumer {
     /// Connects the namespaces' queues. A namespace whose default target kind this build does not
     /// deliver is left alone (its entries stay on the queue), with a warning.
     pub async fn start(
-        options: &ConsumerOptions,
+        settings: &ConsumerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        let clients = Arc::new(Clients::new(options.client_settings())?);
+        let clients = Arc::new(Clients::new(settings.clients.clone())?);
         let targets = TargetRegistry::builtin(Arc::clone(&clients));
-        let applier = Applier::new(targets, clients, options.apply_timeout());
+        let applier = Applier::new(targets, clients, settings.apply_timeout);
         let mut consumer = Self {
-            options: options.clone(),
+            settings: settings.clone(),
             deliverer: Arc::new(Deliverer::new(applier)),
             backends: Backends::default(),
             crews: Vec::new(),
@@ -60,7 +58,7 @@ impl Consumer {
         running: &[&Namespace],
         next: Vec<Namespace>,
     ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
-        check_clusters(&self.options, &next)?;
+        check_clusters(&self.settings, &next)?;
         let next: Vec<Namespace> = next
             .into_iter()
             .filter(|ns| match &ns.default_target {
@@ -72,12 +70,12 @@ impl Consumer {
             })
             .collect();
         let changes = SetChanges::between(running.iter().copied(), &next);
-        self.backends = connect_backends(&self.options, &self.backends, &next).await?;
+        self.backends = connect_backends(&self.settings, &self.backends, &next).await?;
         let mut crews = Vec::new();
         for namespace in next {
             if changes.is_fresh(&namespace.name) {
                 crews.push(
-                    Crew::build(&self.options, &self.backends, &self.deliverer, namespace).await?,
+                    Crew::build(&self.settings, &self.backends, &self.deliverer, namespace).await?,
                 );
             }
         }
@@ -203,8 +201,8 @@ impl ConsumerHandle {
 
 /// A namespace that delivers to CQL or keeps claim checks there needs CQL nodes: better refused
 /// at start-up (or reload) than found out entry by entry.
-fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow::Result<()> {
-    if !options.cql.cql_nodes.is_empty() {
+fn check_clusters(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::Result<()> {
+    if !settings.clients.cql_nodes.is_empty() {
         return Ok(());
     }
     for ns in namespaces {
@@ -224,7 +222,7 @@ fn check_clusters(options: &ConsumerOptions, namespaces: &[Namespace]) -> anyhow
 
 /// `connected` plus the backend clients the namespaces' queues need that it lacks.
 async fn connect_backends(
-    options: &ConsumerOptions,
+    settings: &ConsumerSettings,
     connected: &Backends,
     namespaces: &[Namespace],
 ) -> anyhow::Result<Backends> {
@@ -233,11 +231,8 @@ async fn connect_backends(
             .iter()
             .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
     };
-    let kafka = uses(Backend::Kafka).then(|| options.brokers.kafka());
-    let sqs = uses(Backend::Sqs).then(|| SqsSettings {
-        delay_step: Duration::from_secs(options.sqs_delay_step_secs),
-        ..options.brokers.sqs()
-    });
+    let kafka = uses(Backend::Kafka).then(|| settings.kafka.clone());
+    let sqs = uses(Backend::Sqs).then(|| settings.sqs.clone());
     connected
         .with_missing(kafka, sqs)
         .await

@@ -24,7 +24,7 @@ pub async fn start_consumer_with(
     init_tracing();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     adjust(&mut options);
-    Consumer::start(&options, namespaces)
+    Consumer::start(&options.settings(), namespaces)
         .await
         .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
         .spawn()
@@ -40,7 +40,7 @@ fn init_tracing() {
 /// Starts a consumer in-process serving `feed`'s namespaces and applying its changes.
 pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> ConsumerHandle {
     init_tracing();
-    Consumer::start(&local_stack(), feed.namespaces().to_vec())
+    Consumer::start(&local_stack().settings(), feed.namespaces().to_vec())
         .await
         .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
         .spawn_following(Some(feed))

@@ -1,0 +1,29 @@
+//! What the consumer library runs on, apart from where it serves metrics and health: plain values
+//! the binary makes from its flags (`ConsumerOptions::settings`), or a test makes itself.
+
+use std::time::Duration;
+
+use wal_core::queue::kafka::KafkaSettings;
+use wal_core::queue::sqs::SqsSettings;
+
+use crate::clients::ClientSettings;
+
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    /// Where the targets' clusters are.
+    pub clients: ClientSettings,
+    /// The Kafka cluster of namespaces on Kafka.
+    pub kafka: KafkaSettings,
+    /// The SQS endpoint or region of namespaces on SQS, and its delay step.
+    pub sqs: SqsSettings,
+    /// Entries being applied or settled at once per queue.
+    pub max_in_flight: u32,
+    /// Entries per queue that may wait in memory for their deliver-at.
+    pub max_held: u32,
+    /// The longest one apply may take before it counts as a retryable failure.
+    pub apply_timeout: Duration,
+    /// How long shutdown waits for entries in progress.
+    pub shutdown_grace: Duration,
+    /// Create the queues of every namespace served (local use).
+    pub provision: bool,
+}
