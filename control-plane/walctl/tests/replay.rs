@@ -331,7 +331,6 @@ async fn corruption_drill(backend: Backend) {
     assert_eq!(cql.rows(&scratch_table).await, scratch);
 
     // What the source cannot hold is refused, not skipped.
-    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
     let (wrong_source, expected) = match backend {
         Backend::Kafka => ("archive", "keeps no archive"),
         Backend::Sqs => ("kafka", "SQS deletes what was consumed"),
@@ -349,17 +348,11 @@ async fn corruption_drill(backend: Backend) {
         ],
     )
     .await;
-    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
-    assert!(stderr(&wrong).contains(expected), "{}", stderr(&wrong));
+    assert_refused(&wrong, 2, expected);
     if backend == Backend::Sqs {
         // Before the archive was turned on (its first entry, in this test): named, refused.
         let before = walctl(&url, &["replay", "--namespace", &name, "--from", "1h"]).await;
-        assert_eq!(before.status.code(), Some(2), "{}", stderr(&before));
-        assert!(
-            stderr(&before).contains("when it was turned on"),
-            "{}",
-            stderr(&before)
-        );
+        assert_refused(&before, 2, "when it was turned on");
         // Turned off and on again: the archive holds nothing from before the last turn-on.
         apply_config(&mut registry, &plain).await;
         apply_config(&mut registry, &config).await;
@@ -375,12 +368,7 @@ async fn corruption_drill(backend: Backend) {
             ],
         )
         .await;
-        assert_eq!(gap.status.code(), Some(2), "{}", stderr(&gap));
-        assert!(
-            stderr(&gap).contains("when it was turned on"),
-            "{}",
-            stderr(&gap)
-        );
+        assert_refused(&gap, 2, "when it was turned on");
     }
 
     consumer.shutdown().await;
@@ -393,7 +381,6 @@ async fn bad_arguments_are_refused_with_what_to_do() {
     let (mut registry, url) = control_plane_at().await;
     let config = namespace_json(Backend::Kafka, 1, &cql_target("t"), "");
     let name = apply_config(&mut registry, &config).await.name;
-    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
 
     // (arguments after `replay --namespace`, exit code, what stderr names)
     let settings = r#"{"keyspace": "scratch", "tabel": "t"}"#;
@@ -457,8 +444,7 @@ async fn bad_arguments_are_refused_with_what_to_do() {
     let sqs = namespace_json(Backend::Sqs, 1, &cql_target("t"), "");
     let sqs_name = apply_config(&mut registry, &sqs).await.name;
     let on_sqs = walctl(&url, &["replay", "--namespace", &sqs_name, "--from", "1h"]).await;
-    assert_eq!(on_sqs.status.code(), Some(2));
-    assert!(stderr(&on_sqs).contains("archive"), "{}", stderr(&on_sqs));
+    assert_refused(&on_sqs, 2, "archive");
 }
 
 /// Retention stands in: the first record of every partition of `topic` goes.
@@ -506,7 +492,6 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
 
     trim_first_records(&topic).await;
 
-    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
     let refused = walctl(
         &url,
         &[
@@ -640,7 +625,6 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
     producer.shutdown().await;
     trim_first_records(&namespace.queues[0].name).await;
 
-    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
     let kafka_only = walctl(
         &url,
         &[
@@ -655,12 +639,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
         ],
     )
     .await;
-    assert_eq!(kafka_only.status.code(), Some(2), "{}", stderr(&kafka_only));
-    assert!(
-        stderr(&kafka_only).contains("cannot be replayed in full from Kafka"),
-        "{}",
-        stderr(&kafka_only)
-    );
+    assert_refused(&kafka_only, 2, "cannot be replayed in full from Kafka");
 
     let replayed = wal_testkit::Upstream::start(|_| 200).await;
     let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
@@ -774,4 +753,16 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
     }
     assert_eq!(first_seen, (0..12).collect::<Vec<u32>>(), "{bodies:?}");
     std::fs::remove_file(&checkpoint).unwrap();
+}
+
+/// What walctl said on standard error.
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// walctl exited with `code` and its error names `needle`.
+fn assert_refused(output: &Output, code: i32, needle: &str) {
+    let stderr = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
 }

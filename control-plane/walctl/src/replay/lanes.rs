@@ -27,7 +27,7 @@ const FAILED_IDS_SHOWN: usize = 20;
 #[derive(Debug)]
 pub struct Applier {
     /// The consumer's apply side: payload, target, timeout.
-    pub targets: wal_consumer::apply::Applier,
+    pub apply: wal_consumer::apply::Applier,
     pub namespace: Namespace,
     /// --target-kind/--target-settings: every entry goes there instead of its own target.
     pub target: Option<TargetSpec>,
@@ -236,7 +236,7 @@ impl Applier {
         let mut backoff = FIRST_BACKOFF;
         self.limiter.until_ready().await;
         for attempt in 1..=ATTEMPTS {
-            match self.targets.apply(&self.namespace, entry, spec, None).await {
+            match self.apply.apply(&self.namespace, entry, spec, None).await {
                 Ok(()) => return Ok(()),
                 Err(error) if error.is_retryable() && attempt < ATTEMPTS => {
                     tokio::time::sleep(backoff).await;

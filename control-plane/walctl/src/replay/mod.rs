@@ -316,7 +316,7 @@ fn applier(
     let targets = TargetRegistry::builtin(Arc::clone(&clients));
     let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
     Applier {
-        targets: wal_consumer::apply::Applier::new(targets, clients, replay.apply_timeout),
+        apply: wal_consumer::apply::Applier::new(targets, clients, replay.apply_timeout),
         namespace: namespace.clone(),
         target,
         default_target: namespace
