@@ -17,17 +17,7 @@ const HEALTH_SERVICE: &str = "wal.consumer";
 async fn main() -> ExitCode {
     process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ConsumerOptions::parse();
-    let feed = match process::open_feed("wal-consumer", options.source()).await {
-        Ok(feed) => feed,
-        Err(code) => return code,
-    };
-    match run(options, feed).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("wal-consumer: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    process::run_on_feed("wal-consumer", options.source(), |feed| run(options, feed)).await
 }
 
 async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {

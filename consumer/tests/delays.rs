@@ -18,6 +18,10 @@ use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 use wal_testkit::{Received, Upstream, eventually, start_consumer_with, write_true};
 use wal_testkit::{TestProducer, kafka_log, namespace_json, namespace_with_target, unique};
 
+wal_testkit::on_each_backend! {
+    entries_are_never_early_across_a_consumer_kill_and_restart => never_early_across_a_kill;
+}
+
 fn delayed_write(namespace: &str, key: &str, delay_millis: i64) -> WriteToLogRequest {
     WriteToLogRequest {
         namespace: namespace.to_owned(),
@@ -106,16 +110,6 @@ async fn never_early_across_a_kill(backend: Backend) {
     second.wait().unwrap();
     assert_eq!(early_arrivals(&arrived), Vec::<String>::new(), "none early");
     producer.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kafka_entries_are_never_early_across_a_consumer_kill_and_restart() {
-    never_early_across_a_kill(Backend::Kafka).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqs_entries_are_never_early_across_a_consumer_kill_and_restart() {
-    never_early_across_a_kill(Backend::Sqs).await;
 }
 
 /// With the SQS step shortened to 2 s, a 15 s delay takes several steps (each a copy put back

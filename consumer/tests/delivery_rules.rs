@@ -15,6 +15,10 @@ use wal_testkit::{
 };
 use wal_testkit::{TestProducer, delayed, namespace_with_target, write};
 
+wal_testkit::on_each_backend! {
+    never_delivers_before_deliver_at => never_delivered_before_deliver_at;
+}
+
 const LIMIT: Duration = Duration::from_secs(60);
 const RETRY_THRICE: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 1000, "multiplier": 2.0, "max_backoff_ms": 10000, "jitter": 0.0}"#;
 
@@ -220,16 +224,6 @@ async fn never_delivered_before_deliver_at(backend: Backend) {
     }
     consumer.shutdown().await;
     producer.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kafka_never_delivers_before_deliver_at() {
-    never_delivered_before_deliver_at(Backend::Kafka).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqs_never_delivers_before_deliver_at() {
-    never_delivered_before_deliver_at(Backend::Sqs).await;
 }
 
 /// A namespace that keeps an archive: an entry is acknowledged only once it is archived. With

@@ -14,6 +14,10 @@ use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 use wal_testkit::{Cql, Upstream, cql_target, eventually, put, start_consumer, write_true};
 use wal_testkit::{TestProducer, namespace_with_target, unique, write};
 
+wal_testkit::on_each_backend! {
+    writes_reach_cassandra_with_their_original_time => writes_reach_cassandra_with_their_original_time;
+}
+
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn written_at(request: WriteToLogRequest, original_micros: i64) -> WriteToLogRequest {
@@ -60,16 +64,6 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
     }
     consumer.shutdown().await;
     producer.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kafka_writes_reach_cassandra_with_their_original_time() {
-    writes_reach_cassandra_with_their_original_time(Backend::Kafka).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqs_writes_reach_cassandra_with_their_original_time() {
-    writes_reach_cassandra_with_their_original_time(Backend::Sqs).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

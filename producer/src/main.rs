@@ -14,17 +14,7 @@ use wal_producer::{Producer, ProducerOptions, metrics};
 async fn main() -> ExitCode {
     process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ProducerOptions::parse();
-    let feed = match process::open_feed("wal-producer", options.source()).await {
-        Ok(feed) => feed,
-        Err(code) => return code,
-    };
-    match run(options, feed).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("wal-producer: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    process::run_on_feed("wal-producer", options.source(), |feed| run(options, feed)).await
 }
 
 async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {

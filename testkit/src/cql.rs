@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
+use crate::cql_rows;
 use crate::stack::{cql_nodes, unique};
 
 /// The keyspace the tests' tables live in.
@@ -36,26 +37,15 @@ impl Cql {
     /// A new table `(id text PRIMARY KEY, value text)`.
     pub async fn table(&self) -> String {
         let name = unique("t").replace('-', "_");
-        self.session
-            .query_unpaged(
-                format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)"),
-                &[],
-            )
-            .await
-            .unwrap();
+        cql_rows::table(&self.session, &name).await;
         name
     }
 
     /// Every row of a [`Cql::table`] as id -> value.
     pub async fn rows(&self, table: &str) -> BTreeMap<String, Option<String>> {
-        let result = self
-            .session
-            .query_unpaged(format!("SELECT id, value FROM {KEYSPACE}.{table}"), &[])
+        let select = format!("SELECT id, value FROM {KEYSPACE}.{table}");
+        cql_rows::select(&self.session, select, ())
             .await
-            .unwrap()
-            .into_rows_result()
-            .unwrap();
-        result
             .rows::<(String, Option<String>)>()
             .unwrap()
             .map(Result::unwrap)
@@ -64,17 +54,9 @@ impl Cql {
 
     /// The write time of a row's value.
     pub async fn writetime(&self, table: &str, id: &str) -> Option<i64> {
-        let result = self
-            .session
-            .query_unpaged(
-                format!("SELECT WRITETIME(value) FROM {KEYSPACE}.{table} WHERE id = ?"),
-                (id,),
-            )
+        let select = format!("SELECT WRITETIME(value) FROM {KEYSPACE}.{table} WHERE id = ?");
+        cql_rows::select(&self.session, select, (id,))
             .await
-            .unwrap()
-            .into_rows_result()
-            .unwrap();
-        result
             .maybe_first_row::<(Option<i64>,)>()
             .unwrap()
             .and_then(|(t,)| t)
@@ -84,13 +66,6 @@ impl Cql {
 impl Cql {
     /// How many rows a table holds (cheaper than reading them while a test polls).
     pub async fn count(&self, table: &str) -> i64 {
-        let result = self
-            .session
-            .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{table}"), &[])
-            .await
-            .unwrap()
-            .into_rows_result()
-            .unwrap();
-        result.first_row::<(i64,)>().unwrap().0
+        cql_rows::count(&self.session, table).await
     }
 }

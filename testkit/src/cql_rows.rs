@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use scylla::client::session::Session;
+use scylla::response::query_result::QueryRowsResult;
+use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
 use wal_core::entry::{self, Body, Entry, Target};
 
@@ -82,13 +84,26 @@ pub async fn table(session: &Session, name: &str) {
 }
 
 pub async fn count(session: &Session, name: &str) -> i64 {
-    let rows = session
-        .query_unpaged(format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}"), &[])
+    let query = format!("SELECT COUNT(*) FROM {KEYSPACE}.{name}");
+    select(session, query, ())
+        .await
+        .first_row::<(i64,)>()
+        .unwrap()
+        .0
+}
+
+/// The rows `query` selects with `values`.
+pub async fn select(
+    session: &Session,
+    query: String,
+    values: impl SerializeRow,
+) -> QueryRowsResult {
+    session
+        .query_unpaged(query, values)
         .await
         .unwrap()
         .into_rows_result()
-        .unwrap();
-    rows.first_row::<(i64,)>().unwrap().0
+        .unwrap()
 }
 
 /// Writes rows `0..entries` with `insert`, `concurrency` at a time, each with write time

@@ -13,6 +13,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod backends;
 pub mod stack;
 
 #[cfg(feature = "fleet")]
@@ -38,6 +39,8 @@ pub use stack::{
     Restart, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap, memcached,
     refusing_address, sqs_endpoint, stack, unique,
 };
+/// The queue backends, for [`on_each_backend!`] and the tests that name one.
+pub use wal_core::queue::Backend;
 
 #[cfg(feature = "fleet")]
 pub use consumer::{

@@ -31,16 +31,39 @@ struct Kind {
     endpoint: Endpoint,
 }
 
-/// Per kind, by settings JSON; looked up by `&str` so a hit allocates nothing.
-type BySettings<T> = HashMap<String, HashMap<String, T>>;
+/// What was made for a target spec, per kind and settings JSON, kept up to
+/// [`MAX_CACHED_TARGETS`]; looked up by `&str` so a hit allocates nothing.
+struct BySpec<T>(Mutex<HashMap<String, HashMap<String, T>>>);
+
+impl<T: Clone> BySpec<T> {
+    fn new() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+
+    fn get(&self, spec: &TargetSpec) -> Option<T> {
+        let kept = self.0.lock().ok()?;
+        kept.get(&spec.kind)?.get(&spec.settings_json).cloned()
+    }
+
+    /// Keeps `value` for `spec`, unless the cap is reached.
+    fn keep(&self, spec: &TargetSpec, value: &T) {
+        if let Ok(mut kept) = self.0.lock()
+            && kept.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
+        {
+            kept.entry(spec.kind.clone())
+                .or_default()
+                .insert(spec.settings_json.clone(), value.clone());
+        }
+    }
+}
 
 pub struct TargetRegistry {
     kinds: HashMap<&'static str, Kind>,
     clients: Arc<Clients>,
-    built: Mutex<BySettings<Arc<dyn Target>>>,
+    built: BySpec<Arc<dyn Target>>,
     breakers: Breakers,
     /// Which breaker a target's settings go to, kept as targets are.
-    breaker_of: Mutex<BySettings<Arc<Breaker>>>,
+    breaker_of: BySpec<Arc<Breaker>>,
 }
 
 impl fmt::Debug for TargetRegistry {
@@ -67,9 +90,9 @@ impl TargetRegistry {
         Self {
             kinds: HashMap::new(),
             clients,
-            built: Mutex::new(HashMap::new()),
+            built: BySpec::new(),
             breakers: Breakers::default(),
-            breaker_of: Mutex::new(HashMap::new()),
+            breaker_of: BySpec::new(),
         }
     }
 
@@ -94,12 +117,8 @@ impl TargetRegistry {
     /// The breaker of the endpoint an entry's target lives at; `None` for a kind or settings
     /// that cannot be delivered (their apply fails for good) or past the breakers' bound.
     pub fn breaker(&self, spec: &TargetSpec) -> Option<Arc<Breaker>> {
-        if let Ok(cached) = self.breaker_of.lock()
-            && let Some(breaker) = cached
-                .get(&spec.kind)
-                .and_then(|by_settings| by_settings.get(&spec.settings_json))
-        {
-            return Some(Arc::clone(breaker));
+        if let Some(breaker) = self.breaker_of.get(spec) {
+            return Some(breaker);
         }
         let kind = self.kinds.get(spec.kind.as_str())?;
         if spec.settings_json.len() > MAX_SETTINGS_BYTES {
@@ -108,14 +127,7 @@ impl TargetRegistry {
         let breaker = self
             .breakers
             .get(&(kind.endpoint)(&spec.settings_json, &self.clients)?)?;
-        if let Ok(mut cached) = self.breaker_of.lock()
-            && cached.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
-        {
-            cached
-                .entry(spec.kind.clone())
-                .or_default()
-                .insert(spec.settings_json.clone(), Arc::clone(&breaker));
-        }
+        self.breaker_of.keep(spec, &breaker);
         Some(breaker)
     }
 
@@ -130,7 +142,7 @@ impl TargetRegistry {
 
     /// The target an entry names, made on first use and reused after.
     pub async fn resolve(&self, spec: &TargetSpec) -> Result<Arc<dyn Target>, TargetError> {
-        if let Some(target) = self.cached(spec) {
+        if let Some(target) = self.built.get(spec) {
             return Ok(target);
         }
         let Some(kind) = self.kinds.get(spec.kind.as_str()) else {
@@ -148,20 +160,8 @@ impl TargetRegistry {
             )));
         }
         let target = (kind.build)(&spec.settings_json, Arc::clone(&self.clients)).await?;
-        if let Ok(mut built) = self.built.lock()
-            && built.values().map(HashMap::len).sum::<usize>() < MAX_CACHED_TARGETS
-        {
-            built
-                .entry(spec.kind.clone())
-                .or_default()
-                .insert(spec.settings_json.clone(), Arc::clone(&target));
-        }
+        self.built.keep(spec, &target);
         Ok(target)
-    }
-
-    fn cached(&self, spec: &TargetSpec) -> Option<Arc<dyn Target>> {
-        let built = self.built.lock().ok()?;
-        built.get(&spec.kind)?.get(&spec.settings_json).cloned()
     }
 }
 

@@ -11,16 +11,19 @@ use std::process::Output;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use tonic::transport::Channel;
 use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
-use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-use wal_proto::v1::{Trilean, WriteToLogRequest};
+use wal_proto::v1::WriteToLogRequest;
 use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer, write_true};
 use wal_testkit::{TestProducer, namespace_json, write};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
 type Rows = BTreeMap<String, Option<String>>;
+
+/// `replay --namespace NAME --from FROM`, then `more`.
+fn replay_args<'a>(name: &'a str, from: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    [&["replay", "--namespace", name, "--from", from][..], more].concat()
+}
 
 /// The entries of the drill's range that a replay applies: every write after the backup but the
 /// offending one.
@@ -40,6 +43,27 @@ async fn mutate(
     write_true(&producer.client, request).await
 }
 
+/// Writes `value` to row `id` and records it in each of `rows`.
+async fn put_row<const N: usize>(
+    producer: &mut TestProducer,
+    namespace: &str,
+    id: &str,
+    value: &str,
+    rows: [&mut Rows; N],
+) {
+    mutate(producer, namespace, id, put(id, value)).await;
+    for rows in rows {
+        rows.insert(id.to_owned(), Some(value.to_owned()));
+    }
+}
+
+/// A checkpoint path of the test's own, and the same as an argument.
+fn checkpoint_file() -> (std::path::PathBuf, String) {
+    let path = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("replay")));
+    let argument = path.display().to_string();
+    (path, argument)
+}
+
 async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     eventually(
         Duration::from_secs(60),
@@ -49,32 +73,62 @@ async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     .await;
 }
 
-/// A namespace on `backend` that keeps an archive and delivers to `delivered`, applied to the
-/// control plane, with a producer and a consumer running. Returns once the consumer's archiving
-/// crew delivered a first entry: the archive holds what is written from then on.
-async fn archiving_namespace(
-    registry: &mut NamespaceRegistryClient<Channel>,
-    backend: Backend,
-    delivered: &wal_testkit::Upstream,
-) -> (Namespace, TestProducer, ConsumerHandle) {
-    let config = with_archive(&namespace_json(backend, 1, &delivered.target(), ""));
-    let namespace = apply_config(registry, &config).await;
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
-    mutate(
-        &mut producer,
-        &namespace.name,
-        "warm-up",
-        b"warm-up".to_vec(),
-    )
-    .await;
-    eventually(
-        Duration::from_secs(60),
-        "the consumer's first delivery",
-        || async { (delivered.count() >= 1).then_some(()) },
-    )
-    .await;
-    (namespace, producer, consumer)
+/// A namespace that keeps an archive and delivers to `delivered`, applied to a control plane
+/// at `url`, with a producer and a consumer running.
+struct Archiving {
+    url: String,
+    namespace: Namespace,
+    producer: TestProducer,
+    consumer: ConsumerHandle,
+    delivered: wal_testkit::Upstream,
+}
+
+impl Archiving {
+    /// Returns once the consumer's archiving crew delivered a first entry: the archive holds
+    /// what is written from then on.
+    async fn start(backend: Backend) -> Self {
+        let (mut registry, url) = control_plane_at().await;
+        let delivered = wal_testkit::Upstream::start(|_| 200).await;
+        let config = with_archive(&namespace_json(backend, 1, &delivered.target(), ""));
+        let namespace = apply_config(&mut registry, &config).await;
+        let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+        let consumer = start_consumer(vec![namespace.clone()]).await;
+        mutate(&mut producer, &namespace.name, "warm-up", b"w".to_vec()).await;
+        eventually(
+            Duration::from_secs(60),
+            "the consumer's first delivery",
+            || async { (delivered.count() >= 1).then_some(()) },
+        )
+        .await;
+        Self {
+            url,
+            namespace,
+            producer,
+            consumer,
+            delivered,
+        }
+    }
+
+    /// Waits until the upstream received `count` entries (the consumer acknowledges, and so
+    /// archives, each only once it is delivered), then stops the producer and the consumer.
+    async fn stop_once_delivered(mut self, count: usize) -> (String, Namespace) {
+        eventually(
+            Duration::from_secs(60),
+            "the consumer to deliver (and archive) every entry",
+            || async { (self.delivered.count() >= count).then_some(()) },
+        )
+        .await;
+        self.consumer.shutdown().await;
+        self.producer.shutdown().await;
+        (self.url, self.namespace)
+    }
+}
+
+/// An upstream recording what a replay sends it, and the http target settings that name it.
+async fn replay_upstream() -> (wal_testkit::Upstream, String) {
+    let upstream = wal_testkit::Upstream::start(|_| 200).await;
+    let settings = format!(r#"{{"url": "{}"}}"#, upstream.url);
+    (upstream, settings)
 }
 
 /// Runs walctl with `args` until its checkpoint says 3 or more were applied, kills it, and
@@ -111,15 +165,11 @@ fn with_archive(config: &str) -> String {
     config.to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_corruption_drill_restores_every_write_but_the_offending_one() {
-    corruption_drill(Backend::Kafka).await;
-}
-
-/// SQS deletes what was consumed: the namespace keeps an archive, and the replay reads it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_corruption_drill_on_sqs_replays_from_the_archive() {
-    corruption_drill(Backend::Sqs).await;
+wal_testkit::on_each_backend! {
+    /// The corruption drill restores every write but the offending one. On Kafka the replay reads
+    /// the topic; SQS deletes what was consumed, so there the namespace keeps an archive, and the
+    /// replay reads it.
+    the_corruption_drill_restores_every_write_but_the_offending_one => corruption_drill;
 }
 
 async fn corruption_drill(backend: Backend) {
@@ -139,9 +189,14 @@ async fn corruption_drill(backend: Backend) {
     // Before the backup.
     let mut oracle = Rows::new();
     for i in 0..20 {
-        let id = format!("row-{i}");
-        mutate(&mut producer, &name, &id, put(&id, "first")).await;
-        oracle.insert(id, Some("first".to_owned()));
+        put_row(
+            &mut producer,
+            &name,
+            &format!("row-{i}"),
+            "first",
+            [&mut oracle],
+        )
+        .await;
     }
     applied(&cql, &table, &oracle).await;
 
@@ -160,17 +215,12 @@ async fn corruption_drill(backend: Backend) {
     let mut after = oracle.clone();
     let mut scratch = Rows::new();
     for i in 0..5 {
-        let id = format!("row-{i}");
-        mutate(&mut producer, &name, &id, put(&id, "second")).await;
-        oracle.insert(id.clone(), Some("second".to_owned()));
-        after.insert(id.clone(), Some("second".to_owned()));
-        scratch.insert(id, Some("second".to_owned()));
+        let all = [&mut oracle, &mut after, &mut scratch];
+        put_row(&mut producer, &name, &format!("row-{i}"), "second", all).await;
     }
     // A key written twice in the range: the later value wins.
-    mutate(&mut producer, &name, "row-0", put("row-0", "second-b")).await;
-    for rows in [&mut oracle, &mut after, &mut scratch] {
-        rows.insert("row-0".to_owned(), Some("second-b".to_owned()));
-    }
+    let all = [&mut oracle, &mut after, &mut scratch];
+    put_row(&mut producer, &name, "row-0", "second-b", all).await;
     for i in 5..7 {
         let id = format!("row-{i}");
         mutate(&mut producer, &name, &id, delete(&id)).await;
@@ -178,22 +228,16 @@ async fn corruption_drill(backend: Backend) {
         after.remove(&id);
     }
     for i in 20..25 {
-        let id = format!("row-{i}");
-        mutate(&mut producer, &name, &id, put(&id, "new")).await;
-        oracle.insert(id.clone(), Some("new".to_owned()));
-        after.insert(id.clone(), Some("new".to_owned()));
-        scratch.insert(id, Some("new".to_owned()));
+        let all = [&mut oracle, &mut after, &mut scratch];
+        put_row(&mut producer, &name, &format!("row-{i}"), "new", all).await;
     }
     let offending = mutate(&mut producer, &name, "row-9", put("row-9", "garbage")).await;
     after.insert("row-9".to_owned(), Some("garbage".to_owned()));
-    mutate(&mut producer, &name, "row-10", put("row-10", "third")).await;
+    let all = [&mut oracle, &mut after, &mut scratch];
+    put_row(&mut producer, &name, "row-10", "third", all).await;
     // A later write of the offending key still counts: only the offending entry is left out.
-    mutate(&mut producer, &name, "row-9", put("row-9", "mended")).await;
-    for (id, value) in [("row-10", "third"), ("row-9", "mended")] {
-        for rows in [&mut oracle, &mut after, &mut scratch] {
-            rows.insert(id.to_owned(), Some(value.to_owned()));
-        }
-    }
+    let all = [&mut oracle, &mut after, &mut scratch];
+    put_row(&mut producer, &name, "row-9", "mended", all).await;
     applied(&cql, &table, &after).await;
 
     // Corrupted, then restored from the backup (with the backup's write times).
@@ -223,18 +267,11 @@ async fn corruption_drill(backend: Backend) {
     let dry = json_of(
         &walctl(
             &url,
-            &[
-                "replay",
-                "--namespace",
+            &replay_args(
                 &name,
-                "--from",
                 &backup_at,
-                "--exclude-id",
-                &offending,
-                "--dry-run",
-                "-o",
-                "json",
-            ],
+                &["--exclude-id", &offending, "--dry-run", "-o", "json"],
+            ),
         )
         .await,
     );
@@ -246,25 +283,23 @@ async fn corruption_drill(backend: Backend) {
     assert_eq!(cql.rows(&table).await, restored);
 
     // The replay, interrupted once and run again.
-    let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("replay")));
-    let checkpoint_arg = checkpoint.display().to_string();
-    let args = [
-        "replay",
-        "--namespace",
+    let (checkpoint, checkpoint_arg) = checkpoint_file();
+    let args = replay_args(
         &name,
-        "--from",
         &backup_at,
-        "--exclude-id",
-        &offending,
-        "--rate",
-        "4",
-        "--concurrency",
-        "2",
-        "--checkpoint",
-        &checkpoint_arg,
-        "-o",
-        "json",
-    ];
+        &[
+            "--exclude-id",
+            &offending,
+            "--rate",
+            "4",
+            "--concurrency",
+            "2",
+            "--checkpoint",
+            &checkpoint_arg,
+            "-o",
+            "json",
+        ],
+    );
     let done_by_first = killed_after_three(&url, &args, &checkpoint).await;
     let second = json_of(&walctl(&url, &args).await);
     let resumed = second["applied"].as_u64().unwrap();
@@ -286,24 +321,23 @@ async fn corruption_drill(backend: Backend) {
     // Once the table exists, the same command applies them all: failures are not passed over.
     let scratch_table = wal_testkit::unique("scratch").replace('-', "_");
     let settings = format!(r#"{{"keyspace": "{KEYSPACE}", "table": "{scratch_table}"}}"#);
-    let scratch_args = [
-        "replay",
-        "--namespace",
+    let scratch_args = replay_args(
         &name,
-        "--from",
         &backup_at,
-        "--exclude-id",
-        &offending,
-        "--target-kind",
-        "cql",
-        "--target-settings",
-        &settings,
-        "--checkpoint",
-        &checkpoint_arg,
-        "--from-start",
-        "-o",
-        "json",
-    ];
+        &[
+            "--exclude-id",
+            &offending,
+            "--target-kind",
+            "cql",
+            "--target-settings",
+            &settings,
+            "--checkpoint",
+            &checkpoint_arg,
+            "--from-start",
+            "-o",
+            "json",
+        ],
+    );
     let failed = walctl(&url, &scratch_args).await;
     assert_eq!(
         failed.status.code(),
@@ -337,37 +371,18 @@ async fn corruption_drill(backend: Backend) {
     };
     let wrong = walctl(
         &url,
-        &[
-            "replay",
-            "--namespace",
-            &name,
-            "--from",
-            &backup_at,
-            "--source",
-            wrong_source,
-        ],
+        &replay_args(&name, &backup_at, &["--source", wrong_source]),
     )
     .await;
     assert_refused(&wrong, 2, expected);
     if backend == Backend::Sqs {
         // Before the archive was turned on (its first entry, in this test): named, refused.
-        let before = walctl(&url, &["replay", "--namespace", &name, "--from", "1h"]).await;
+        let before = walctl(&url, &replay_args(&name, "1h", &[])).await;
         assert_refused(&before, 2, "when it was turned on");
         // Turned off and on again: the archive holds nothing from before the last turn-on.
         apply_config(&mut registry, &plain).await;
         apply_config(&mut registry, &config).await;
-        let gap = walctl(
-            &url,
-            &[
-                "replay",
-                "--namespace",
-                &name,
-                "--from",
-                &backup_at,
-                "--dry-run",
-            ],
-        )
-        .await;
+        let gap = walctl(&url, &replay_args(&name, &backup_at, &["--dry-run"])).await;
         assert_refused(&gap, 2, "when it was turned on");
     }
 
@@ -443,7 +458,7 @@ async fn bad_arguments_are_refused_with_what_to_do() {
 
     let sqs = namespace_json(Backend::Sqs, 1, &cql_target("t"), "");
     let sqs_name = apply_config(&mut registry, &sqs).await.name;
-    let on_sqs = walctl(&url, &["replay", "--namespace", &sqs_name, "--from", "1h"]).await;
+    let on_sqs = walctl(&url, &replay_args(&sqs_name, "1h", &[])).await;
     assert_refused(&on_sqs, 2, "archive");
 }
 
@@ -494,14 +509,7 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
 
     let refused = walctl(
         &url,
-        &[
-            "replay",
-            "--namespace",
-            &namespace.name,
-            "--from",
-            &before_writes,
-            "--dry-run",
-        ],
+        &replay_args(&namespace.name, &before_writes, &["--dry-run"]),
     )
     .await;
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
@@ -515,16 +523,7 @@ async fn a_range_retention_trimmed_is_refused_naming_what_is_gone() {
     // From after what is gone, the range is whole.
     let later = walctl(
         &url,
-        &[
-            "replay",
-            "--namespace",
-            &namespace.name,
-            "--from",
-            &after_writes,
-            "--dry-run",
-            "-o",
-            "json",
-        ],
+        &replay_args(&namespace.name, &after_writes, &["--dry-run", "-o", "json"]),
     )
     .await;
     assert_eq!(json_of(&later)["would_apply"], 0);
@@ -540,35 +539,43 @@ async fn one_keys_entries_reach_an_http_target_in_the_order_they_were_written() 
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
     let keys = ["alpha", "beta", "gamma", "delta"];
-    for seq in 0..10 {
-        for key in keys {
-            let payload = format!("{key} {seq}").into_bytes();
-            mutate(&mut producer, &namespace.name, key, payload).await;
-        }
-    }
+    write_keys_in_order(&mut producer, &namespace.name, &keys, 10).await;
     producer.shutdown().await;
 
     let report = json_of(
         &walctl(
             &url,
-            &[
-                "replay",
-                "--namespace",
+            &replay_args(
                 &namespace.name,
-                "--from",
                 &from,
-                "--concurrency",
-                "8",
-                "--from-start",
-                "-o",
-                "json",
-            ],
+                &["--concurrency", "8", "--from-start", "-o", "json"],
+            ),
         )
         .await,
     );
     assert_eq!(report["applied"], 40, "{report:#}");
     assert_eq!(report["keys"], 4, "{report:#}");
     each_key_once_in_order(&upstream, &keys, 10);
+}
+
+/// Writes `"KEY SEQ"` for each of `keys`, SEQ 0 to `per_key - 1`, each key under its own key.
+async fn write_keys_in_order(
+    producer: &mut TestProducer,
+    namespace: &str,
+    keys: &[&str],
+    per_key: u32,
+) {
+    for seq in 0..per_key {
+        for key in keys {
+            mutate(
+                producer,
+                namespace,
+                key,
+                format!("{key} {seq}").into_bytes(),
+            )
+            .await;
+        }
+    }
 }
 
 /// `upstream` received each of `keys`' bodies `"KEY SEQ"` once, SEQ 0 to `per_key - 1` in order.
@@ -601,66 +608,39 @@ fn each_key_once_in_order(upstream: &wal_testkit::Upstream, keys: &[&str], per_k
 /// reads the range from the archive instead, each key's entries still in their written order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order() {
-    let (mut registry, url) = control_plane_at().await;
-    let delivered = wal_testkit::Upstream::start(|_| 200).await;
-    let (namespace, mut producer, consumer) =
-        archiving_namespace(&mut registry, Backend::Kafka, &delivered).await;
-    let name = namespace.name.clone();
+    let mut archiving = Archiving::start(Backend::Kafka).await;
+    let name = archiving.namespace.name.clone();
     let from = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
     let keys = ["alpha", "beta", "gamma", "delta"];
-    for seq in 0..6 {
-        for key in keys {
-            let payload = format!("{key} {seq}").into_bytes();
-            mutate(&mut producer, &name, key, payload).await;
-        }
-    }
-    // Acknowledged only once archived: all delivered means all archived.
-    eventually(
-        Duration::from_secs(60),
-        "the consumer to deliver every entry",
-        || async { (delivered.count() >= 25).then_some(()) },
-    )
-    .await;
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    write_keys_in_order(&mut archiving.producer, &name, &keys, 6).await;
+    let (url, namespace) = archiving.stop_once_delivered(25).await;
     trim_first_records(&namespace.queues[0].name).await;
 
     let kafka_only = walctl(
         &url,
-        &[
-            "replay",
-            "--namespace",
-            &name,
-            "--from",
-            &from,
-            "--source",
-            "kafka",
-            "--dry-run",
-        ],
+        &replay_args(&name, &from, &["--source", "kafka", "--dry-run"]),
     )
     .await;
     assert_refused(&kafka_only, 2, "cannot be replayed in full from Kafka");
 
-    let replayed = wal_testkit::Upstream::start(|_| 200).await;
-    let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
+    let (replayed, settings) = replay_upstream().await;
     let output = walctl(
         &url,
-        &[
-            "replay",
-            "--namespace",
+        &replay_args(
             &name,
-            "--from",
             &from,
-            "--concurrency",
-            "8",
-            "--target-kind",
-            "http",
-            "--target-settings",
-            &settings,
-            "--from-start",
-            "-o",
-            "json",
-        ],
+            &[
+                "--concurrency",
+                "8",
+                "--target-kind",
+                "http",
+                "--target-settings",
+                &settings,
+                "--from-start",
+                "-o",
+                "json",
+            ],
+        ),
     )
     .await;
     assert!(
@@ -678,11 +658,8 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
 /// part way and run again applies every one of them, in order, and leaves none out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_write_time() {
-    let (mut registry, url) = control_plane_at().await;
-    let delivered = wal_testkit::Upstream::start(|_| 200).await;
-    let (namespace, mut producer, consumer) =
-        archiving_namespace(&mut registry, Backend::Sqs, &delivered).await;
-    let name = namespace.name.clone();
+    let archiving = Archiving::start(Backend::Sqs).await;
+    let name = archiving.namespace.name.clone();
     let written = wal_core::entry::now_micros() + 1_000;
     for seq in 0..12 {
         let mut request = WriteToLogRequest {
@@ -693,45 +670,34 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
             .lifecycle
             .get_or_insert_default()
             .original_write_time_micros = written;
-        let answer = producer.client.write_to_log(request).await.unwrap();
-        assert_eq!(answer.into_inner().durable(), Trilean::True);
+        write_true(&archiving.producer.client, request).await;
     }
-    eventually(
-        Duration::from_secs(60),
-        "the consumer to deliver (and archive) every entry",
-        || async { (delivered.count() >= 13).then_some(()) },
-    )
-    .await;
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    let (url, _) = archiving.stop_once_delivered(13).await;
 
-    let replayed = wal_testkit::Upstream::start(|_| 200).await;
-    let settings = format!(r#"{{"url": "{}"}}"#, replayed.url);
+    let (replayed, settings) = replay_upstream().await;
     let from = humantime::format_rfc3339_micros(
         SystemTime::UNIX_EPOCH + Duration::from_micros(u64::try_from(written).unwrap()),
     )
     .to_string();
-    let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("replay")));
-    let checkpoint_arg = checkpoint.display().to_string();
-    let args = [
-        "replay",
-        "--namespace",
+    let (checkpoint, checkpoint_arg) = checkpoint_file();
+    let args = replay_args(
         &name,
-        "--from",
         &from,
-        "--rate",
-        "3",
-        "--concurrency",
-        "1",
-        "--target-kind",
-        "http",
-        "--target-settings",
-        &settings,
-        "--checkpoint",
-        &checkpoint_arg,
-        "-o",
-        "json",
-    ];
+        &[
+            "--rate",
+            "3",
+            "--concurrency",
+            "1",
+            "--target-kind",
+            "http",
+            "--target-settings",
+            &settings,
+            "--checkpoint",
+            &checkpoint_arg,
+            "-o",
+            "json",
+        ],
+    );
     killed_after_three(&url, &args, &checkpoint).await;
     let second = json_of(&walctl(&url, &args).await);
     assert_eq!(second["failed"], serde_json::json!({}), "{second:#}");

@@ -6,6 +6,7 @@ mod flags;
 mod grpc;
 mod telemetry;
 
+use std::future::Future;
 use std::process::ExitCode;
 
 use wal_namespaces::feed::{Feed, FeedError, Source};
@@ -25,6 +26,29 @@ pub async fn open_feed(binary: &str, source: Source) -> Result<Feed, ExitCode> {
             FeedError::Unreachable(_) => 1,
         })
     })
+}
+
+/// A feed-following service's life after its flags are parsed: opens the feed it starts from
+/// (see [`open_feed`]), runs `run` on it, and turns the outcome into the exit code, an error
+/// said on stderr with its causes, prefixed with the binary's name.
+pub async fn run_on_feed<Run, Ran, E>(binary: &str, source: Source, run: Run) -> ExitCode
+where
+    Run: FnOnce(Feed) -> Ran,
+    Ran: Future<Output = Result<(), E>>,
+    // `{:#}` of an anyhow::Error says its causes too.
+    E: std::fmt::Display,
+{
+    let feed = match open_feed(binary, source).await {
+        Ok(feed) => feed,
+        Err(code) => return code,
+    };
+    match run(feed).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{binary}: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Completes on Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod), so a binary can

@@ -61,6 +61,40 @@ impl EnqueueError {
     }
 }
 
+/// The queue an enqueue was writing to: makes that enqueue's errors, each naming it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnqueueTo<'a> {
+    pub backend: Backend,
+    pub queue: &'a str,
+}
+
+impl EnqueueTo<'_> {
+    pub(crate) fn too_large(self, size: usize, limit: usize) -> EnqueueError {
+        EnqueueError::TooLarge {
+            backend: self.backend,
+            queue: self.queue.to_owned(),
+            size,
+            limit,
+        }
+    }
+
+    pub(crate) fn not_stored(self, reason: String) -> EnqueueError {
+        EnqueueError::NotStored {
+            backend: self.backend,
+            queue: self.queue.to_owned(),
+            reason,
+        }
+    }
+
+    pub(crate) fn unknown(self, reason: String) -> EnqueueError {
+        EnqueueError::Unknown {
+            backend: self.backend,
+            queue: self.queue.to_owned(),
+            reason,
+        }
+    }
+}
+
 /// Which queue operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {

@@ -21,6 +21,7 @@ use bytes::Bytes;
 
 use crate::entry::{self, CodecError, Entry, ErrorClass};
 pub use backends::Backends;
+use error::EnqueueTo;
 pub use error::{Durability, EnqueueError, Operation, QueueError};
 
 /// The broker a queue lives on, as the namespace model names it.

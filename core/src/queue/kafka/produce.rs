@@ -6,6 +6,7 @@ use rdkafka::producer::FutureRecord;
 use super::{Backend, Durability, EnqueueError};
 use super::{KEY_LIMIT_BYTES, KafkaQueue, classify};
 use crate::entry::{self, Entry};
+use crate::queue::EnqueueTo;
 
 /// How often `produce` sends a record again after librdkafka reported it delivered without an
 /// offset, before answering that it may not be stored.
@@ -25,24 +26,14 @@ impl KafkaQueue {
             &entry.key
         };
         let size = value.len();
+        let to = EnqueueTo {
+            backend: Backend::Kafka,
+            queue: topic,
+        };
         if size > limit {
-            return Err(EnqueueError::TooLarge {
-                backend: Backend::Kafka,
-                queue: topic.to_owned(),
-                size,
-                limit,
-            });
+            return Err(to.too_large(size, limit));
         }
-        let not_stored = |reason: String| EnqueueError::NotStored {
-            backend: Backend::Kafka,
-            queue: topic.to_owned(),
-            reason,
-        };
-        let unknown = |reason: String| EnqueueError::Unknown {
-            backend: Backend::Kafka,
-            queue: topic.to_owned(),
-            reason,
-        };
+        let (not_stored, unknown) = (|r| to.not_stored(r), |r| to.unknown(r));
         if key.len() > KEY_LIMIT_BYTES {
             return Err(not_stored(format!(
                 "partition key of {} bytes is longer than {KEY_LIMIT_BYTES} bytes",

@@ -27,8 +27,8 @@ use tokio::sync::OnceCell;
 
 use super::delay::{SQS_HOLD_LIMIT, sqs_delay};
 use super::{
-    Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, Operation, ProvisionReport, Queue,
-    QueueError, QueueSpec, Receipt,
+    Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, EnqueueTo, Operation, ProvisionReport,
+    Queue, QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
 use crate::outage::Outage;
@@ -213,25 +213,15 @@ impl SqsQueue {
         entry: &Entry,
         limit: usize,
     ) -> Result<(), EnqueueError> {
-        let not_stored = |reason: String| EnqueueError::NotStored {
+        let to = EnqueueTo {
             backend: Backend::Sqs,
-            queue: name.to_owned(),
-            reason,
-        };
-        let unknown = |reason: String| EnqueueError::Unknown {
-            backend: Backend::Sqs,
-            queue: name.to_owned(),
-            reason,
+            queue: name,
         };
         let size = entry::encode(entry).len();
         if size > limit {
-            return Err(EnqueueError::TooLarge {
-                backend: Backend::Sqs,
-                queue: name.to_owned(),
-                size,
-                limit,
-            });
+            return Err(to.too_large(size, limit));
         }
+        let (not_stored, unknown) = (|r| to.not_stored(r), |r| to.unknown(r));
         let url = url.map_err(not_stored)?;
         let wait_micros = entry
             .deliver_at_micros
@@ -265,15 +255,20 @@ impl SqsQueue {
         }
     }
 
-    fn handle<'a>(
+    /// The queue URL and receipt handle that `operation` on `delivery` sends.
+    async fn receipt<'a>(
         &self,
         delivery: &'a Delivery,
         operation: Operation,
-    ) -> Result<&'a str, QueueError> {
-        match &delivery.receipt {
-            Receipt::Sqs { handle, .. } => Ok(handle),
-            Receipt::Kafka { .. } => Err(self.error(operation, false, "not an SQS receipt")),
-        }
+    ) -> Result<(String, &'a str), QueueError> {
+        let Receipt::Sqs { handle, .. } = &delivery.receipt else {
+            return Err(self.error(operation, false, "not an SQS receipt"));
+        };
+        let url = self
+            .url_of(&self.url, &self.spec.name)
+            .await
+            .map_err(|e| self.error(operation, false, e))?;
+        Ok((url, handle))
     }
 }
 
@@ -400,11 +395,7 @@ impl Queue for SqsQueue {
     }
 
     async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError> {
-        let handle = self.handle(delivery, Operation::Acknowledge)?;
-        let url = self
-            .url_of(&self.url, &self.spec.name)
-            .await
-            .map_err(|e| self.error(Operation::Acknowledge, false, e))?;
+        let (url, handle) = self.receipt(delivery, Operation::Acknowledge).await?;
         self.client()
             .delete_message()
             .queue_url(url)
@@ -422,11 +413,7 @@ impl Queue for SqsQueue {
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError> {
-        let handle = self.handle(delivery, Operation::Extend)?;
-        let url = self
-            .url_of(&self.url, &self.spec.name)
-            .await
-            .map_err(|e| self.error(Operation::Extend, false, e))?;
+        let (url, handle) = self.receipt(delivery, Operation::Extend).await?;
         self.client()
             .change_message_visibility()
             .queue_url(url)
