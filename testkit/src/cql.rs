@@ -37,7 +37,8 @@ impl Cql {
     /// A new table `(id text PRIMARY KEY, value text)`.
     pub async fn table(&self) -> String {
         let name = unique("t").replace('-', "_");
-        cql_rows::table(&self.session, &name).await;
+        let create = format!("CREATE TABLE {KEYSPACE}.{name} (id text PRIMARY KEY, value text)");
+        self.session.query_unpaged(create, &[]).await.unwrap();
         name
     }
 
@@ -66,6 +67,8 @@ impl Cql {
 impl Cql {
     /// How many rows a table holds (cheaper than reading them while a test polls).
     pub async fn count(&self, table: &str) -> i64 {
-        cql_rows::count(&self.session, table).await
+        let select = format!("SELECT COUNT(*) FROM {KEYSPACE}.{table}");
+        let rows = cql_rows::select(&self.session, select, ()).await;
+        rows.first_row::<(i64,)>().unwrap().0
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,36 +20,66 @@ pub struct Received {
 }
 
 /// A real HTTP server on loopback standing for an upstream service: it records every request and
-/// answers with the status `respond` picks for it.
+/// answers with the status `respond` picks for it, or, while it is broken, with the status it
+/// was broken with.
 #[derive(Debug)]
 pub struct Upstream {
     pub url: String,
     received: Arc<Mutex<Vec<Received>>>,
+    /// The status every request gets while broken; 0 when not broken.
+    broken: Arc<AtomicU16>,
     server: tokio::task::JoinHandle<()>,
 }
 
 impl Upstream {
-    pub async fn start(respond: fn(&Received) -> u16) -> Self {
+    pub async fn start(respond: impl Fn(&Received) -> u16 + Send + Sync + 'static) -> Self {
         Self::serve("127.0.0.1:0", respond, Duration::ZERO).await
+    }
+
+    /// An upstream that answers every request with `status` until it is [mended](Self::mend),
+    /// then 200.
+    pub async fn broken(status: u16) -> Self {
+        let upstream = Self::start(|_| 200).await;
+        upstream.broken.store(status, Ordering::SeqCst);
+        upstream
+    }
+
+    /// From now on, answers as `respond` picks.
+    pub fn mend(&self) {
+        self.broken.store(0, Ordering::SeqCst);
     }
 
     /// An upstream at `address` (say, one that refused connections until now), answering each
     /// request after `delay`.
-    pub async fn serve(address: &str, respond: fn(&Received) -> u16, delay: Duration) -> Self {
+    pub async fn serve(
+        address: &str,
+        respond: impl Fn(&Received) -> u16 + Send + Sync + 'static,
+        delay: Duration,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let address: SocketAddr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&received);
+        let broken = Arc::new(AtomicU16::new(0));
+        let respond = Arc::new(respond);
+        let (log, refusing) = (Arc::clone(&received), Arc::clone(&broken));
         let server = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let log = Arc::clone(&log);
+                let (log, refusing, respond) = (
+                    Arc::clone(&log),
+                    Arc::clone(&refusing),
+                    Arc::clone(&respond),
+                );
                 tokio::spawn(async move {
                     let service =
                         service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                            let log = Arc::clone(&log);
+                            let (log, refusing, respond) = (
+                                Arc::clone(&log),
+                                Arc::clone(&refusing),
+                                Arc::clone(&respond),
+                            );
                             async move {
                                 let headers = request
                                     .headers()
@@ -72,7 +103,10 @@ impl Upstream {
                                     at: std::time::SystemTime::now(),
                                 };
                                 tokio::time::sleep(delay).await;
-                                let status = respond(&record);
+                                let status = match refusing.load(Ordering::SeqCst) {
+                                    0 => respond(&record),
+                                    broken => broken,
+                                };
                                 log.lock().unwrap().push(record);
                                 let response = hyper::Response::builder()
                                     .status(status)
@@ -90,6 +124,7 @@ impl Upstream {
         Self {
             url: format!("http://{address}/hook"),
             received,
+            broken,
             server,
         }
     }

@@ -48,6 +48,16 @@ impl Checkpoint {
         ))
     }
 
+    /// Records where each partition is to be read from next: (topic, partition, next offset).
+    pub fn advance(&mut self, positions: impl IntoIterator<Item = (String, i32, i64)>) {
+        for (topic, partition, next) in positions {
+            self.positions
+                .entry(topic)
+                .or_default()
+                .insert(partition, next);
+        }
+    }
+
     /// The checkpoint at `path`, if there is one.
     pub fn load(path: &Path) -> Result<Option<Self>, Failure> {
         let text = match std::fs::read_to_string(path) {

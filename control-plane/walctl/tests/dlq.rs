@@ -6,7 +6,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
@@ -16,57 +15,59 @@ use wal_testkit::{TestProducer, namespace_json, write, write_true};
 use wal_testkit::{Upstream, eventually, start_consumer};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
-/// Whether the upstream refuses everything (400: permanent, so straight to the DLQ).
-static BROKEN: AtomicBool = AtomicBool::new(true);
-
 const ENTRIES: usize = 30;
 const RATE: u32 = 10;
 
-/// A control plane, a namespace on `backend` delivering to `upstream` applied to it, and a
-/// producer and a consumer serving it.
+/// A control plane, a namespace on `backend` delivering to an upstream that refuses everything
+/// (400: permanent, so straight to the DLQ) until it is mended, and a producer and a consumer
+/// serving the namespace.
 struct Fleet {
     url: String,
     name: String,
+    upstream: Upstream,
     producer: TestProducer,
     consumer: wal_consumer::ConsumerHandle,
 }
 
-async fn fleet_for(backend: Backend, upstream: &Upstream) -> Fleet {
-    let (mut registry, url) = control_plane_at().await;
-    let config = namespace_json(backend, 1, &upstream.target(), "");
-    let namespace = apply_config(&mut registry, &config).await;
-    Fleet {
-        url,
-        name: namespace.name.clone(),
-        producer: TestProducer::start(vec![namespace.clone()]).await,
-        consumer: start_consumer(vec![namespace]).await,
+impl Fleet {
+    async fn start(backend: Backend) -> Self {
+        let upstream = Upstream::broken(400).await;
+        let (mut registry, url) = control_plane_at().await;
+        let config = namespace_json(backend, 1, &upstream.target(), "");
+        let namespace = apply_config(&mut registry, &config).await;
+        Self {
+            url,
+            name: namespace.name.clone(),
+            upstream,
+            producer: TestProducer::start(vec![namespace.clone()]).await,
+            consumer: start_consumer(vec![namespace]).await,
+        }
+    }
+
+    /// `walctl dlq ARGS -o json` on the namespace's control plane, as JSON.
+    async fn dlq(&self, args: &[&str]) -> Value {
+        let args = [&["dlq"], args, &["-o", "json"]].concat();
+        json_of(&walctl(&self.url, &args).await)
+    }
+
+    async fn stop(mut self) {
+        self.consumer.shutdown().await;
+        self.producer.shutdown().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_resumes() {
-    let upstream = Upstream::start(|_| {
-        if BROKEN.load(Ordering::SeqCst) {
-            400
-        } else {
-            200
-        }
-    })
-    .await;
-    let Fleet {
-        url,
-        name,
-        mut producer,
-        consumer,
-    } = fleet_for(Backend::Kafka, &upstream).await;
+    let fleet = Fleet::start(Backend::Kafka).await;
+    let (url, name) = (&fleet.url, &fleet.name);
 
     let mut ids = BTreeSet::new();
     for i in 0..ENTRIES {
         let request = WriteToLogRequest {
             key: format!("key-{i}"),
-            ..write(&name, format!("mutation {i}").as_bytes())
+            ..write(name, format!("mutation {i}").as_bytes())
         };
-        let answer_id = write_true(&producer.client, request).await;
+        let answer_id = write_true(&fleet.producer.client, request).await;
         ids.insert(answer_id);
     }
 
@@ -75,7 +76,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
         Duration::from_secs(60),
         "every entry dead-lettered",
         || async {
-            let listed = json_of(&walctl(&url, &["dlq", "list", &name, "-o", "json"]).await);
+            let listed = fleet.dlq(&["list", name]).await;
             (listed["total"] == ENTRIES).then_some(listed)
         },
     )
@@ -98,7 +99,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
 
     // Shown in full.
     let one = ids.first().unwrap().clone();
-    let shown = json_of(&walctl(&url, &["dlq", "show", &name, &one, "-o", "json"]).await);
+    let shown = fleet.dlq(&["show", name, &one]).await;
     assert_eq!(shown[0]["id"], one.as_str(), "{shown:#}");
     assert!(
         shown[0]["payload"]
@@ -107,41 +108,34 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
             .starts_with("mutation "),
         "{shown:#}"
     );
-    let missing = walctl(&url, &["dlq", "show", &name, "no-such-entry"]).await;
+    let missing = walctl(url, &["dlq", "show", name, "no-such-entry"]).await;
     assert_eq!(missing.status.code(), Some(4));
 
     // A dry run changes nothing and writes no checkpoint.
     let checkpoint = std::env::temp_dir().join(format!("{}.json", wal_testkit::unique("redrive")));
     let checkpoint_arg = checkpoint.display().to_string();
-    let dry = json_of(
-        &walctl(
-            &url,
-            &[
-                "dlq",
-                "redrive",
-                &name,
-                "--dry-run",
-                "--checkpoint",
-                &checkpoint_arg,
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    );
+    let dry = fleet
+        .dlq(&[
+            "redrive",
+            name,
+            "--dry-run",
+            "--checkpoint",
+            &checkpoint_arg,
+        ])
+        .await;
     assert_eq!(dry["redriven"], 0, "{dry:#}");
     assert_eq!(dry["left"]["would be redriven"], ENTRIES, "{dry:#}");
     assert!(!checkpoint.exists());
 
     // The target is fixed. A redrive is killed part of the way through, then run again.
-    BROKEN.store(false, Ordering::SeqCst);
+    fleet.upstream.mend();
     let fixed_at = SystemTime::now();
     let rate = RATE.to_string();
     // With a relative --since: its bounds are kept in the checkpoint, so the rerun resumes.
     let redrive_args = [
         "dlq",
         "redrive",
-        &name,
+        name,
         "--since",
         "1h",
         "--rate",
@@ -154,7 +148,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     let started = Instant::now();
     let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .arg("--control-plane")
-        .arg(&url)
+        .arg(url)
         .args(redrive_args)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -178,7 +172,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     );
 
     let started = Instant::now();
-    let second = json_of(&walctl(&url, &redrive_args).await);
+    let second = json_of(&walctl(url, &redrive_args).await);
     let second_took = started.elapsed();
     let saved: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
     assert_eq!(saved["done"], ENTRIES, "{saved:#}");
@@ -195,7 +189,12 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
         "every redriven entry delivered",
         || async {
             let mut per_id: BTreeMap<String, usize> = BTreeMap::new();
-            for received in upstream.received().iter().filter(|r| r.at >= fixed_at) {
+            for received in fleet
+                .upstream
+                .received()
+                .iter()
+                .filter(|r| r.at >= fixed_at)
+            {
                 let id = received
                     .headers
                     .get("idempotency-key")
@@ -210,7 +209,8 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     .await;
     // Copies still on their way would arrive within a few seconds.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let total = upstream
+    let total = fleet
+        .upstream
         .received()
         .iter()
         .filter(|r| r.at >= fixed_at)
@@ -225,38 +225,22 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     );
 
     // Run again: nothing left to redrive.
-    let third = json_of(&walctl(&url, &redrive_args).await);
+    let third = json_of(&walctl(url, &redrive_args).await);
     assert_eq!(third["redriven"], 0, "{third:#}");
 
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
     std::fs::remove_file(&checkpoint).unwrap();
 }
 
-/// Whether the upstream of the SQS test refuses everything.
-static SQS_BROKEN: AtomicBool = AtomicBool::new(true);
-
 #[tokio::test]
 async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redrive_deletes_them() {
-    let upstream = Upstream::start(|_| {
-        if SQS_BROKEN.load(Ordering::SeqCst) {
-            400
-        } else {
-            200
-        }
-    })
-    .await;
-    let Fleet {
-        url,
-        name,
-        mut producer,
-        consumer,
-    } = fleet_for(Backend::Sqs, &upstream).await;
+    let fleet = Fleet::start(Backend::Sqs).await;
+    let name = &fleet.name;
     let mut ids = BTreeSet::new();
     for i in 0..6 {
         let answer_id = write_true(
-            &producer.client,
-            write(&name, format!("sqs mutation {i}").as_bytes()),
+            &fleet.producer.client,
+            write(name, format!("sqs mutation {i}").as_bytes()),
         )
         .await;
         ids.insert(answer_id);
@@ -266,73 +250,40 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
         Duration::from_secs(60),
         "every entry dead-lettered",
         || async {
-            let listed = json_of(&walctl(&url, &["dlq", "list", &name, "-o", "json"]).await);
+            let listed = fleet.dlq(&["list", name]).await;
             (total(&listed) == 6).then_some(())
         },
     )
     .await;
 
-    SQS_BROKEN.store(false, Ordering::SeqCst);
+    fleet.upstream.mend();
     // Neither of these takes anything: the failures were permanent, and none may be redriven.
-    let other_class = json_of(
-        &walctl(
-            &url,
-            &[
-                "dlq",
-                "redrive",
-                &name,
-                "--class",
-                "retryable",
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    );
+    let other_class = fleet.dlq(&["redrive", name, "--class", "retryable"]).await;
     assert_eq!(other_class["redriven"], 0, "{other_class:#}");
     assert_eq!(
         other_class["left"]["another error class"], 6,
         "{other_class:#}"
     );
-    let capped = json_of(
-        &walctl(
-            &url,
-            &["dlq", "redrive", &name, "--max-redrives", "0", "-o", "json"],
-        )
-        .await,
-    );
+    let capped = fleet.dlq(&["redrive", name, "--max-redrives", "0"]).await;
     assert_eq!(capped["redriven"], 0, "{capped:#}");
     assert_eq!(
         capped["left"]["redriven --max-redrives times already"], 6,
         "{capped:#}"
     );
     // Passed-over messages were made visible again.
-    let listed = json_of(&walctl(&url, &["dlq", "list", &name, "-o", "json"]).await);
+    let listed = fleet.dlq(&["list", name]).await;
     assert_eq!(total(&listed), 6, "{listed:#}");
 
-    let redriven = json_of(
-        &walctl(
-            &url,
-            &[
-                "dlq",
-                "redrive",
-                &name,
-                "--class",
-                "permanent",
-                "--since",
-                "1h",
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    );
+    let redriven = fleet
+        .dlq(&["redrive", name, "--class", "permanent", "--since", "1h"])
+        .await;
     assert_eq!(redriven["redriven"], 6, "{redriven:#}");
     eventually(
         Duration::from_secs(60),
         "every redriven entry delivered",
         || async {
-            let delivered: BTreeSet<String> = upstream
+            let delivered: BTreeSet<String> = fleet
+                .upstream
                 .received()
                 .iter()
                 .filter_map(|r| r.headers.get("idempotency-key").cloned())
@@ -341,13 +292,12 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
         },
     )
     .await;
-    let listed = json_of(&walctl(&url, &["dlq", "list", &name, "-o", "json"]).await);
+    let listed = fleet.dlq(&["list", name]).await;
     assert_eq!(
         total(&listed),
         0,
         "redriven messages leave an SQS DLQ: {listed:#}"
     );
 
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }

@@ -2,6 +2,7 @@
 //! and rate limits; and its durable storage.
 
 use std::fmt::Display;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::Spelling;
@@ -36,16 +37,8 @@ pub(super) fn durable_storage(
         ok = false;
     }
     let archive = durable.archive.as_ref().map(|archive| {
-        let days = in_range(
-            problems,
-            format!(
-                "{path}.archive.{}",
-                spelling.key("retention_days", "retentionDays")
-            ),
-            archive.retention_days,
-            1,
-            3650,
-        );
+        let field = format!("{path}.archive.{}", spelling.name("retention_days"));
+        let days = in_range(problems, field, archive.retention_days, 1..=3650);
         ArchiveConfig {
             retention: Duration::from_millis(days.saturating_mul(DAY_MS)),
         }
@@ -57,17 +50,48 @@ pub(super) fn durable_storage(
     })
 }
 
+/// `value`, with a problem at `path` when it is outside `range`.
 pub(super) fn in_range<T: PartialOrd + Display + Copy>(
     problems: &mut Problems<'_>,
     path: String,
     value: T,
-    min: T,
-    max: T,
+    range: RangeInclusive<T>,
 ) -> T {
-    if !(min..=max).contains(&value) {
+    if !range.contains(&value) {
+        let (min, max) = range.into_inner();
         problems.add(path, format!("expected {min} to {max}, found {value}"));
     }
     value
+}
+
+/// The numbers of one section of a config (`retry_policy`, say), each named by its path in the
+/// file's spelling when it is out of range.
+struct Section<'s, 'p> {
+    problems: &'s mut Problems<'p>,
+    spelling: Spelling,
+    /// The section's name, in snake case; empty for the top level.
+    name: &'static str,
+}
+
+impl Section<'_, '_> {
+    /// The field `field` (snake case): `value`, or `default` when unset, checked against `range`.
+    fn number<T>(
+        &mut self,
+        field: &str,
+        value: Option<T>,
+        default: T,
+        range: RangeInclusive<T>,
+    ) -> T
+    where
+        T: PartialOrd + Display + Copy,
+    {
+        let field = self.spelling.name(field);
+        let path = match self.name {
+            "" => field,
+            section => format!("{}.{field}", self.spelling.name(section)),
+        };
+        in_range(self.problems, path, value.unwrap_or(default), range)
+    }
 }
 
 pub(super) fn retry_policy(
@@ -75,43 +99,34 @@ pub(super) fn retry_policy(
     spelling: Spelling,
     file: RetryPolicyFile,
 ) -> RetryPolicy {
-    let at = |field: &str| format!("{}.{field}", spelling.key("retry_policy", "retryPolicy"));
-    let max_attempts = in_range(
+    let name = "retry_policy";
+    let mut at = Section {
         problems,
-        at(spelling.key("max_attempts", "maxAttempts")),
-        file.max_attempts.unwrap_or(5),
-        1,
-        100,
+        spelling,
+        name,
+    };
+    let max_attempts = at.number("max_attempts", file.max_attempts, 5, 1..=100);
+    let initial = at.number(
+        "initial_backoff_ms",
+        file.initial_backoff_ms,
+        500,
+        1..=3_600_000,
     );
-    let initial = in_range(
-        problems,
-        at(spelling.key("initial_backoff_ms", "initialBackoffMs")),
-        file.initial_backoff_ms.unwrap_or(500),
-        1,
-        3_600_000,
-    );
-    let multiplier = in_range(
-        problems,
-        at("multiplier"),
-        file.multiplier.unwrap_or(2.0),
-        1.0,
-        10.0,
-    );
+    let multiplier = at.number("multiplier", file.multiplier, 2.0, 1.0..=10.0);
     // At least the initial backoff: a smaller cap would make every retry wait less than the first.
-    let max_backoff = in_range(
-        problems,
-        at(spelling.key("max_backoff_ms", "maxBackoffMs")),
-        file.max_backoff_ms.unwrap_or(initial.max(300_000)),
-        initial,
-        DAY_MS,
+    let default_max = initial.max(300_000);
+    let max_backoff = at.number(
+        "max_backoff_ms",
+        file.max_backoff_ms,
+        default_max,
+        initial..=DAY_MS,
     );
-    let jitter = in_range(problems, at("jitter"), file.jitter.unwrap_or(0.2), 0.0, 1.0);
     RetryPolicy {
         max_attempts,
         initial_backoff: Duration::from_millis(initial),
         multiplier,
         max_backoff: Duration::from_millis(max_backoff),
-        jitter,
+        jitter: at.number("jitter", file.jitter, 0.2, 0.0..=1.0),
     }
 }
 
@@ -120,27 +135,24 @@ pub(super) fn delay_limits(
     spelling: Spelling,
     file: DelayLimitsFile,
 ) -> DelayLimits {
-    let at = |field: &str| format!("{}.{field}", spelling.key("delay_limits", "delayLimits"));
-    let max_delay = in_range(
+    let name = "delay_limits";
+    let mut at = Section {
         problems,
-        at(spelling.key("max_delay_ms", "maxDelayMs")),
-        file.max_delay_ms.unwrap_or(30 * DAY_MS),
-        0,
-        365 * DAY_MS,
-    );
-    let max_jitter = in_range(
-        problems,
-        at(spelling.key("max_jitter_ms", "maxJitterMs")),
-        file.max_jitter_ms.unwrap_or(DAY_MS),
-        0,
+        spelling,
+        name,
+    };
+    let max_delay = at.number(
+        "max_delay_ms",
+        file.max_delay_ms,
         30 * DAY_MS,
+        0..=365 * DAY_MS,
     );
-    let default_jitter = in_range(
-        problems,
-        at(spelling.key("default_jitter_ms", "defaultJitterMs")),
-        file.default_jitter_ms.unwrap_or(0),
+    let max_jitter = at.number("max_jitter_ms", file.max_jitter_ms, DAY_MS, 0..=30 * DAY_MS);
+    let default_jitter = at.number(
+        "default_jitter_ms",
+        file.default_jitter_ms,
         0,
-        max_jitter,
+        0..=max_jitter,
     );
     DelayLimits {
         max_delay: Duration::from_millis(max_delay),
@@ -154,15 +166,12 @@ pub(super) fn payload_limit(
     spelling: Spelling,
     limit: Option<u64>,
 ) -> usize {
-    let limit = in_range(
+    let mut at = Section {
         problems,
-        spelling
-            .key("payload_limit_bytes", "payloadLimitBytes")
-            .to_owned(),
-        limit.unwrap_or(MIB),
-        1,
-        64 * MIB,
-    );
+        spelling,
+        name: "",
+    };
+    let limit = at.number("payload_limit_bytes", limit, MIB, 1..=64 * MIB);
     usize::try_from(limit).unwrap_or(usize::MAX)
 }
 
@@ -171,32 +180,22 @@ pub(super) fn rate_limit(
     spelling: Spelling,
     file: RateLimitFile,
 ) -> RateLimit {
-    let at = |field: &str| format!("{}.{field}", spelling.key("rate_limit", "rateLimit"));
-    let writes_per_second = in_range(
+    let name = "rate_limit";
+    let mut at = Section {
         problems,
-        at(spelling.key("writes_per_second", "writesPerSecond")),
-        file.writes_per_second.unwrap_or(10_000),
-        1,
-        1_000_000,
-    );
-    let burst = in_range(
-        problems,
-        at("burst"),
-        file.burst.unwrap_or(writes_per_second),
-        1,
-        1_000_000,
-    );
-    let max_in_flight = in_range(
-        problems,
-        at(spelling.key("max_in_flight", "maxInFlight")),
-        file.max_in_flight.unwrap_or(1024),
-        1,
-        100_000,
+        spelling,
+        name,
+    };
+    let per_second = at.number(
+        "writes_per_second",
+        file.writes_per_second,
+        10_000,
+        1..=1_000_000,
     );
     RateLimit {
-        writes_per_second,
-        burst,
-        max_in_flight,
+        writes_per_second: per_second,
+        burst: at.number("burst", file.burst, per_second, 1..=1_000_000),
+        max_in_flight: at.number("max_in_flight", file.max_in_flight, 1024, 1..=100_000),
     }
 }
 

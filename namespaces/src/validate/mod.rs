@@ -32,6 +32,23 @@ impl Spelling {
             Self::Camel => camel,
         }
     }
+
+    /// A field name given in snake case, in this spelling: `max_attempts` or `maxAttempts`.
+    fn name(self, snake: &str) -> String {
+        match self {
+            Self::Snake => snake.to_owned(),
+            Self::Camel => {
+                let mut words = snake.split('_');
+                let first = words.next().unwrap_or_default().to_owned();
+                words.fold(first, |mut name, word| {
+                    let mut letters = word.chars();
+                    name.extend(letters.next().map(|c| c.to_ascii_uppercase()));
+                    name.push_str(letters.as_str());
+                    name
+                })
+            }
+        }
+    }
 }
 
 pub(crate) fn validate(
@@ -139,23 +156,13 @@ impl Shared {
         self.context = self.context.take().or(config.context.clone());
         self.contacts = self.contacts.take().or(config.contacts.clone());
         if let Some(secs) = config.poll_interval_secs {
-            let secs = in_range(
-                problems,
-                format!("{path}.queue.poll-interval.secs"),
-                secs,
-                0,
-                20,
-            );
+            let field = format!("{path}.queue.poll-interval.secs");
+            let secs = in_range(problems, field, secs, 0..=20);
             self.poll_wait = Some(Duration::from_secs(secs));
         }
         if let Some(max) = config.max_messages_per_poll {
-            let max = in_range(
-                problems,
-                format!("{path}.queue.max-messages-per-poll"),
-                max,
-                1,
-                10_000,
-            );
+            let field = format!("{path}.queue.max-messages-per-poll");
+            let max = in_range(problems, field, max, 1..=10_000);
             self.max_messages_per_poll = u32::try_from(max).ok();
         }
         if let Some(target) = &config.target {

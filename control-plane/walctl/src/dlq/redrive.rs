@@ -178,12 +178,7 @@ impl Run<'_> {
                 dlq.name
             );
         }
-        let unread: i64 = scan
-            .ends
-            .iter()
-            .map(|(p, end)| end - scan.starts.get(p).copied().unwrap_or(*end).min(*end))
-            .sum();
-        self.bar.inc_length(u64::try_from(unread).unwrap_or(0));
+        self.bar.inc_length(scan.unread());
         // Where each partition has been read to, by this run.
         let mut read_to = scan.starts.clone();
         let mut unsaved = 0;

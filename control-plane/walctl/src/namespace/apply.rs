@@ -1,26 +1,12 @@
-//! `walctl namespace apply`: validate, provision and store a config; print what changed.
+//! `walctl namespace apply` prints what the control plane changed and created (it validated,
+//! provisioned and stored the config).
 
 use serde_json::json;
-use wal_proto::v1::ApplyRequest;
+use wal_proto::v1::ApplyResponse;
 
-use super::Registry;
-use crate::Failure;
 use crate::output::{self, Format};
 
-pub(super) async fn run(
-    client: &mut Registry,
-    config_json: String,
-    author: String,
-    format: Format,
-) -> Result<(), Failure> {
-    let response = client
-        .apply(ApplyRequest {
-            config_json,
-            author,
-        })
-        .await
-        .map_err(|s| Failure::from_status(&s, "apply refused"))?
-        .into_inner();
+pub(super) fn print(response: ApplyResponse, format: Format) {
     let version = response.version.unwrap_or_default();
     match format {
         Format::Json => output::print_json(&json!({
@@ -47,5 +33,4 @@ pub(super) async fn run(
             }
         }
     }
-    Ok(())
 }

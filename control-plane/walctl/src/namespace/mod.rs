@@ -1,11 +1,12 @@
 //! `walctl namespace ...`: apply a config file, read what is stored, compare, and list history.
+//! Each subcommand's request is made in `run`; what it prints is in a file of its own.
 
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use tonic::transport::Channel;
-use wal_proto::v1::HistoryRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest, ListRequest};
 
 use crate::Failure;
 use crate::output::Format;
@@ -67,14 +68,48 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
     };
     let mut client = connect(address).await?;
     match command {
-        Command::Apply { author, .. } => apply::run(&mut client, file, author, format).await,
-        Command::Validate { .. } => validate::run(&mut client, file, format).await,
-        Command::Diff { .. } => diff::run(&mut client, &file, format).await,
-        Command::Get { name, version } => get::run(&mut client, name, version, format).await,
-        Command::List => versions::list(&mut client, format).await,
-        Command::History { name } => versions::history(&mut client, name, format).await,
-        Command::Delete { name, author } => delete::run(&mut client, name, author, format).await,
+        Command::Apply { author, .. } => {
+            let asked = client.apply(ApplyRequest {
+                config_json: file,
+                author,
+            });
+            apply::print(answer(asked.await, "apply refused")?, format);
+        }
+        Command::Validate { .. } => {
+            let author = String::new();
+            let asked = client.validate(ApplyRequest {
+                config_json: file,
+                author,
+            });
+            validate::print(answer(asked.await, "the config would be refused")?, format);
+        }
+        Command::Diff { .. } => diff::run(&mut client, &file, format).await?,
+        Command::Get { name, version } => {
+            let version = version.unwrap_or(0);
+            let asked = client.get(GetRequest { name, version });
+            get::print(&answer(asked.await, "get")?, format);
+        }
+        Command::List => {
+            let list = answer(client.list(ListRequest {}).await, "list")?;
+            versions::print_list(&list.namespaces, format);
+        }
+        Command::History { name } => {
+            let asked = client.history(HistoryRequest { name });
+            versions::print_history(&answer(asked.await, "history")?.versions, format);
+        }
+        Command::Delete { name, author } => {
+            let asked = client.delete(DeleteRequest { name, author });
+            delete::print(&answer(asked.await, "delete refused")?, format);
+        }
     }
+    Ok(())
+}
+
+/// The control plane's answer, or its refusal as a failure naming what was `asked`.
+fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>, asked: &str) -> Result<T, Failure> {
+    result
+        .map(tonic::Response::into_inner)
+        .map_err(|status| Failure::from_status(&status, asked))
 }
 
 /// The registry's client, as each subcommand takes it.

@@ -1,26 +1,12 @@
-//! `walctl namespace validate`: the model's and the update rules' verdict on a config; changes
-//! nothing.
+//! `walctl namespace validate` prints the model's and the update rules' verdict on a config
+//! (nothing changes).
 
 use serde_json::json;
-use wal_proto::v1::ApplyRequest;
+use wal_proto::v1::ValidateResponse;
 
-use super::Registry;
-use crate::Failure;
 use crate::output::{self, Format};
 
-pub(super) async fn run(
-    client: &mut Registry,
-    config_json: String,
-    format: Format,
-) -> Result<(), Failure> {
-    let response = client
-        .validate(ApplyRequest {
-            config_json,
-            author: String::new(),
-        })
-        .await
-        .map_err(|s| Failure::from_status(&s, "the config would be refused"))?
-        .into_inner();
+pub(super) fn print(response: ValidateResponse, format: Format) {
     match format {
         Format::Json => output::print_json(&json!({
             "valid": true,
@@ -35,5 +21,4 @@ pub(super) async fn run(
         }
         Format::Table => println!("valid: changes {}", response.changes.join(", ")),
     }
-    Ok(())
 }

@@ -1,46 +1,20 @@
-//! `walctl namespace list` and `history`: namespaces and their versions, as a table or JSON.
+//! `walctl namespace list` and `history` print namespaces and their versions, as a table or JSON.
 
 use serde_json::Value;
-use wal_proto::v1::{HistoryRequest, ListRequest, NamespaceVersion};
+use wal_proto::v1::NamespaceVersion;
 
-use super::Registry;
-use crate::Failure;
 use crate::output::{self, Format};
 
 /// Every namespace, with its version and who changed it last.
-pub(super) async fn list(client: &mut Registry, format: Format) -> Result<(), Failure> {
-    let list = client
-        .list(ListRequest {})
-        .await
-        .map_err(|s| Failure::from_status(&s, "list"))?
-        .into_inner()
-        .namespaces;
-    print_versions(
-        &list,
-        format,
-        &["namespace", "version", "author", "changed at"],
-    );
-    Ok(())
+pub(super) fn print_list(list: &[NamespaceVersion], format: Format) {
+    let header = ["namespace", "version", "author", "changed at"];
+    print_versions(list, format, &header);
 }
 
 /// Every version of a namespace: who, when, what changed.
-pub(super) async fn history(
-    client: &mut Registry,
-    name: String,
-    format: Format,
-) -> Result<(), Failure> {
-    let versions = client
-        .history(HistoryRequest { name })
-        .await
-        .map_err(|s| Failure::from_status(&s, "history"))?
-        .into_inner()
-        .versions;
-    print_versions(
-        &versions,
-        format,
-        &["namespace", "version", "author", "at", "changes"],
-    );
-    Ok(())
+pub(super) fn print_history(versions: &[NamespaceVersion], format: Format) {
+    let header = ["namespace", "version", "author", "at", "changes"];
+    print_versions(versions, format, &header);
 }
 
 fn print_versions(versions: &[NamespaceVersion], format: Format, header: &[&str]) {

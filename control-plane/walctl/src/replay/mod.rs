@@ -282,13 +282,7 @@ async fn finish(
             }
         }
     } else {
-        for (topic, partition, done) in watcher.positions() {
-            checkpoint
-                .positions
-                .entry(topic)
-                .or_default()
-                .insert(partition, done);
-        }
+        checkpoint.advance(watcher.positions());
     }
     checkpoint.save(path)?;
     Ok(outcome)

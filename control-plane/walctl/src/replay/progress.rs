@@ -22,13 +22,7 @@ pub(super) async fn save_while_applying(
     loop {
         tokio::time::sleep(SAVE_EVERY).await;
         let mut saved = lock(&checkpoint);
-        for (topic, partition, done) in lanes.positions() {
-            saved
-                .positions
-                .entry(topic)
-                .or_default()
-                .insert(partition, done);
-        }
+        saved.advance(lanes.positions());
         saved.done = done_before + lanes.applied();
         if let Err(failure) = saved.save(&path)
             && !warned

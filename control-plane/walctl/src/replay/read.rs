@@ -129,12 +129,7 @@ pub(super) async fn read_topics(
         let mut records = scan::scan(kafka, topic, from, BTreeMap::new(), scan::Gaps::Fail)
             .await
             .map_err(|e| broker(topic, &e))?;
-        let length: i64 = records
-            .ends
-            .iter()
-            .map(|(p, end)| end - records.starts.get(p).copied().unwrap_or(*end).min(*end))
-            .sum();
-        reader.bar.inc_length(u64::try_from(length).unwrap_or(0));
+        reader.bar.inc_length(records.unread());
         reader.bar.set_message(topic.clone());
         let topic_name: Arc<str> = Arc::from(topic.as_str());
         let mut read_to = records.starts.clone();

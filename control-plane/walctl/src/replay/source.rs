@@ -243,14 +243,14 @@ async fn check_retention(
             }
         }
     }
-    if gone.is_empty() {
-        return Ok(());
-    }
-    Err(Failure::usage(format!(
-        "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it:\n  {}\nRestore a backup taken after the latest of those times, and replay from that backup's time",
-        when(from_micros),
-        gone.join("\n  ")
-    )))
+    none_gone(
+        &gone,
+        &format!(
+            "the range from {} cannot be replayed in full from Kafka, whose retention has removed part of it",
+            when(from_micros)
+        ),
+        "Restore a backup taken after the latest of those times, and replay from that backup's time",
+    )
 }
 
 /// On a resume: refuses when retention has removed records the replay has not finished.
@@ -277,11 +277,21 @@ async fn check_resumable(
             }
         }
     }
+    none_gone(
+        &gone,
+        "retention removed records this replay has not applied yet",
+        "Restore a backup taken after them, and replay from its time with --from-start",
+    )
+}
+
+/// Ok when nothing is `gone`; else a refusal: `headline`, each part gone on a line of its own,
+/// then `advice`.
+fn none_gone(gone: &[String], headline: &str, advice: &str) -> Result<(), Failure> {
     if gone.is_empty() {
         return Ok(());
     }
     Err(Failure::usage(format!(
-        "retention removed records this replay has not applied yet:\n  {}\nRestore a backup taken after them, and replay from its time with --from-start",
+        "{headline}:\n  {}\n{advice}",
         gone.join("\n  ")
     )))
 }

@@ -50,6 +50,18 @@ pub struct Scan {
     pub records: Records,
 }
 
+impl Scan {
+    /// How many records the scan has to read: from each partition's start to its end.
+    pub fn unread(&self) -> u64 {
+        let unread: i64 = self
+            .ends
+            .iter()
+            .map(|(p, end)| end - self.starts.get(p).copied().unwrap_or(*end).min(*end))
+            .sum();
+        u64::try_from(unread).unwrap_or(0)
+    }
+}
+
 /// A scan's records, in offset order per partition; after an error, none.
 #[derive(Debug)]
 pub struct Records {
