@@ -73,7 +73,15 @@ struct Section<'s, 'p> {
     name: &'static str,
 }
 
-impl Section<'_, '_> {
+impl<'s, 'p> Section<'s, 'p> {
+    fn new(problems: &'s mut Problems<'p>, spelling: Spelling, name: &'static str) -> Self {
+        Self {
+            problems,
+            spelling,
+            name,
+        }
+    }
+
     /// The field `field` (snake case): `value`, or `default` when unset, checked against `range`.
     fn number<T>(
         &mut self,
@@ -99,12 +107,7 @@ pub(super) fn retry_policy(
     spelling: Spelling,
     file: RetryPolicyFile,
 ) -> RetryPolicy {
-    let name = "retry_policy";
-    let mut at = Section {
-        problems,
-        spelling,
-        name,
-    };
+    let mut at = Section::new(problems, spelling, "retry_policy");
     let max_attempts = at.number("max_attempts", file.max_attempts, 5, 1..=100);
     let initial = at.number(
         "initial_backoff_ms",
@@ -135,12 +138,7 @@ pub(super) fn delay_limits(
     spelling: Spelling,
     file: DelayLimitsFile,
 ) -> DelayLimits {
-    let name = "delay_limits";
-    let mut at = Section {
-        problems,
-        spelling,
-        name,
-    };
+    let mut at = Section::new(problems, spelling, "delay_limits");
     let max_delay = at.number(
         "max_delay_ms",
         file.max_delay_ms,
@@ -166,11 +164,7 @@ pub(super) fn payload_limit(
     spelling: Spelling,
     limit: Option<u64>,
 ) -> usize {
-    let mut at = Section {
-        problems,
-        spelling,
-        name: "",
-    };
+    let mut at = Section::new(problems, spelling, "");
     let limit = at.number("payload_limit_bytes", limit, MIB, 1..=64 * MIB);
     usize::try_from(limit).unwrap_or(usize::MAX)
 }
@@ -180,12 +174,7 @@ pub(super) fn rate_limit(
     spelling: Spelling,
     file: RateLimitFile,
 ) -> RateLimit {
-    let name = "rate_limit";
-    let mut at = Section {
-        problems,
-        spelling,
-        name,
-    };
+    let mut at = Section::new(problems, spelling, "rate_limit");
     let per_second = at.number(
         "writes_per_second",
         file.writes_per_second,
