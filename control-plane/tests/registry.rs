@@ -7,13 +7,13 @@
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
-use tonic::Code;
 use tonic::transport::Channel;
+use tonic::{Code, Status};
 use wal_core::entry::{ENTRY_VERSION, Entry};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest};
+use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest, NamespaceVersion};
 use wal_testkit::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
 
 fn apply(config: String) -> ApplyRequest {
@@ -24,10 +24,7 @@ fn apply(config: String) -> ApplyRequest {
 }
 
 /// Applies `config`, which must be accepted; the control plane's answer.
-async fn applied(
-    client: &mut NamespaceRegistryClient<Channel>,
-    config: String,
-) -> wal_proto::v1::ApplyResponse {
+async fn applied(client: &mut Client, config: String) -> wal_proto::v1::ApplyResponse {
     client
         .apply(apply(config))
         .await
@@ -36,16 +33,42 @@ async fn applied(
 }
 
 /// Applies `config`, which must be refused with `code` and a message naming `needle`.
-async fn refused(
-    client: &mut NamespaceRegistryClient<Channel>,
-    config: String,
-    code: Code,
-    needle: &str,
-) -> tonic::Status {
+async fn refused(client: &mut Client, config: String, code: Code, needle: &str) -> tonic::Status {
     let status = client.apply(apply(config)).await.expect_err("refused");
     assert_eq!(status.code(), code, "{}", status.message());
     assert!(status.message().contains(needle), "{}", status.message());
     status
+}
+
+type Client = NamespaceRegistryClient<Channel>;
+
+/// A control plane and a new Kafka namespace on it with one queue: the client, the name, the queue.
+async fn one_kafka_queue() -> (Client, String, String) {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
+    (client, name, queue)
+}
+
+/// Version `version` of `name` (0: the current one).
+async fn get(client: &mut Client, name: &str, version: i64) -> Result<NamespaceVersion, Status> {
+    let name = name.to_owned();
+    let asked = client.get(GetRequest { name, version }).await;
+    asked.map(tonic::Response::into_inner)
+}
+
+/// Puts one entry, acknowledged by the broker, on `queue` (a queue or delay tier of `namespace`).
+async fn put_entry(namespace: &str, queue: &str, dlq: &str) {
+    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
+    let entry = Entry {
+        version: ENTRY_VERSION,
+        id: unique("waiting"),
+        namespace: namespace.to_owned(),
+        ..Entry::default()
+    };
+    let queue = backend.queue(QueueSpec::new(namespace, queue, dlq));
+    queue.enqueue(&entry).await.unwrap();
 }
 
 fn kafka_topics() -> Vec<String> {
@@ -158,58 +181,31 @@ async fn applying_an_sqs_namespace_creates_its_queue_and_dlq() {
 
 #[tokio::test]
 async fn an_update_is_a_new_version_that_names_what_changed() {
-    let mut client = control_plane().await;
-    let name = unique("cp");
-    let topic = format!("{name}-q0");
-    applied(&mut client, config(&name, "KAFKA", &[&topic], "")).await;
+    let (mut client, name, topic) = one_kafka_queue().await;
     let limit = r#", "rate_limit": {"writes_per_second": 50}"#;
     let updated = applied(&mut client, config(&name, "KAFKA", &[&topic], limit)).await;
     let version = updated.version.unwrap();
     assert_eq!(version.version, 2);
     assert_eq!(version.changes, ["rate_limit"]);
     // The old version stays readable as it was.
-    let first = client
-        .get(GetRequest {
-            name: name.clone(),
-            version: 1,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let first = get(&mut client, &name, 1).await.unwrap();
     assert!(!first.config_json.contains("rate_limit"));
 }
 
 /// The stored version of `name`, to check a refusal left it alone.
-async fn stored_version(
-    client: &mut NamespaceRegistryClient<Channel>,
-    name: &str,
-) -> (i64, String) {
-    let current = client
-        .get(GetRequest {
-            name: name.into(),
-            version: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+async fn stored_version(client: &mut Client, name: &str) -> (i64, String) {
+    let current = get(client, name, 0).await.unwrap();
     (current.version, current.config_json)
 }
 
 #[tokio::test]
 async fn moving_a_queue_to_another_backend_is_refused_and_nothing_changes() {
-    let mut client = control_plane().await;
-    let name = unique("cp");
-    let queue = format!("{name}-q0");
-    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
+    let (mut client, name, queue) = one_kafka_queue().await;
     let before = stored_version(&mut client, &name).await;
 
-    refused(
-        &mut client,
-        config(&name, "SQS", &[&queue], ""),
-        Code::FailedPrecondition,
-        &format!("queue '{queue}' is on kafka"),
-    )
-    .await;
+    let moved = config(&name, "SQS", &[&queue], "");
+    let rule = format!("queue '{queue}' is on kafka");
+    refused(&mut client, moved, Code::FailedPrecondition, &rule).await;
     assert_eq!(stored_version(&mut client, &name).await, before);
     assert!(
         !sqs_queue_exists(&queue).await,
@@ -219,26 +215,13 @@ async fn moving_a_queue_to_another_backend_is_refused_and_nothing_changes() {
 
 #[tokio::test]
 async fn a_new_namespace_cannot_take_over_another_ones_queues() {
-    let mut client = control_plane().await;
-    let owner = unique("cp");
-    let queue = format!("{owner}-q0");
-    applied(&mut client, config(&owner, "KAFKA", &[&queue], "")).await;
+    let (mut client, owner, queue) = one_kafka_queue().await;
 
     let renamed = unique("cp");
-    refused(
-        &mut client,
-        config(&renamed, "KAFKA", &[&queue], ""),
-        Code::FailedPrecondition,
-        &format!("belongs to namespace '{owner}'"),
-    )
-    .await;
-    let missing = client
-        .get(GetRequest {
-            name: renamed,
-            version: 0,
-        })
-        .await
-        .unwrap_err();
+    let taken = config(&renamed, "KAFKA", &[&queue], "");
+    let rule = format!("belongs to namespace '{owner}'");
+    refused(&mut client, taken, Code::FailedPrecondition, &rule).await;
+    let missing = get(&mut client, &renamed, 0).await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
 }
 
@@ -257,15 +240,7 @@ async fn a_queue_that_holds_entries_cannot_be_dropped_and_an_empty_one_can() {
     )
     .await;
     // One entry on the queue to be dropped, acknowledged by the broker.
-    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
-    let queue = backend.queue(QueueSpec::new(&name, &full, &format!("{full}-dlq")));
-    let entry = Entry {
-        version: ENTRY_VERSION,
-        id: "waiting".into(),
-        namespace: name.clone(),
-        ..Entry::default()
-    };
-    queue.enqueue(&entry).await.unwrap();
+    put_entry(&name, &full, &format!("{full}-dlq")).await;
     let before = stored_version(&mut client, &name).await;
 
     refused(
@@ -318,10 +293,7 @@ async fn a_config_that_does_not_validate_is_refused_naming_the_field() {
 
 #[tokio::test]
 async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
-    let mut client = control_plane().await;
-    let name = unique("cp");
-    let queue = format!("{name}-q0");
-    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
+    let (mut client, name, queue) = one_kafka_queue().await;
     let deleted = client
         .delete(DeleteRequest {
             name: name.clone(),
@@ -347,22 +319,11 @@ async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
 
 #[tokio::test]
 async fn lowering_the_delay_limit_is_refused_while_a_tier_it_drops_holds_entries() {
-    let mut client = control_plane().await;
-    let name = unique("cp");
-    let queue = format!("{name}-q0");
     // The default limits (30 days) give the queue every tier, 5 s to 4 h.
-    applied(&mut client, config(&name, "KAFKA", &[&queue], "")).await;
+    let (mut client, name, queue) = one_kafka_queue().await;
     // An entry parked on the 15-minute tier, as the consumer parks one.
     let tier = format!("{queue}.delay-15m");
-    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
-    let parked = backend.queue(QueueSpec::new(&name, &tier, &format!("{queue}-dlq")));
-    let entry = Entry {
-        version: ENTRY_VERSION,
-        id: "parked".into(),
-        namespace: name.clone(),
-        ..Entry::default()
-    };
-    parked.enqueue(&entry).await.unwrap();
+    put_entry(&name, &tier, &format!("{queue}-dlq")).await;
     let before = stored_version(&mut client, &name).await;
 
     // At most 10 minutes of delay needs the 5 s and 1 m tiers only.
