@@ -126,10 +126,9 @@ macro_rules! target_conformance {
                 let result = apply(&unreachable_registry(), &harness.unreachable(), &entry).await;
                 // Unavailable opens the endpoint's breaker and holds the entry; Retryable would
                 // use up its attempts.
-                assert!(
-                    matches!(result, Err(TargetError::Unavailable(_))),
-                    "{result:?}"
-                );
+                let Err(TargetError::Unavailable(_)) = result else {
+                    panic!("unreachable: expected Unavailable, got {result:?}");
+                };
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,10 +137,9 @@ macro_rules! target_conformance {
                 let (target, payload) = harness.rejected();
                 let entry = entry_for(&unique("k"), payload, entry::now_micros());
                 let result = apply(&registry(settings()), &target, &entry).await;
-                assert!(
-                    matches!(result, Err(TargetError::Permanent(_))),
-                    "{result:?}"
-                );
+                let Err(TargetError::Permanent(_)) = result else {
+                    panic!("rejected: expected Permanent, got {result:?}");
+                };
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -302,18 +302,19 @@ mod tests {
         assert_eq!(new.pointer(&fields[0].pointer), Some(&json!(2)));
     }
 
+    fn owned_by(queue: &str, owner: &str) -> Forbidden {
+        Forbidden::QueueOwned {
+            queue: queue.into(),
+            owner: owner.into(),
+        }
+    }
+
     #[test]
     fn a_kafka_queue_owns_its_delay_tier_names() {
         let owner = namespace("orders", &[("orders-q", "kafka")]);
         let squatter = namespace("other", &[("orders-q.delay-1m", "kafka")]);
         let refused = check_update(None, &squatter, std::slice::from_ref(&owner)).unwrap_err();
-        assert_eq!(
-            refused,
-            Forbidden::QueueOwned {
-                queue: "orders-q.delay-1m".into(),
-                owner: "orders".into()
-            }
-        );
+        assert_eq!(refused, owned_by("orders-q.delay-1m", "orders"));
     }
 
     #[test]
@@ -337,13 +338,7 @@ mod tests {
         let owner = namespace("orders", &[("orders-q", "kafka")]);
         let renamed = namespace("orders-v2", &[("orders-q", "kafka")]);
         let refused = check_update(None, &renamed, std::slice::from_ref(&owner)).unwrap_err();
-        assert_eq!(
-            refused,
-            Forbidden::QueueOwned {
-                queue: "orders-q".into(),
-                owner: "orders".into()
-            }
-        );
+        assert_eq!(refused, owned_by("orders-q", "orders"));
         // Its own earlier version is no other namespace.
         assert!(check_update(Some(&owner), &owner, std::slice::from_ref(&owner)).is_ok());
     }

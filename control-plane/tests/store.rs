@@ -56,6 +56,20 @@ fn version<'a>(
     }
 }
 
+/// Adds version `version` of `name`, which must be accepted, naming no changes.
+async fn add(store: &NamespaceStore, name: &str, version: i64, config: Option<&str>) {
+    let none: [String; 0] = [];
+    let new = NewVersion {
+        name,
+        version,
+        config,
+        author: "alice",
+        created_at_micros: 1_000 * version,
+        changes: &none,
+    };
+    store.add(new).await.unwrap();
+}
+
 async fn versions_are_kept_and_read_back(store: NamespaceStore) {
     let created = ["created".to_owned()];
     let changed = ["rate_limit.writes_per_second".to_owned()];
@@ -86,10 +100,7 @@ async fn versions_are_kept_and_read_back(store: NamespaceStore) {
 
 async fn a_taken_or_skipped_version_is_a_conflict(store: NamespaceStore) {
     let none: [String; 0] = [];
-    store
-        .add(version("orders", 1, Some("{}"), &none))
-        .await
-        .unwrap();
+    add(&store, "orders", 1, Some("{}")).await;
     // Another writer already stored version 1: this one read before it.
     let taken = store
         .add(version("orders", 1, Some("{\"x\":1}"), &none))
@@ -117,24 +128,11 @@ async fn a_taken_or_skipped_version_is_a_conflict(store: NamespaceStore) {
 }
 
 async fn current_lists_the_latest_of_each_and_skips_deleted(store: NamespaceStore) {
-    let none: [String; 0] = [];
-    store
-        .add(version("b-ns", 1, Some("{\"b\":1}"), &none))
-        .await
-        .unwrap();
-    store
-        .add(version("a-ns", 1, Some("{\"a\":1}"), &none))
-        .await
-        .unwrap();
-    store
-        .add(version("a-ns", 2, Some("{\"a\":2}"), &none))
-        .await
-        .unwrap();
-    store
-        .add(version("gone", 1, Some("{}"), &none))
-        .await
-        .unwrap();
-    store.add(version("gone", 2, None, &none)).await.unwrap();
+    add(&store, "b-ns", 1, Some("{\"b\":1}")).await;
+    add(&store, "a-ns", 1, Some("{\"a\":1}")).await;
+    add(&store, "a-ns", 2, Some("{\"a\":2}")).await;
+    add(&store, "gone", 1, Some("{}")).await;
+    add(&store, "gone", 2, None).await;
 
     let current = store.current().await.unwrap();
     let listed: Vec<(&str, i64)> = current
@@ -149,11 +147,7 @@ async fn current_lists_the_latest_of_each_and_skips_deleted(store: NamespaceStor
 }
 
 async fn concurrent_writers_of_one_version_leave_one_winner(store: NamespaceStore) {
-    let none: [String; 0] = [];
-    store
-        .add(version("orders", 1, Some("{}"), &none))
-        .await
-        .unwrap();
+    add(&store, "orders", 1, Some("{}")).await;
     let writers = (0..8).map(|i| {
         let store = store.clone();
         tokio::spawn(async move {

@@ -215,25 +215,22 @@ async fn write_prints_the_durable_answer_and_exits_by_it() {
 
 #[tokio::test]
 async fn write_arguments_are_checked_before_anything_is_sent() {
-    let bad_delay = walctl(&["write", "ns", "x", "--delay", "soon"]).await;
-    assert_eq!(bad_delay.status.code(), Some(2));
-    assert!(
-        stderr(&bad_delay).contains("--delay"),
-        "{}",
-        stderr(&bad_delay)
-    );
-
-    let both = walctl(&["write", "ns", "x", "--file", "/tmp/p"]).await;
-    assert_eq!(both.status.code(), Some(2));
-
-    let neither = walctl(&["write", "ns"]).await;
-    assert_eq!(neither.status.code(), Some(2));
-
-    let half_target = walctl(&["write", "ns", "x", "--target-kind", "cql"]).await;
-    assert_eq!(half_target.status.code(), Some(2));
-    assert!(
-        stderr(&half_target).contains("--target-settings"),
-        "{}",
-        stderr(&half_target)
-    );
+    // (arguments after `write`, what stderr names)
+    let cases: [(&[&str], &str); 4] = [
+        (&["ns", "x", "--delay", "soon"], "--delay"),
+        // A payload and --file both.
+        (&["ns", "x", "--file", "/tmp/p"], "--file"),
+        // Neither.
+        (&["ns"], "PAYLOAD"),
+        (&["ns", "x", "--target-kind", "cql"], "--target-settings"),
+    ];
+    for (args, needle) in cases {
+        let output = walctl(&[&["write"], args].concat()).await;
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(needle),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
 }

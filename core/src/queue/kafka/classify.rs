@@ -69,12 +69,19 @@ fn refused_before_append(code: RDKafkaErrorCode) -> bool {
 mod tests {
     use super::*;
 
+    /// The durability a produce that failed with `code` is answered with.
+    fn produced(code: RDKafkaErrorCode) -> Durability {
+        durability_of(&KafkaError::MessageProduction(code))
+    }
+
     #[test]
     fn a_timeout_in_flight_is_unknown() {
-        let error = KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut);
-        assert_eq!(durability_of(&error), Durability::Unknown);
-        let error = KafkaError::MessageProduction(RDKafkaErrorCode::NotEnoughReplicasAfterAppend);
-        assert_eq!(durability_of(&error), Durability::Unknown);
+        assert_eq!(
+            produced(RDKafkaErrorCode::MessageTimedOut),
+            Durability::Unknown
+        );
+        let after_append = RDKafkaErrorCode::NotEnoughReplicasAfterAppend;
+        assert_eq!(produced(after_append), Durability::Unknown);
     }
 
     #[test]
@@ -91,9 +98,11 @@ mod tests {
 
     #[test]
     fn a_refusal_before_append_is_not_stored() {
-        let error = KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull);
-        assert_eq!(durability_of(&error), Durability::NotStored);
-        let error = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
-        assert_eq!(durability_of(&error), Durability::NotStored);
+        for code in [
+            RDKafkaErrorCode::QueueFull,
+            RDKafkaErrorCode::MessageSizeTooLarge,
+        ] {
+            assert_eq!(produced(code), Durability::NotStored, "{code:?}");
+        }
     }
 }
