@@ -41,7 +41,7 @@ pub struct Clients {
     cql: OnceCell<Arc<Session>>,
     kafka: OnceCell<TargetProducer>,
     http: reqwest::Client,
-    memcached: Mutex<HashMap<Vec<String>, AsyncMetaClient>>,
+    memcached: Mutex<HashMap<Vec<String>, Memcached>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
 }
 
@@ -49,6 +49,30 @@ impl fmt::Debug for Clients {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Clients")
             .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A memcached client, and the servers it spreads keys over.
+#[derive(Clone)]
+pub struct Memcached {
+    client: AsyncMetaClient,
+    servers: Vec<String>,
+}
+
+impl std::ops::Deref for Memcached {
+    type Target = AsyncMetaClient;
+
+    fn deref(&self) -> &AsyncMetaClient {
+        &self.client
+    }
+}
+
+/// The crate's client has no Debug of its own.
+impl fmt::Debug for Memcached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memcached")
+            .field("servers", &self.servers)
             .finish_non_exhaustive()
     }
 }
@@ -166,7 +190,7 @@ impl Clients {
 
     /// A memcached client for `servers` (keys spread over them by jump consistent hash), or for
     /// the consumer's default servers when `servers` is empty.
-    pub async fn memcached(&self, servers: &[String]) -> Result<AsyncMetaClient, TargetError> {
+    pub async fn memcached(&self, servers: &[String]) -> Result<Memcached, TargetError> {
         let servers = self.memcached_servers(servers);
         if servers.is_empty() {
             return Err(TargetError::retryable(
@@ -189,6 +213,10 @@ impl Clients {
             .map_err(|e| TargetError::unavailable(format!("resolving memcached {servers:?}: {e}")))?
             .with_connect_timeout(Some(self.settings.request_timeout))
             .with_io_timeout(Some(self.settings.request_timeout));
+        let client = Memcached {
+            client,
+            servers: servers.clone(),
+        };
         clients.insert(servers, client.clone());
         Ok(client)
     }

@@ -133,13 +133,7 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
 
     // A namespace deleted: the producer stops taking writes for it (its queues stay).
     let removed = name_of(&added);
-    registry
-        .delete(wal_proto::v1::DeleteRequest {
-            name: removed.clone(),
-            author: "reload-test".into(),
-        })
-        .await
-        .unwrap();
+    wal_testkit::delete_namespace(&mut registry, &removed).await;
     eventually(RELOAD_WITHIN, "the producer to drop the namespace", || {
         let mut client = client.clone();
         let request = write(&removed, b"after the deletion");

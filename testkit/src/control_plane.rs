@@ -84,12 +84,21 @@ pub async fn apply_config(
     registry: &mut NamespaceRegistryClient<Channel>,
     config: &str,
 ) -> wal_namespaces::Namespace {
-    registry
-        .apply(wal_proto::v1::ApplyRequest {
-            config_json: config.to_owned(),
-            author: "test-operator".into(),
-        })
-        .await
-        .unwrap();
+    let (config_json, author) = (config.to_owned(), AUTHOR.to_owned());
+    let request = wal_proto::v1::ApplyRequest {
+        config_json,
+        author,
+    };
+    registry.apply(request).await.unwrap();
     wal_namespaces::parse(config, "test").unwrap()
 }
+
+/// Deletes namespace `name` on the control plane.
+pub async fn delete_namespace(registry: &mut NamespaceRegistryClient<Channel>, name: &str) {
+    let (name, author) = (name.to_owned(), AUTHOR.to_owned());
+    let request = wal_proto::v1::DeleteRequest { name, author };
+    registry.delete(request).await.unwrap();
+}
+
+/// Who the test kit's changes to namespaces are recorded as made by.
+const AUTHOR: &str = "test-operator";

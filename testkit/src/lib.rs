@@ -49,7 +49,7 @@ pub use consumer::{
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
-    apply_config, config, control_plane, control_plane_at, json_of, walctl_at,
+    apply_config, config, control_plane, control_plane_at, delete_namespace, json_of, walctl_at,
 };
 #[cfg(feature = "fleet")]
 pub use cql::{Cql, KEYSPACE};

@@ -24,13 +24,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use base64::Engine as _;
 use memcache::MemcacheError;
-use memcache::exp::{AsyncMetaClient, MutationStatus};
+use memcache::exp::MutationStatus;
 use rand::Rng as _;
 use serde::Deserialize;
 use wal_targets::cache::CacheSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};
-use crate::clients::Clients;
+use crate::clients::{Clients, Memcached};
 
 /// memcached's longest key.
 const MAX_KEY_BYTES: usize = 250;
@@ -83,17 +83,10 @@ impl TargetKind for Cache {
     }
 }
 
+#[derive(Debug)]
 pub struct CacheTarget {
-    client: AsyncMetaClient,
+    client: Memcached,
     settings: CacheSettings,
-}
-
-impl std::fmt::Debug for CacheTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CacheTarget")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
 }
 
 #[async_trait]

@@ -41,17 +41,10 @@ impl TargetKind for KafkaTopic {
     }
 }
 
+#[derive(Debug)]
 pub struct KafkaTopicTarget {
     producer: TargetProducer,
     settings: KafkaTopicSettings,
-}
-
-impl std::fmt::Debug for KafkaTopicTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaTopicTarget")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
 }
 
 #[async_trait]
