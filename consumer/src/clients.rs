@@ -36,6 +36,7 @@ pub struct ClientSettings {
     pub request_timeout: Duration,
 }
 
+#[derive(Debug)]
 pub struct Clients {
     settings: ClientSettings,
     cql: OnceCell<Arc<Session>>,
@@ -43,14 +44,6 @@ pub struct Clients {
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, Memcached>>,
     durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
-}
-
-impl fmt::Debug for Clients {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Clients")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A memcached client, and the servers it spreads keys over.

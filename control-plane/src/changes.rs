@@ -302,21 +302,6 @@ mod tests {
         assert_eq!(new.pointer(&fields[0].pointer), Some(&json!(2)));
     }
 
-    fn owned_by(queue: &str, owner: &str) -> Forbidden {
-        Forbidden::QueueOwned {
-            queue: queue.into(),
-            owner: owner.into(),
-        }
-    }
-
-    #[test]
-    fn a_kafka_queue_owns_its_delay_tier_names() {
-        let owner = namespace("orders", &[("orders-q", "kafka")]);
-        let squatter = namespace("other", &[("orders-q.delay-1m", "kafka")]);
-        let refused = check_update(None, &squatter, std::slice::from_ref(&owner)).unwrap_err();
-        assert_eq!(refused, owned_by("orders-q.delay-1m", "orders"));
-    }
-
     #[test]
     fn same_names_on_two_backends_are_two_queues() {
         let kafka = namespace("orders", &[("x", "kafka")]);
@@ -333,12 +318,19 @@ mod tests {
         assert!(refused.to_string().contains("'orders-q' is on kafka"));
     }
 
+    /// A Kafka queue owns its delay tiers' names too.
     #[test]
-    fn a_namespace_cannot_take_another_ones_queue() {
+    fn a_namespace_cannot_take_another_ones_queue_or_delay_tier() {
         let owner = namespace("orders", &[("orders-q", "kafka")]);
-        let renamed = namespace("orders-v2", &[("orders-q", "kafka")]);
-        let refused = check_update(None, &renamed, std::slice::from_ref(&owner)).unwrap_err();
-        assert_eq!(refused, owned_by("orders-q", "orders"));
+        for queue in ["orders-q", "orders-q.delay-1m"] {
+            let taker = namespace("orders-v2", &[(queue, "kafka")]);
+            let refused = check_update(None, &taker, std::slice::from_ref(&owner)).unwrap_err();
+            let owned = Forbidden::QueueOwned {
+                queue: queue.into(),
+                owner: "orders".into(),
+            };
+            assert_eq!(refused, owned);
+        }
         // Its own earlier version is no other namespace.
         assert!(check_update(Some(&owner), &owner, std::slice::from_ref(&owner)).is_ok());
     }
