@@ -292,6 +292,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    /// A breaker of `endpoint` opened by a failure saying `reason`, and a shutdown token.
+    fn opened(endpoint: &str, reason: &str) -> (Breaker, CancellationToken) {
+        let breaker = Breaker::new(endpoint);
+        breaker.unavailable(Pass::Free, reason);
+        (breaker, CancellationToken::new())
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_closed_breaker_lets_every_apply_through() {
         let breaker = Breaker::new("cql/a");
@@ -332,9 +339,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn probes_back_off_up_to_the_longest_wait() {
-        let breaker = Breaker::new("http/x");
-        let shutdown = CancellationToken::new();
-        breaker.unavailable(Pass::Free, "503");
+        let (breaker, shutdown) = opened("http/x", "503");
         let mut waits = Vec::new();
         for _ in 0..8 {
             let asked = Instant::now();
@@ -347,9 +352,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_that_never_reports_does_not_hold_the_breaker_for_good() {
-        let breaker = Breaker::new("cql/a");
-        let shutdown = CancellationToken::new();
-        breaker.unavailable(Pass::Free, "refused");
+        let (breaker, shutdown) = opened("cql/a", "refused");
         assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
         let asked = Instant::now();
         assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
@@ -358,9 +361,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn waiting_applies_leave_at_shutdown() {
-        let breaker = Breaker::new("cache/x");
-        let shutdown = CancellationToken::new();
-        breaker.unavailable(Pass::Free, "refused");
+        let (breaker, shutdown) = opened("cache/x", "refused");
         let _probe = breaker.admit(&shutdown).await;
         shutdown.cancel();
         assert_eq!(breaker.admit(&shutdown).await, None);

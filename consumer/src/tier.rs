@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::delay::{TIER_SUFFIX_MAX, tier_release_at};
-use wal_core::queue::{Delivery, Failure, Operation, Queue, QueueError, dead_letter_copy};
+use wal_core::queue::{Delivery, Failure, Operation, Queue, dead_letter_copy};
 
-use crate::delivery::{QueueContext, Settled, micros_until, persist};
+use crate::delivery::{QueueContext, Settled, micros_until, persist, persist_enqueue};
 
 /// Where a tier's entries go when their wait is over.
 #[derive(Debug, Clone)]
@@ -55,12 +55,7 @@ pub async fn forward(
         }
     }
     let home = &route.home;
-    let moved = persist(context, "park", shutdown, || async {
-        home.requeue(entry)
-            .await
-            .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
-    })
-    .await;
+    let moved = persist_enqueue(context, Operation::Park, shutdown, || home.requeue(entry)).await;
     match moved {
         Settled::Done => {}
         Settled::Stopped => return,
@@ -87,12 +82,8 @@ async fn dead_letter(
     let tier = &context.queue;
     tracing::error!(queue = %tier.spec().name, receipt = %delivery.receipt, reason = %failure.reason, "dead-lettering from a delay tier");
     let dead = dead_letter_copy(tier.spec(), delivery, failure);
-    let written = persist(context, "dead-letter", shutdown, || async {
-        tier.enqueue_dead_letter(&dead)
-            .await
-            .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))
-    })
-    .await;
+    let enqueue = || tier.enqueue_dead_letter(&dead);
+    let written = persist_enqueue(context, Operation::DeadLetter, shutdown, enqueue).await;
     if matches!(written, Settled::Done) {
         let _ = persist(context, "acknowledge", shutdown, || {
             tier.acknowledge(delivery)

@@ -344,6 +344,28 @@ async fn unacknowledged_entry_is_received_again_after_restart(harness: &dyn Harn
     assert_eq!(again.entry, Ok(older));
 }
 
+/// Dead-letters `delivery` of the queue `spec` with `failure`; the entry as its DLQ holds it.
+async fn dead_lettered(
+    harness: &dyn Harness,
+    spec: &QueueSpec,
+    queue: &dyn Queue,
+    delivery: &Delivery,
+    failure: &Failure,
+) -> Entry {
+    queue
+        .dead_letter(delivery, failure)
+        .await
+        .expect("dead-letter");
+    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
+    let id = delivery
+        .entry
+        .as_ref()
+        .map(|e| e.id.clone())
+        .expect("decodes");
+    let dead = receive_id(dlq.as_ref(), &id).await;
+    dead.entry.expect("its DLQ copy decodes")
+}
+
 async fn dead_lettering_puts_entry_and_reason_on_the_dlq(harness: &dyn Harness) {
     let (spec, queue) = provisioned(harness, "dead").await;
     let mut poison = sample_entry("p", b"bad row");
@@ -351,16 +373,8 @@ async fn dead_lettering_puts_entry_and_reason_on_the_dlq(harness: &dyn Harness) 
     queue.enqueue(&poison).await.expect("enqueue");
     let delivery = receive_id(queue.as_ref(), &poison.id).await;
     let reason = "target refused the row: 400 unknown column 'nmae'";
-    queue
-        .dead_letter(&delivery, &Failure::permanent(reason))
-        .await
-        .expect("dead-letter");
-
-    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
-    let dead = receive_id(dlq.as_ref(), &poison.id)
-        .await
-        .entry
-        .expect("decodes");
+    let failure = Failure::permanent(reason);
+    let dead = dead_lettered(harness, &spec, queue.as_ref(), &delivery, &failure).await;
     assert_eq!(dead.last_error, reason);
     assert_eq!(dead.last_error_class, ErrorClass::Permanent as i32);
     assert_eq!(dead.attempt, 3, "the attempt count travels to the DLQ");
@@ -509,15 +523,9 @@ async fn an_entry_at_the_limit_can_still_be_retried_and_dead_lettered(harness: &
         .expect("a retry copy with a maximal error still fits");
     let retried = receive_id(queue.as_ref(), &at_limit.id).await;
     assert_eq!(retried.entry.as_ref().map(|e| e.attempt), Ok(1));
-    queue
-        .dead_letter(&retried, &Failure::permanent(long_error))
-        .await
-        .expect("and so does its DLQ copy");
-    let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
-    let dead = receive_id(dlq.as_ref(), &at_limit.id)
-        .await
-        .entry
-        .expect("decodes");
+    // And so does its DLQ copy.
+    let failure = Failure::permanent(long_error);
+    let dead = dead_lettered(harness, &spec, queue.as_ref(), &retried, &failure).await;
     assert_eq!(dead.body, at_limit.body);
     assert!(dead.last_error.len() <= MAX_ERROR_BYTES + '…'.len_utf8());
 }

@@ -185,4 +185,4 @@ pub(crate) fn micros_until(at_micros: i64) -> Duration {
     Duration::from_micros(u64::try_from(remaining).unwrap_or(0))
 }
 
-pub(crate) use settle::{Settled, persist};
+pub(crate) use settle::{Settled, persist, persist_enqueue};

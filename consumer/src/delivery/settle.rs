@@ -7,7 +7,9 @@ use std::time::Duration;
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 use wal_core::entry;
-use wal_core::queue::{Delivery, Failure, Operation, QueueError, dead_letter_copy, retry_copy};
+use wal_core::queue::{
+    Delivery, EnqueueError, Failure, Operation, QueueError, dead_letter_copy, retry_copy,
+};
 
 use crate::backoff;
 use crate::metrics::KindMetrics;
@@ -84,13 +86,8 @@ impl Deliverer {
         let dead = dead_letter_copy(queue.spec(), &counted, &failure);
         // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
         loop {
-            let written = persist(context, "dead-letter", shutdown, || async {
-                queue
-                    .enqueue_dead_letter(&dead)
-                    .await
-                    .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))
-            })
-            .await;
+            let enqueue = || queue.enqueue_dead_letter(&dead);
+            let written = persist_enqueue(context, Operation::DeadLetter, shutdown, enqueue).await;
             match written {
                 Settled::Done => break,
                 Settled::Stopped => return,
@@ -135,13 +132,8 @@ impl Deliverer {
         tracing::debug!(attempts, ?wait, reason, "retrying later");
         let copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
         let queue = &context.queue;
-        let written = persist(context, "release", shutdown, || async {
-            queue
-                .requeue(&copy)
-                .await
-                .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
-        })
-        .await;
+        let enqueue = || queue.requeue(&copy);
+        let written = persist_enqueue(context, Operation::Release, shutdown, enqueue).await;
         if !matches!(written, Settled::Done) {
             return written;
         }
@@ -176,6 +168,29 @@ pub(crate) enum Settled {
     Stopped,
     /// The queue called the failure permanent.
     Refused(QueueError),
+}
+
+/// [`persist`] for an enqueue: a retry copy, a park, a DLQ copy.
+pub(crate) async fn persist_enqueue<F, Fut>(
+    context: &QueueContext,
+    operation: Operation,
+    shutdown: &CancellationToken,
+    mut enqueue: F,
+) -> Settled
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), EnqueueError>>,
+{
+    let what = operation.to_string();
+    persist(context, &what, shutdown, || {
+        let written = enqueue();
+        async move {
+            written
+                .await
+                .map_err(|e| QueueError::from_enqueue(operation, e))
+        }
+    })
+    .await
 }
 
 /// Runs one queue operation until it succeeds. The entry's outcome is decided; only the queue must

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use wal_core::entry::Entry;
-use wal_core::queue::{Backend, Delivery, Operation, QueueError};
+use wal_core::queue::{Backend, Delivery, Operation};
 
-use super::{Deliverer, QueueContext, Settled, micros_until, persist};
+use super::{Deliverer, QueueContext, Settled, micros_until, persist_enqueue};
 
 /// How much longer than its wait and apply a held SQS message stays invisible, so no other
 /// consumer receives it meanwhile.
@@ -90,13 +90,8 @@ impl Deliverer {
         shutdown: &CancellationToken,
     ) -> bool {
         let queue = &context.queue;
-        let written = persist(context, "park", shutdown, || async {
-            queue
-                .requeue(entry)
-                .await
-                .map_err(|e| QueueError::from_enqueue(Operation::Release, e))
-        })
-        .await;
+        let enqueue = || queue.requeue(entry);
+        let written = persist_enqueue(context, Operation::Park, shutdown, enqueue).await;
         match written {
             Settled::Done => {}
             Settled::Stopped => return true,

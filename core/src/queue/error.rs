@@ -103,6 +103,8 @@ pub enum Operation {
     Acknowledge,
     Extend,
     Release,
+    /// A delayed entry put back on its queue, or moved between it and a delay tier.
+    Park,
     DeadLetter,
     Close,
     Backlog,
@@ -116,6 +118,7 @@ impl fmt::Display for Operation {
             Self::Acknowledge => "acknowledge",
             Self::Extend => "extend visibility",
             Self::Release => "release",
+            Self::Park => "park",
             Self::DeadLetter => "dead-letter",
             Self::Close => "close",
             Self::Backlog => "backlog",
