@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, fill_topic, insert_rows, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
 use wal_testkit::stack;
 
 /// CPU seconds this process has used so far (user + system), from /proc.
@@ -83,15 +83,14 @@ async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
 }
 
 /// The consumer's steady rate over a full queue: entries per second from first to last delivery.
-async fn consumer_round(
-    session: &Session,
-    round: usize,
-    entries: usize,
-    concurrency: usize,
-) -> Side {
-    let name = format!("consumer_{round}");
-    table(session, &name).await;
-    let topic = fill_queue(round, entries, &name).await;
+async fn consumer_round(session: &Session, round: Round) -> Side {
+    let Round {
+        entries,
+        concurrency,
+        ..
+    } = round;
+    let name = round.table(session, "consumer").await;
+    let topic = fill_queue(round.index, entries, &name).await;
     // BENCH_ARCHIVE=1: the namespace keeps an archive, one more CQL write per entry.
     let archive = if env_usize("BENCH_ARCHIVE", 0) == 1 {
         format!(
@@ -147,14 +146,13 @@ async fn consumer_round(
 }
 
 /// Direct prepared inserts of the same rows, with the same concurrency.
-async fn direct_round(
-    session: &Arc<Session>,
-    round: usize,
-    entries: usize,
-    concurrency: usize,
-) -> Side {
-    let name = format!("direct_{round}");
-    table(session, &name).await;
+async fn direct_round(session: &Arc<Session>, round: Round) -> Side {
+    let Round {
+        entries,
+        concurrency,
+        ..
+    } = round;
+    let name = round.table(session, "direct").await;
     let insert = session
         .prepare(format!(
             "INSERT INTO {KEYSPACE}.{name} (id, value) VALUES (?, ?) USING TIMESTAMP ?"
@@ -198,27 +196,26 @@ async fn kafka_read_floor(entries: usize) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let entries = env_usize("BENCH_ENTRIES", 50_000);
-    let concurrency = env_usize("BENCH_CONCURRENCY", 64);
-    let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
+    let (rounds, all) = Round::from_env(5, 50_000);
     let session = cql_rows::session().await;
-    println!("apply to cql: {entries} entries, {concurrency} in flight, {rounds} rounds");
+    println!("apply to cql: {all}, {rounds} rounds");
     // A freshly started Cassandra spends its first seconds compiling (JIT); an untimed round of
     // inserts first keeps that out of whichever side would come first.
-    direct_round(&session, rounds, entries, concurrency).await;
+    direct_round(&session, all).await;
     let (mut consumer, mut direct, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut consumer_cpu, mut direct_cpu) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which side goes first, so neither always meets a fresher Cassandra.
+        let this = Round {
+            index: round,
+            ..all
+        };
         let (c, d) = if round % 2 == 0 {
-            let c = consumer_round(&session, round, entries, concurrency).await;
-            (c, direct_round(&session, round, entries, concurrency).await)
+            let c = consumer_round(&session, this).await;
+            (c, direct_round(&session, this).await)
         } else {
-            let d = direct_round(&session, round, entries, concurrency).await;
-            (
-                consumer_round(&session, round, entries, concurrency).await,
-                d,
-            )
+            let d = direct_round(&session, this).await;
+            (consumer_round(&session, this).await, d)
         };
         println!(
             "  round {round}: consumer {:>7.0}/s ({:>4.1} µs CPU/entry, machine {:>3.0}% busy)   direct inserts {:>7.0}/s ({:>4.1} µs CPU/row, machine {:>3.0}% busy)   ratio {:.2}",
@@ -246,6 +243,6 @@ async fn main() {
     );
     println!(
         "for reading the consumer's CPU: receiving alone (a bare rdkafka consumer, no work) costs {:.1} µs CPU/entry",
-        kafka_read_floor(entries).await
+        kafka_read_floor(all.entries).await
     );
 }

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
+use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
-use wal_testkit::{Cql, KEYSPACE, dlq_reader, eventually};
+use wal_testkit::{Cql, cql_target, dlq_reader, eventually, namespace_json};
 use wal_testkit::{TestProducer, unique, write_all_durably};
 
 const ENTRIES: i64 = 10_000;
@@ -32,18 +33,13 @@ fn payload(i: i64) -> Vec<u8> {
 async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_without_changing_rows() {
     let cql = Cql::connect().await;
     let table = cql.table().await;
-    let name = unique("ns");
-    let config = format!(
-        r#"{{"namespace": "{name}",
-            "persistence_configurations": {{"persistence_configuration": [
-              {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{name}"]}}}}]}},
-            "rate_limit": {{"writes_per_second": 100000, "burst": 100000}},
-            "default_target": {{"kind": "cql", "settings": {{"keyspace": "{KEYSPACE}", "table": "{table}"}}}}}}"#
-    );
+    let unlimited = r#""rate_limit": {"writes_per_second": 100000, "burst": 100000}"#;
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), unlimited);
+    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let name = namespace.name.clone();
     let dir = std::env::temp_dir().join(unique("crash-namespaces"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.json")), &config).unwrap();
-    let namespace = wal_namespaces::parse(&config, "test").unwrap();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
 
     // The backlog first, then the consumer.

@@ -9,3 +9,5 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod watch;
+
+pub use server::{ControlPlane, ControlPlaneSettings, StartError};

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::net::TcpListener;
+use wal_control_plane::ControlPlane;
 use wal_control_plane::options::ControlPlaneOptions;
-use wal_control_plane::server::ControlPlane;
 use wal_core::process;
 
 #[tokio::main]
@@ -23,7 +23,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
-    let control_plane = ControlPlane::start(&options).await?;
+    let control_plane = ControlPlane::start(&options.settings()).await?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;

@@ -28,3 +28,14 @@ pub struct ControlPlaneOptions {
     #[command(flatten)]
     pub brokers: BrokerFlags,
 }
+
+impl ControlPlaneOptions {
+    /// What the control plane library runs on, from these flags.
+    pub fn settings(&self) -> crate::ControlPlaneSettings {
+        crate::ControlPlaneSettings {
+            store: self.store.clone(),
+            kafka: self.brokers.kafka(),
+            sqs: self.brokers.sqs(),
+        }
+    }
+}

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use wal_core::process::BrokerFlags;
+use wal_core::queue::kafka::KafkaError;
+use wal_core::queue::kafka::KafkaSettings;
+use wal_core::queue::sqs::SqsSettings;
 use wal_core::queue::{Backend, Backends, Queue, QueueSpec};
 use wal_namespaces::{Namespace, QueueConfig};
 
@@ -16,10 +18,8 @@ pub struct Provisioner {
 impl Provisioner {
     /// Clients for the brokers (connected lazily: a broker that is down fails the applies that
     /// need it, not the start).
-    pub async fn connect(brokers: &BrokerFlags) -> anyhow::Result<Self> {
-        let backends = Backends::connect(Some(brokers.kafka()), Some(brokers.sqs()))
-            .await
-            .context("configuring the Kafka clients")?;
+    pub async fn connect(kafka: &KafkaSettings, sqs: &SqsSettings) -> Result<Self, KafkaError> {
+        let backends = Backends::connect(Some(kafka.clone()), Some(sqs.clone())).await?;
         Ok(Self { backends })
     }
 

@@ -8,12 +8,30 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use wal_core::process::standard_services;
+use wal_core::queue::kafka::KafkaError;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
 
-use crate::options::ControlPlaneOptions;
 use crate::provision::Provisioner;
 use crate::service::RegistryService;
-use crate::store::NamespaceStore;
+use crate::store::{NamespaceStore, StoreError};
+
+/// What a control plane runs on; `ControlPlaneOptions::settings` makes it from the flags.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneSettings {
+    /// The namespace store: sqlite://PATH or postgres://USER@HOST:PORT/DB.
+    pub store: String,
+    pub kafka: wal_core::queue::kafka::KafkaSettings,
+    pub sqs: wal_core::queue::sqs::SqsSettings,
+}
+
+/// Why a control plane did not start, with its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("opening the namespace store")]
+    Store(#[from] StoreError),
+    #[error("configuring the Kafka clients")]
+    Kafka(#[from] KafkaError),
+}
 
 #[derive(Debug)]
 pub struct ControlPlane {
@@ -21,11 +39,9 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    pub async fn start(options: &ControlPlaneOptions) -> anyhow::Result<Self> {
-        let store = NamespaceStore::connect(&options.store)
-            .await
-            .context("opening the namespace store")?;
-        let provisioner = Provisioner::connect(&options.brokers).await?;
+    pub async fn start(settings: &ControlPlaneSettings) -> Result<Self, StartError> {
+        let store = NamespaceStore::connect(&settings.store).await?;
+        let provisioner = Provisioner::connect(&settings.kafka, &settings.sqs).await?;
         Ok(Self {
             service: RegistryService::new(store, provisioner),
         })

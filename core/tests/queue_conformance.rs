@@ -306,13 +306,20 @@ async fn durable_enqueue_is_received(harness: &dyn Harness) {
     );
 }
 
-async fn acknowledged_entry_is_not_received_again(harness: &dyn Harness) {
-    let (spec, queue) = provisioned(harness, "acked").await;
+/// Enqueues an entry of key "k", receives it, acknowledges it and closes the queue (which
+/// commits, on Kafka); the entry.
+async fn enqueued_received_acknowledged(queue: &dyn Queue) -> Entry {
     let first = sample_entry("k", b"first");
     queue.enqueue(&first).await.expect("enqueue");
-    let delivery = receive_id(queue.as_ref(), &first.id).await;
+    let delivery = receive_id(queue, &first.id).await;
     queue.acknowledge(&delivery).await.expect("acknowledge");
     queue.close().await.expect("close");
+    first
+}
+
+async fn acknowledged_entry_is_not_received_again(harness: &dyn Harness) {
+    let (spec, queue) = provisioned(harness, "acked").await;
+    let first = enqueued_received_acknowledged(queue.as_ref()).await;
     drop(queue);
 
     assert_not_received_after_restart(harness, &spec, "k", &first.id).await;
@@ -547,12 +554,8 @@ async fn a_huge_undecodable_message_reaches_the_dlq_truncated(harness: &dyn Harn
 
 async fn backlog_counts_what_waits_after_what_was_acknowledged(harness: &dyn Harness) {
     let (_, queue) = provisioned(harness, "backlog").await;
-    let first = sample_entry("k", b"first");
-    queue.enqueue(&first).await.expect("enqueue");
-    let delivery = receive_id(queue.as_ref(), &first.id).await;
-    queue.acknowledge(&delivery).await.expect("acknowledge");
     // Kafka counts from the group's commit, which close() makes now.
-    queue.close().await.expect("close");
+    enqueued_received_acknowledged(queue.as_ref()).await;
     for i in 0..3 {
         let waiting = sample_entry(&format!("w{i}"), b"waiting");
         queue.enqueue(&waiting).await.expect("enqueue");

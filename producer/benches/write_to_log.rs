@@ -47,6 +47,14 @@ struct Run {
 }
 
 impl Run {
+    /// `count` calls made since `started`, with their latencies.
+    fn of(count: usize, started: Instant, latency: Histogram<u64>) -> Self {
+        Self {
+            per_second: count as f64 / started.elapsed().as_secs_f64(),
+            latency,
+        }
+    }
+
     fn p(&self, quantile: f64) -> f64 {
         self.latency.value_at_quantile(quantile) as f64 / 1000.0
     }
@@ -82,10 +90,7 @@ where
     for worker in workers {
         latency.add(worker.await.unwrap()).unwrap();
     }
-    Run {
-        per_second: count as f64 / started.elapsed().as_secs_f64(),
-        latency,
-    }
+    Run::of(count, started, latency)
 }
 
 /// Sends at a fixed `rate` for `count` calls (open loop): latency counts from each call's
@@ -114,10 +119,16 @@ where
     for task in tasks {
         latency.record(task.await.unwrap()).unwrap();
     }
-    Run {
-        per_second: count as f64 / started.elapsed().as_secs_f64(),
-        latency,
-    }
+    Run::of(count, started, latency)
+}
+
+/// The raw baseline's queue `name`, with its DLQ.
+fn raw_spec(name: &str) -> wal_core::queue::QueueSpec {
+    wal_core::queue::QueueSpec::new("raw", name, &format!("{name}-dlq"))
+}
+
+async fn provision_raw(queue: impl wal_core::queue::Queue) {
+    queue.provision().await.unwrap();
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -362,13 +373,7 @@ async fn main() {
         wal_core::queue::kafka::KafkaSettings::new(&bootstrap),
     )
     .unwrap();
-    wal_core::queue::Queue::provision(&raw.queue(wal_core::queue::QueueSpec::new(
-        "raw",
-        &raw_topic,
-        &format!("{raw_topic}-dlq"),
-    )))
-    .await
-    .unwrap();
+    provision_raw(raw.queue(raw_spec(&raw_topic))).await;
     // The same settings the platform's producer uses (core/src/queue/kafka/backend.rs).
     let raw_producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
@@ -475,13 +480,7 @@ async fn main() {
     ))
     .await;
     let raw_queue = format!("bench-raw-{run_id}");
-    wal_core::queue::Queue::provision(&sqs.queue(wal_core::queue::QueueSpec::new(
-        "raw",
-        &raw_queue,
-        &format!("{raw_queue}-dlq"),
-    )))
-    .await
-    .unwrap();
+    provision_raw(sqs.queue(raw_spec(&raw_queue))).await;
     let url = sqs
         .client()
         .get_queue_url()

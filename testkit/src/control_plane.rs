@@ -2,8 +2,7 @@
 
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
-use wal_control_plane::options::ControlPlaneOptions;
-use wal_control_plane::server::ControlPlane;
+use wal_control_plane::{ControlPlane, ControlPlaneSettings};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
 use crate::stack::{cargo_bin, cql_nodes, unique};
@@ -16,15 +15,17 @@ pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
 /// Like [`control_plane`], with its address.
 pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
     let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
-    let options = ControlPlaneOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
+    let brokers = wal_core::process::BrokerFlags::local_stack();
+    let settings = ControlPlaneSettings {
         store: format!("sqlite://{}", store.display()),
-        brokers: wal_core::process::BrokerFlags::local_stack(),
+        kafka: brokers.kafka(),
+        sqs: brokers.sqs(),
     };
-    let control_plane = ControlPlane::start(&options).await.unwrap_or_else(|e| {
-        panic!("control plane start (is the stack up? scripts/stack up): {e:#}")
+    let control_plane = ControlPlane::start(&settings).await.unwrap_or_else(|e| {
+        let error = anyhow::Error::from(e);
+        panic!("control plane start (is the stack up? scripts/stack up): {error:#}")
     });
-    let listener = TcpListener::bind(options.listen).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(control_plane.serve(listener, std::future::pending()));
     let channel = Channel::from_shared(format!("http://{address}"))

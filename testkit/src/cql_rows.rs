@@ -68,6 +68,42 @@ pub fn row_entry(namespace: &str, table: &str, i: usize, written: i64) -> Entry 
     }
 }
 
+/// One round of a benchmark against CQL: its number, how many entries it writes and how many of
+/// them at a time.
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    pub index: usize,
+    pub entries: usize,
+    pub concurrency: usize,
+}
+
+impl Round {
+    /// How many timed rounds to run, and the round after the last of them, as BENCH_ROUNDS,
+    /// BENCH_ENTRIES and BENCH_CONCURRENCY (64 unless set) say, else the defaults given.
+    pub fn from_env(rounds: usize, entries: usize) -> (usize, Self) {
+        let rounds = env_usize("BENCH_ROUNDS", rounds).max(1);
+        let last = Self {
+            index: rounds,
+            entries: env_usize("BENCH_ENTRIES", entries),
+            concurrency: env_usize("BENCH_CONCURRENCY", 64),
+        };
+        (rounds, last)
+    }
+
+    /// A fresh table for `side` of this round, named `{side}_{index}`.
+    pub async fn table(&self, session: &Session, side: &str) -> String {
+        let name = format!("{side}_{}", self.index);
+        table(session, &name).await;
+        name
+    }
+}
+
+impl std::fmt::Display for Round {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} entries, {} at once", self.entries, self.concurrency)
+    }
+}
+
 /// A fresh table `(id text PRIMARY KEY, value text)`, dropped first if a run left one.
 pub async fn table(session: &Session, name: &str) {
     session

@@ -21,7 +21,7 @@ use scylla::client::session::Session;
 use wal_core::entry;
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
-use wal_testkit::cql_rows::{self, KEYSPACE, count, env_usize, fill_topic, insert_rows, table};
+use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, fill_topic, insert_rows};
 use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
@@ -59,16 +59,14 @@ async fn filled_namespace(
 }
 
 /// `walctl replay` of the whole namespace: rows per second, as walctl measured its run.
-async fn replay_round(
-    session: &Session,
-    control_plane: &str,
-    round: usize,
-    entries: usize,
-    concurrency: usize,
-) -> f64 {
-    let name = format!("replay_{round}");
-    table(session, &name).await;
-    let (namespace, from) = filled_namespace(control_plane, round, entries, &name).await;
+async fn replay_round(session: &Session, control_plane: &str, round: Round) -> f64 {
+    let Round {
+        entries,
+        concurrency,
+        ..
+    } = round;
+    let name = round.table(session, "replay").await;
+    let (namespace, from) = filled_namespace(control_plane, round.index, entries, &name).await;
     let checkpoint = std::env::temp_dir().join(format!("{namespace}.checkpoint.json"));
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .args(["--control-plane", control_plane, "-o", "json", "replay"])
@@ -100,15 +98,18 @@ async fn replay_round(
 /// Direct prepared inserts of the same rows, with the same concurrency. With `json`, the same
 /// statement the cql target sends (`INSERT ... JSON ?`), to tell the target's own cost from the
 /// server's cost of parsing JSON.
-async fn direct_round(
-    session: &Arc<Session>,
-    round: usize,
-    entries: usize,
-    concurrency: usize,
-    json: bool,
-) -> f64 {
-    let name = format!("replay_direct_{round}{}", if json { "_json" } else { "" });
-    table(session, &name).await;
+async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> f64 {
+    let Round {
+        entries,
+        concurrency,
+        ..
+    } = round;
+    let side = if json {
+        "replay_direct_json"
+    } else {
+        "replay_direct"
+    };
+    let name = round.table(session, side).await;
     let text = if json {
         format!("INSERT INTO {KEYSPACE}.{name} JSON ? DEFAULT UNSET USING TIMESTAMP ?")
     } else {
@@ -125,30 +126,30 @@ async fn direct_round(
 
 #[tokio::main]
 async fn main() {
-    let entries = env_usize("BENCH_ENTRIES", 1_000_000);
-    let concurrency = env_usize("BENCH_CONCURRENCY", 64);
-    let rounds = env_usize("BENCH_ROUNDS", 1).max(1);
+    let (rounds, all) = Round::from_env(1, 1_000_000);
     let session = cql_rows::session().await;
     let control_plane = control_plane().await;
-    println!("replay to cql: {entries} entries, {concurrency} at once, {rounds} rounds");
+    println!("replay to cql: {all}, {rounds} rounds");
     // A freshly started Cassandra spends its first seconds compiling (JIT): an untimed round of
     // inserts first keeps that out of whichever side would come first.
-    direct_round(&session, rounds, entries.min(50_000), concurrency, false).await;
+    let warm_up = Round {
+        entries: all.entries.min(50_000),
+        ..all
+    };
+    direct_round(&session, warm_up, false).await;
     let (mut replays, mut directs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which side goes first, so neither always meets a fresher Cassandra.
+        let this = Round {
+            index: round,
+            ..all
+        };
         let (r, d) = if round % 2 == 0 {
-            let r = replay_round(&session, &control_plane, round, entries, concurrency).await;
-            (
-                r,
-                direct_round(&session, round, entries, concurrency, false).await,
-            )
+            let r = replay_round(&session, &control_plane, this).await;
+            (r, direct_round(&session, this, false).await)
         } else {
-            let d = direct_round(&session, round, entries, concurrency, false).await;
-            (
-                replay_round(&session, &control_plane, round, entries, concurrency).await,
-                d,
-            )
+            let d = direct_round(&session, this, false).await;
+            (replay_round(&session, &control_plane, this).await, d)
         };
         println!(
             "  round {round}: walctl replay {r:>7.0}/s   direct inserts {d:>7.0}/s   ratio {:.2}",
@@ -170,7 +171,7 @@ async fn main() {
     );
     // Where the gap is: the same direct inserts as `INSERT ... JSON ?`, the statement the cql
     // target sends.
-    let json = direct_round(&session, rounds, entries, concurrency, true).await;
+    let json = direct_round(&session, all, true).await;
     println!(
         "direct inserts as INSERT ... JSON (the cql target's statement): {json:.0}/s, {:.2} of typed inserts",
         json / median(&mut directs)

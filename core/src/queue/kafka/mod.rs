@@ -34,7 +34,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+/// A Kafka client error, as this crate's Kafka functions return it.
+pub use rdkafka::error::KafkaError;
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message as _;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
