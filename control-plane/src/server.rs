@@ -3,11 +3,10 @@
 
 use std::future::Future;
 
-use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use wal_core::process::standard_services;
+use wal_core::process::{ServeError, standard_services};
 use wal_core::queue::kafka::KafkaError;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
 
@@ -51,7 +50,7 @@ impl ControlPlane {
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), ServeError> {
         let server = Server::builder()
             // A follower that vanished without closing its connection is noticed, and its
             // watch (a store read every 2 s) ends.
@@ -71,7 +70,7 @@ impl ControlPlane {
         router
             .add_service(NamespaceRegistryServer::new(self.service))
             .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
-            .await
-            .context("gRPC server")
+            .await?;
+        Ok(())
     }
 }

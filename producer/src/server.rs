@@ -4,11 +4,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use wal_core::process::standard_services;
+use wal_core::process::{ServeError, standard_services};
 use wal_namespaces::Namespace;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
 
@@ -76,7 +75,9 @@ impl Producer {
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), ServeError> {
+        let writes = WriteAheadLogServer::new(self.service)
+            .max_decoding_message_size(self.max_request_bytes);
         let server = Server::builder()
             .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
             .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize);
@@ -84,8 +85,6 @@ impl Producer {
         health
             .set_serving::<WriteAheadLogServer<WriteService>>()
             .await;
-        let writes = WriteAheadLogServer::new(self.service)
-            .max_decoding_message_size(self.max_request_bytes);
         // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
         // the client's delayed ACK (40 ms on Linux) before its tail is sent.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -99,7 +98,7 @@ impl Producer {
         router
             .add_service(writes)
             .serve_with_incoming_shutdown(incoming, signal)
-            .await
-            .context("gRPC server")
+            .await?;
+        Ok(())
     }
 }

@@ -12,6 +12,15 @@ use tonic_health::server::HealthReporter;
 #[error("building gRPC reflection: {0}")]
 pub struct ReflectionError(#[from] tonic_reflection::server::Error);
 
+/// Why a gRPC server stopped serving, or did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Reflection(#[from] ReflectionError),
+    #[error("gRPC server")]
+    Transport(#[from] tonic::transport::Error),
+}
+
 /// `server` with health and reflection (v1 and v1alpha) added; add the process's own services to
 /// the router and serve it. The health reporter answers SERVING for the server as a whole ("")
 /// until told otherwise; a service reports its own status through it.

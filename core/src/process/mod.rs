@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use wal_namespaces::feed::{Feed, FeedError, Source};
 
 pub use flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
-pub use grpc::{ReflectionError, standard_services};
+pub use grpc::{ReflectionError, ServeError, standard_services};
 pub use telemetry::{DEFAULT_LOG_FILTER, init_tracing, serve_metrics};
 
 /// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
