@@ -32,5 +32,6 @@ async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
     tracing::info!(listen = %options.listen, store, "wal-control-plane ready");
     control_plane
         .serve(listener, process::shutdown_signal())
-        .await
+        .await?;
+    Ok(())
 }

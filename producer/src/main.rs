@@ -38,5 +38,5 @@ async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
     let served = producer.serve(listener, process::shutdown_signal()).await;
     shutdown.cancel();
     let _ = following.await;
-    served
+    Ok(served?)
 }
