@@ -10,7 +10,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use wal_core::entry::{ErrorClass, now_micros};
 use wal_namespaces::Backend;
 use wal_testkit::{
-    Received, Upstream, dlq_reader, eventually, find_entries, find_entry, start_consumer,
+    Fleet, Received, Upstream, dlq_reader, eventually, find_entries, find_entry,
     start_consumer_with, write_true,
 };
 use wal_testkit::{TestProducer, delayed, namespace_with_target, write};
@@ -51,14 +51,12 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
     let upstream = Upstream::start(answer_by_body).await;
     let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), SLOW_RETRIES);
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer =
-        start_consumer_with(vec![namespace.clone()], |options| options.max_in_flight = 2).await;
+    let fleet = Fleet::start_with(namespace.clone(), |options| options.max_in_flight = 2).await;
 
     let mut poisons = Vec::new();
     for i in 0..3 {
         let body = format!("poison {i}");
-        let answer_id = write_true(&producer.client, write(&name, body.as_bytes())).await;
+        let answer_id = write_true(&fleet.producer.client, write(&name, body.as_bytes())).await;
         poisons.push((body, answer_id));
     }
     eventually(LIMIT, "every poison entry's first attempt", || async {
@@ -71,7 +69,7 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
     .await;
     for i in 0..20 {
         write_true(
-            &producer.client,
+            &fleet.producer.client,
             write(&name, format!("healthy {i}").as_bytes()),
         )
         .await;
@@ -117,8 +115,7 @@ async fn poison_entries_reach_the_dlq_after_exactly_the_configured_attempts_whil
             "healthy {i} was not held up behind the poison entries waiting to retry"
         );
     }
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,10 +123,10 @@ async fn a_permanent_failure_goes_to_the_dlq_on_its_first_attempt() {
     let upstream = Upstream::start(answer_by_body).await;
     let namespace = namespace_with_target(Backend::Sqs, 1, &upstream.target(), RETRY_THRICE);
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let mut fleet = Fleet::start(namespace.clone()).await;
 
-    let rejected = producer
+    let rejected = fleet
+        .producer
         .client
         .write_to_log(write(&name, b"reject"))
         .await
@@ -145,8 +142,7 @@ async fn a_permanent_failure_goes_to_the_dlq_on_its_first_attempt() {
         1,
         "a permanent failure is not retried"
     );
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,8 +150,7 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
     let upstream = Upstream::start(answer_by_body).await;
     let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let mut fleet = Fleet::start(namespace.clone()).await;
 
     let bootstrap = wal_testkit::kafka_bootstrap();
     let raw: FutureProducer = rdkafka::ClientConfig::new()
@@ -168,7 +163,8 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
     )
     .await
     .unwrap();
-    producer
+    fleet
+        .producer
         .client
         .write_to_log(write(&name, b"after the garbage"))
         .await
@@ -185,23 +181,21 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
         (!bodies(&upstream.received(), b"after the garbage").is_empty()).then_some(())
     })
     .await;
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 async fn never_delivered_before_deliver_at(backend: Backend) {
     let upstream = Upstream::start(answer_by_body).await;
     let namespace = namespace_with_target(backend, 1, &upstream.target(), "");
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let fleet = Fleet::start(namespace.clone()).await;
 
     let mut due = Vec::new();
     for (i, delay_millis) in [3000, 1500, 0, 4500].into_iter().enumerate() {
         let original = now_micros();
         let body = format!("delayed {i}");
         write_true(
-            &producer.client,
+            &fleet.producer.client,
             delayed(&name, body.as_bytes(), delay_millis, original),
         )
         .await;
@@ -222,8 +216,7 @@ async fn never_delivered_before_deliver_at(backend: Backend) {
             due_micros - at
         );
     }
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 /// A namespace that keeps an archive: an entry is acknowledged only once it is archived. With

@@ -11,8 +11,8 @@ use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
-use wal_testkit::{Cql, Upstream, cql_target, eventually, put, start_consumer, write_true};
-use wal_testkit::{TestProducer, namespace_with_target, unique, write};
+use wal_testkit::{Cql, Fleet, Upstream, cql_target, eventually, put, write_true};
+use wal_testkit::{namespace_with_target, unique, write};
 
 wal_testkit::on_each_backend! {
     writes_reach_cassandra_with_their_original_time => writes_reach_cassandra_with_their_original_time;
@@ -35,8 +35,7 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
     let table = cql.table().await;
     let namespace = namespace_with_target(backend, 1, &cql_target(&table), "");
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let fleet = Fleet::start(namespace.clone()).await;
 
     let base = wal_core::entry::now_micros() - 60_000_000;
     for i in 0..20 {
@@ -44,7 +43,7 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
             write(&name, &put(&format!("k{i}"), &format!("v{i}"))),
             base + i,
         );
-        write_true(&producer.client, request).await;
+        write_true(&fleet.producer.client, request).await;
     }
     let rows = eventually(LIMIT, "20 rows in Cassandra", || async {
         let rows = cql.rows(&table).await;
@@ -62,8 +61,7 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
             "USING TIMESTAMP is the original write time"
         );
     }
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,13 +74,12 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
         "",
     );
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let mut fleet = Fleet::start(namespace.clone()).await;
     let memcached = wal_testkit::memcached()[0].clone();
     let cache = AsyncMetaClient::connect(memcached.as_str()).await.unwrap();
 
     let set = format!(r#"{{"set": {{"key": "{key}", "value": "hello"}}}}"#);
-    write_true(&producer.client, write(&name, set.as_bytes())).await;
+    write_true(&fleet.producer.client, write(&name, set.as_bytes())).await;
     eventually(LIMIT, "the key set in memcached", || async {
         let got = cache.get(key.as_str()).send().await.unwrap();
         (got.status == GetStatus::Hit)
@@ -92,7 +89,8 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
     .await;
 
     let delete = format!(r#"{{"delete": {{"key": "{key}"}}}}"#);
-    producer
+    fleet
+        .producer
         .client
         .write_to_log(write(&name, delete.as_bytes()))
         .await
@@ -101,8 +99,7 @@ async fn a_cache_entry_is_set_then_deleted_in_memcached() {
         (cache.get(key.as_str()).send().await.unwrap().status == GetStatus::Miss).then_some(())
     })
     .await;
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,14 +115,13 @@ async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
     let target = format!(r#"{{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}"#);
     let namespace = namespace_with_target(Backend::Kafka, 1, &target, "");
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let fleet = Fleet::start(namespace.clone()).await;
 
     let request = WriteToLogRequest {
         key: "order-7".into(),
         ..write(&name, b"retry me later")
     };
-    let answer_id = write_true(&producer.client, request).await;
+    let answer_id = write_true(&fleet.producer.client, request).await;
 
     let reader: StreamConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
@@ -147,8 +143,7 @@ async fn a_kafka_target_gets_the_payload_with_the_entry_id() {
         .and_then(|h| h.value)
         .expect("wal-entry-id header");
     assert_eq!(id, answer_id.as_bytes());
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,8 +151,7 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
     let upstream = Upstream::start(|_| 200).await;
     let namespace = namespace_with_target(Backend::Sqs, 1, &upstream.target(), "");
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let fleet = Fleet::start(namespace.clone()).await;
 
     let mut request = tonic::Request::new(WriteToLogRequest {
         idempotency_id: "order-42-v1".into(),
@@ -167,7 +161,7 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
     request
         .metadata_mut()
         .insert("traceparent", caller.parse().unwrap());
-    write_true(&producer.client, request).await;
+    write_true(&fleet.producer.client, request).await;
     let received = eventually(LIMIT, "the POST upstream", || async {
         upstream.received().first().cloned()
     })
@@ -180,8 +174,7 @@ async fn an_http_upstream_gets_the_post_with_its_idempotency_key() {
         traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && traceparent != caller,
         "the caller's trace continues with a new span: {traceparent}"
     );
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,12 +193,11 @@ async fn a_claim_checked_payload_is_resolved_before_delivery() {
         archive: None,
     });
     let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace]).await;
+    let fleet = Fleet::start(namespace.clone()).await;
 
     // Larger than an SQS message: the queue carries a claim check, the upstream gets the bytes.
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    write_true(&producer.client, write(&name, &payload)).await;
+    write_true(&fleet.producer.client, write(&name, &payload)).await;
     let received = eventually(LIMIT, "the POST upstream", || async {
         upstream.received().first().cloned()
     })
@@ -215,6 +207,5 @@ async fn a_claim_checked_payload_is_resolved_before_delivery() {
         received.body == payload,
         "the upstream received the payload intact"
     );
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }

@@ -24,6 +24,8 @@ mod control_plane;
 mod cql;
 #[cfg(feature = "fleet")]
 pub mod cql_rows;
+#[cfg(feature = "fleet")]
+mod fleet;
 #[cfg(feature = "control-plane")]
 mod grpc;
 #[cfg(feature = "fleet")]
@@ -53,6 +55,8 @@ pub use control_plane::{
 };
 #[cfg(feature = "fleet")]
 pub use cql::{Cql, KEYSPACE};
+#[cfg(feature = "fleet")]
+pub use fleet::Fleet;
 #[cfg(feature = "control-plane")]
 pub use grpc::{health_status, reflected_services};
 #[cfg(feature = "fleet")]
