@@ -107,7 +107,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     options.max_in_flight = u32::try_from(concurrency).unwrap();
     options.provision = false;
-    let consumer = Consumer::start(&options.settings(), vec![namespace])
+    let consumer = Consumer::start(&options.settings().unwrap(), vec![namespace])
         .await
         .unwrap();
     let deliverer = Arc::clone(consumer.deliverer());

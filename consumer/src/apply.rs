@@ -116,7 +116,7 @@ impl Applier {
                 check.table, namespace.name
             )));
         }
-        let storage = self.clients.durable(&durable.keyspace).await?;
+        let storage = self.clients.durable(durable).await?;
         match storage.get_claim_check(&entry.namespace, check).await {
             Ok(body) => Ok(body),
             Err(error @ (DurableError::NotFound { .. } | DurableError::SizeMismatch { .. })) => {

@@ -14,9 +14,11 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::{Mutex, OnceCell};
+use wal_core::clusters::ClusterMap;
 use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
 use wal_core::outage::Outage;
 use wal_core::queue::kafka::OutageContext;
+use wal_namespaces::DurableStorageConfig;
 
 use crate::target::TargetError;
 
@@ -43,8 +45,14 @@ pub struct Clients {
     kafka: OnceCell<TargetProducer>,
     http: reqwest::Client,
     memcached: Mutex<HashMap<Vec<String>, Memcached>>,
-    durable: Mutex<HashMap<String, Arc<OnceCell<Arc<DurableStorage>>>>>,
+    /// The CQL shards durable storage may be on; without a map, only the default shard, on
+    /// `settings.cql_nodes`.
+    clusters: Option<ClusterMap>,
+    durable: Mutex<HashMap<DurablePlace, Arc<OnceCell<Arc<DurableStorage>>>>>,
 }
+
+/// Where durable storage is: the CQL shard (`None`: the default) and the keyspace.
+type DurablePlace = (Option<String>, String);
 
 /// A memcached client, and the servers it spreads keys over.
 #[derive(Clone)]
@@ -99,8 +107,15 @@ impl Clients {
             kafka: OnceCell::new(),
             http,
             memcached: Mutex::new(HashMap::new()),
+            clusters: None,
             durable: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// These clients with durable storage on the shards of `clusters`.
+    pub fn with_clusters(mut self, clusters: ClusterMap) -> Self {
+        self.clusters = Some(clusters);
+        self
     }
 
     pub fn settings(&self) -> &ClientSettings {
@@ -216,20 +231,25 @@ impl Clients {
 
     /// Durable storage in `keyspace` (a namespace's configured one, so their number is bounded
     /// by the config), connected on first use. Connecting to one keyspace never waits on another.
-    pub async fn durable(&self, keyspace: &str) -> Result<Arc<DurableStorage>, TargetError> {
+    pub async fn durable(
+        &self,
+        durable: &DurableStorageConfig,
+    ) -> Result<Arc<DurableStorage>, TargetError> {
+        let keyspace = &durable.keyspace;
+        let place = (durable.shard.clone(), keyspace.clone());
         let cell = {
             let mut cells = self.durable.lock().await;
-            Arc::clone(cells.entry(keyspace.to_owned()).or_default())
+            Arc::clone(cells.entry(place).or_default())
         };
         let storage = cell
             .get_or_try_init(|| async {
-                if self.settings.cql_nodes.is_empty() {
+                let settings = self.durable_settings(durable)?;
+                if settings.nodes.is_empty() {
                     return Err(TargetError::retryable(format!(
                         "the entry's payload is in durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes"
                     )));
                 }
-                let nodes: Vec<&str> = self.settings.cql_nodes.iter().map(String::as_str).collect();
-                match DurableStorage::connect(&DurableSettings::new(&nodes, keyspace)).await {
+                match DurableStorage::connect(&settings).await {
                     Ok(storage) => Ok(Arc::new(storage)),
                     Err(error @ DurableError::BadKeyspace(_)) => {
                         Err(TargetError::permanent(format!("durable storage: {error}")))
@@ -239,5 +259,24 @@ impl Clients {
             })
             .await?;
         Ok(Arc::clone(storage))
+    }
+
+    /// Where `durable` is: its shard of the cluster map, or the default shard's nodes.
+    pub fn durable_settings(
+        &self,
+        durable: &DurableStorageConfig,
+    ) -> Result<DurableSettings, TargetError> {
+        let Some(clusters) = &self.clusters else {
+            let nodes: Vec<&str> = self.settings.cql_nodes.iter().map(String::as_str).collect();
+            return Ok(DurableSettings::new(&nodes, &durable.keyspace));
+        };
+        let shard = clusters.cql(durable.shard.as_deref()).ok_or_else(|| {
+            TargetError::permanent(format!(
+                "durable storage names CQL shard '{}', which the cluster map ({}) does not have",
+                durable.shard.as_deref().unwrap_or_default(),
+                clusters.origin()
+            ))
+        })?;
+        Ok(DurableSettings::on_shard(shard, &durable.keyspace))
     }
 }

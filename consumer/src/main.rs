@@ -25,7 +25,7 @@ async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
-    let consumer = Consumer::start(&options.settings(), feed.namespaces().to_vec()).await?;
+    let consumer = Consumer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
     let (health, router) = process::standard_services(tonic::transport::Server::builder())?;
     health
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)

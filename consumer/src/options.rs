@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
 
-use wal_core::queue::sqs::SqsSettings;
+use wal_core::clusters::ClusterMapError;
 
 use crate::clients::ClientSettings;
 use crate::settings::ConsumerSettings;
@@ -103,21 +103,22 @@ impl ConsumerOptions {
         Duration::from_millis(self.shutdown_grace_ms)
     }
 
-    /// What the library runs on, from these flags.
-    pub fn settings(&self) -> ConsumerSettings {
-        ConsumerSettings {
+    /// What the library runs on, from these flags; fails on a cluster map that cannot be read.
+    pub fn settings(&self) -> Result<ConsumerSettings, ClusterMapError> {
+        let delay_step = Duration::from_secs(self.sqs_delay_step_secs);
+        let clusters = self
+            .brokers
+            .cluster_map(self.brokers.kafka(), self.cql.cql_nodes.clone())?
+            .tune_sqs(|sqs| sqs.delay_step = delay_step);
+        Ok(ConsumerSettings {
             clients: self.client_settings(),
-            kafka: self.brokers.kafka(),
-            sqs: SqsSettings {
-                delay_step: Duration::from_secs(self.sqs_delay_step_secs),
-                ..self.brokers.sqs()
-            },
+            clusters,
             max_in_flight: self.max_in_flight,
             max_held: self.max_held,
             apply_timeout: self.apply_timeout(),
             shutdown_grace: self.shutdown_grace(),
             provision: self.provision,
-        }
+        })
     }
 
     pub fn client_settings(&self) -> ClientSettings {

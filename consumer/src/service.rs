@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::Backends;
+use wal_namespaces::Namespace;
 use wal_namespaces::feed::{Feed, SetChanges};
-use wal_namespaces::{Backend, Namespace};
 use wal_targets::Kind;
 
 use crate::apply::Applier;
@@ -36,7 +36,8 @@ impl Consumer {
         settings: &ConsumerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<Self> {
-        let clients = Arc::new(Clients::new(settings.clients.clone())?);
+        let clients = Clients::new(settings.clients.clone())?;
+        let clients = Arc::new(clients.with_clusters(settings.clusters.clone()));
         let targets = TargetRegistry::builtin(Arc::clone(&clients));
         let applier = Applier::new(targets, clients, settings.apply_timeout);
         let mut consumer = Self {
@@ -58,7 +59,8 @@ impl Consumer {
         running: &[&Namespace],
         next: Vec<Namespace>,
     ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
-        check_clusters(&self.settings, &next)?;
+        self.settings.clusters.check(&next)?;
+        check_cql(&self.settings, &next)?;
         let next: Vec<Namespace> = next
             .into_iter()
             .filter(|ns| match &ns.default_target {
@@ -201,18 +203,19 @@ impl ConsumerHandle {
 
 /// A namespace that delivers to CQL or keeps claim checks there needs CQL nodes: better refused
 /// at start-up (or reload) than found out entry by entry.
-fn check_clusters(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::Result<()> {
-    if !settings.clients.cql_nodes.is_empty() {
-        return Ok(());
-    }
+fn check_cql(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::Result<()> {
     for ns in namespaces {
         let cql_target = ns
             .default_target
             .as_ref()
             .is_some_and(|t| t.kind == Kind::Cql);
-        if cql_target || ns.durable_storage.is_some() {
+        let shard = ns.durable_storage.as_ref().map(|d| d.shard.as_deref());
+        let shard_nodes = shard.and_then(|shard| settings.clusters.cql(shard));
+        let no_shard_nodes =
+            shard.is_some() && shard_nodes.is_none_or(|s| s.contact_points.is_empty());
+        if (cql_target && settings.clients.cql_nodes.is_empty()) || no_shard_nodes {
             anyhow::bail!(
-                "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES",
+                "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES, or name its shard's contact points in the cluster map",
                 ns.name
             );
         }
@@ -226,15 +229,8 @@ async fn connect_backends(
     connected: &Backends,
     namespaces: &[Namespace],
 ) -> anyhow::Result<Backends> {
-    let uses = |backend| {
-        namespaces
-            .iter()
-            .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
-    };
-    let kafka = uses(Backend::Kafka).then(|| settings.kafka.clone());
-    let sqs = uses(Backend::Sqs).then(|| settings.sqs.clone());
     connected
-        .with_missing(kafka, sqs)
+        .with_missing(&settings.clusters, namespaces)
         .await
         .context("configuring Kafka")
 }

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use wal_core::queue::kafka::KafkaSettings;
-use wal_core::queue::sqs::SqsSettings;
+use wal_core::clusters::ClusterMap;
 
 use crate::clients::ClientSettings;
 
@@ -12,10 +11,9 @@ use crate::clients::ClientSettings;
 pub struct ConsumerSettings {
     /// Where the targets' clusters are.
     pub clients: ClientSettings,
-    /// The Kafka cluster of namespaces on Kafka.
-    pub kafka: KafkaSettings,
-    /// The SQS endpoint or region of namespaces on SQS, and its delay step.
-    pub sqs: SqsSettings,
+    /// The Kafka clusters, CQL shards (durable storage) and SQS endpoint (with its delay step)
+    /// the namespaces name.
+    pub clusters: ClusterMap,
     /// Entries being applied or settled at once per queue.
     pub max_in_flight: u32,
     /// Entries per queue that may wait in memory for their deliver-at.

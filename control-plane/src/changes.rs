@@ -2,7 +2,7 @@
 //!
 //! A queue's entries live on the broker that holds it, so the rules protect them: a queue keeps
 //! its backend for life, a queue or DLQ that still holds entries cannot be dropped from its
-//! namespace, and a queue belongs to one namespace (so a namespace cannot be renamed by applying
+//! namespace nor moved to another Kafka cluster, and a queue belongs to one namespace (so a namespace cannot be renamed by applying
 //! its queues under a new name: the old one's entries would be read by nobody).
 
 use std::collections::BTreeSet;
@@ -32,6 +32,15 @@ pub enum Forbidden {
     StillHolds {
         what: &'static str,
         queue: String,
+        entries: u64,
+    },
+    #[error(
+        "queue '{queue}' is on Kafka cluster '{from}' and still holds {entries} entries; moving it to cluster '{to}' would strand them on '{from}'. Let it drain first (stop writing to it, or add a new queue on '{to}'), then apply again"
+    )]
+    ClusterChanged {
+        queue: String,
+        from: String,
+        to: String,
         entries: u64,
     },
     #[error(
@@ -175,12 +184,15 @@ pub fn check_update(
     Ok(())
 }
 
-/// A queue or DLQ an update drops: it must be empty before the update is stored.
+/// A queue or DLQ an update drops, or moves to another Kafka cluster: it must be empty before
+/// the update is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped<'a> {
     /// The old config's queue (for a dropped DLQ, the queue it served).
     pub queue: &'a QueueConfig,
     pub dlq: bool,
+    /// The cluster the update puts it on, when it keeps the queue on another cluster.
+    pub moved_to: Option<String>,
 }
 
 impl Dropped<'_> {
@@ -197,39 +209,68 @@ impl Dropped<'_> {
     }
 }
 
-/// The queues and DLQs the update drops. A DLQ shared by several queues is listed once.
+/// The queues and DLQs the update drops or moves to another Kafka cluster. A DLQ shared by
+/// several queues is listed once. Both configs name their queues' clusters in full
+/// (`ClusterMap::resolved`), so a queue that names the default cluster is not moved.
 pub fn dropped<'a>(old: &'a Namespace, new: &Namespace) -> Vec<Dropped<'a>> {
-    let kept = queue_names(new);
+    let kept = placed_names(new);
     let mut seen = BTreeSet::new();
     let mut dropped = Vec::new();
     for queue in &old.queues {
         for dlq in [false, true] {
             let name = if dlq { &queue.dlq } else { &queue.name };
-            if !kept.contains(&(queue.backend, name.as_str()))
-                && seen.insert((queue.backend, name.as_str()))
-            {
-                dropped.push(Dropped { queue, dlq });
+            let place = (queue.backend, queue.cluster.as_deref(), name.as_str());
+            if !kept.contains(&place) && seen.insert(place) {
+                let moved_to = kept
+                    .iter()
+                    .find(|(b, _, n)| *b == queue.backend && n == name)
+                    .and_then(|(_, cluster, _)| cluster.map(str::to_owned));
+                dropped.push(Dropped {
+                    queue,
+                    dlq,
+                    moved_to,
+                });
             }
         }
     }
     dropped
 }
 
+/// Every queue and DLQ a namespace uses, with its backend and Kafka cluster.
+fn placed_names(namespace: &Namespace) -> BTreeSet<(Backend, Option<&str>, &str)> {
+    namespace
+        .queues
+        .iter()
+        .flat_map(|q| {
+            let (backend, cluster) = (q.backend, q.cluster.as_deref());
+            [
+                (backend, cluster, q.name.as_str()),
+                (backend, cluster, q.dlq.as_str()),
+            ]
+        })
+        .collect()
+}
+
 /// The delay tier topics of Kafka queues kept by the update that the new limits no longer need
-/// (lower `delay_limits` or retry backoff): the consumer stops reading them, so they must be
-/// empty. A dropped queue's tiers are counted with the queue.
-pub fn dropped_tiers(old: &Namespace, new: &Namespace) -> Vec<String> {
+/// (lower `delay_limits` or retry backoff), each with the old config's queue it serves: the
+/// consumer stops reading them, so they must be empty. A dropped or moved queue's tiers are
+/// counted with the queue.
+pub fn dropped_tiers<'a>(old: &'a Namespace, new: &Namespace) -> Vec<(&'a QueueConfig, String)> {
     let needed = kafka_tiers(new.longest_wait());
-    let kept = queue_names(new);
+    let kept = placed_names(new);
     let mut dropped = Vec::new();
     for queue in &old.queues {
-        if queue.backend != Backend::Kafka || !kept.contains(&(Backend::Kafka, queue.name.as_str()))
-        {
+        let place = (
+            Backend::Kafka,
+            queue.cluster.as_deref(),
+            queue.name.as_str(),
+        );
+        if queue.backend != Backend::Kafka || !kept.contains(&place) {
             continue;
         }
         for tier in kafka_tiers(old.longest_wait()) {
             if !needed.contains(&tier) {
-                dropped.push(tier_topic(&queue.name, tier));
+                dropped.push((queue, tier_topic(&queue.name, tier)));
             }
         }
     }
@@ -274,10 +315,11 @@ mod tests {
         new.delay.max_jitter = std::time::Duration::ZERO;
         new.retry.max_backoff = std::time::Duration::from_secs(1);
         // q1 is dropped whole (its tiers are counted with it); q0 loses the 15 m and 4 h tiers.
-        assert_eq!(
-            dropped_tiers(&old, &new),
-            vec!["q0.delay-15m", "q0.delay-4h"]
-        );
+        let tiers: Vec<String> = dropped_tiers(&old, &new)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tiers, ["q0.delay-15m", "q0.delay-4h"]);
         assert!(dropped_tiers(&new, &old).is_empty());
         assert!(dropped_tiers(&old, &old).is_empty());
     }
@@ -333,6 +375,21 @@ mod tests {
         }
         // Its own earlier version is no other namespace.
         assert!(check_update(Some(&owner), &owner, std::slice::from_ref(&owner)).is_ok());
+    }
+
+    #[test]
+    fn a_queue_put_on_another_kafka_cluster_is_moved_with_its_dlq() {
+        let old = namespace("orders", &[("a", "kafka")]);
+        let mut new = old.clone();
+        new.queues[0].cluster = Some("events".into());
+        let moved = dropped(&old, &new);
+        let names: Vec<(&str, Option<&str>)> = moved
+            .iter()
+            .map(|d| (d.name(), d.moved_to.as_deref()))
+            .collect();
+        assert_eq!(names, [("a", Some("events")), ("a-dlq", Some("events"))]);
+        // Its tiers are counted with it, not as tiers the new limits dropped.
+        assert!(dropped_tiers(&old, &new).is_empty());
     }
 
     #[test]

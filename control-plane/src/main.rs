@@ -23,7 +23,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
-    let control_plane = ControlPlane::start(&options.settings()).await?;
+    let control_plane = ControlPlane::start(&options.settings()?).await?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 
+use wal_core::clusters::ClusterMapError;
 use wal_core::process::BrokerFlags;
 
 #[derive(Debug, Clone, Parser)]
@@ -30,12 +31,15 @@ pub struct ControlPlaneOptions {
 }
 
 impl ControlPlaneOptions {
-    /// What the control plane library runs on, from these flags.
-    pub fn settings(&self) -> crate::ControlPlaneSettings {
-        crate::ControlPlaneSettings {
+    /// What the control plane library runs on, from these flags; fails on a cluster map that
+    /// cannot be read.
+    pub fn settings(&self) -> Result<crate::ControlPlaneSettings, ClusterMapError> {
+        // Shard names are all the control plane needs of CQL: it checks the names, and
+        // connects to no CQL cluster.
+        let clusters = self.brokers.cluster_map(self.brokers.kafka(), Vec::new())?;
+        Ok(crate::ControlPlaneSettings {
             store: self.store.clone(),
-            kafka: self.brokers.kafka(),
-            sqs: self.brokers.sqs(),
-        }
+            clusters,
+        })
     }
 }

@@ -4,23 +4,31 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use wal_core::clusters::ClusterMap;
 use wal_core::queue::kafka::KafkaError;
-use wal_core::queue::kafka::KafkaSettings;
-use wal_core::queue::sqs::SqsSettings;
-use wal_core::queue::{Backend, Backends, Queue, QueueSpec};
+use wal_core::queue::{Backends, Queue, QueueSpec};
 use wal_namespaces::{Namespace, QueueConfig};
 
 #[derive(Debug)]
 pub struct Provisioner {
     backends: Backends,
+    clusters: ClusterMap,
 }
 
 impl Provisioner {
-    /// Clients for the brokers (connected lazily: a broker that is down fails the applies that
-    /// need it, not the start).
-    pub async fn connect(kafka: &KafkaSettings, sqs: &SqsSettings) -> Result<Self, KafkaError> {
-        let backends = Backends::connect(Some(kafka.clone()), Some(sqs.clone())).await?;
-        Ok(Self { backends })
+    /// Clients for every cluster of the map (connected lazily: a broker that is down fails the
+    /// applies that need it, not the start).
+    pub async fn connect(clusters: &ClusterMap) -> Result<Self, KafkaError> {
+        let backends = Backends::connect_all(clusters).await?;
+        Ok(Self {
+            backends,
+            clusters: clusters.clone(),
+        })
+    }
+
+    /// The cluster map the namespaces' names are checked against.
+    pub fn clusters(&self) -> &ClusterMap {
+        &self.clusters
     }
 
     fn queue(&self, namespace: &Namespace, queue: &QueueConfig) -> anyhow::Result<Arc<dyn Queue>> {
@@ -28,11 +36,17 @@ impl Provisioner {
     }
 
     fn handle(&self, queue: &QueueConfig, spec: QueueSpec) -> anyhow::Result<Arc<dyn Queue>> {
-        self.backends.queue(queue.backend, spec).with_context(|| {
-            format!(
+        let cluster = spec.cluster.clone();
+        self.backends.queue(queue.backend, spec).with_context(|| match cluster {
+            Some(cluster) => format!(
+                "queue '{}' is on Kafka cluster '{cluster}', which this control plane's cluster map ({}) does not have",
+                queue.name,
+                self.clusters.origin()
+            ),
+            None => format!(
                 "queue '{}' is on {}, which this control plane has no address for",
                 queue.name, queue.backend
-            )
+            ),
         })
     }
 
@@ -51,18 +65,22 @@ impl Provisioner {
         Ok(created)
     }
 
-    /// How many unfinished entries a Kafka delay tier topic of `namespace` holds.
-    pub async fn unfinished_tier(&self, namespace: &Namespace, tier: &str) -> anyhow::Result<u64> {
+    /// How many unfinished entries a Kafka delay tier topic of `namespace`'s queue `config`
+    /// holds.
+    pub async fn unfinished_tier(
+        &self,
+        namespace: &Namespace,
+        config: &QueueConfig,
+        tier: &str,
+    ) -> anyhow::Result<u64> {
         let spec = QueueSpec {
             namespace: namespace.name.clone(),
             name: tier.to_owned(),
             dlq: None,
             longest_wait: std::time::Duration::ZERO,
+            cluster: config.cluster.clone(),
         };
-        let queue = self
-            .backends
-            .queue(Backend::Kafka, spec)
-            .context("no Kafka client")?;
+        let queue = self.handle(config, spec)?;
         queue
             .unfinished()
             .await

@@ -19,8 +19,8 @@ use crate::store::{NamespaceStore, StoreError};
 pub struct ControlPlaneSettings {
     /// The namespace store: sqlite://PATH or postgres://USER@HOST:PORT/DB.
     pub store: String,
-    pub kafka: wal_core::queue::kafka::KafkaSettings,
-    pub sqs: wal_core::queue::sqs::SqsSettings,
+    /// The clusters namespaces may name; an apply naming another is refused.
+    pub clusters: wal_core::clusters::ClusterMap,
 }
 
 /// Why a control plane did not start, with its cause.
@@ -40,7 +40,7 @@ pub struct ControlPlane {
 impl ControlPlane {
     pub async fn start(settings: &ControlPlaneSettings) -> Result<Self, StartError> {
         let store = NamespaceStore::connect(&settings.store).await?;
-        let provisioner = Provisioner::connect(&settings.kafka, &settings.sqs).await?;
+        let provisioner = Provisioner::connect(&settings.clusters).await?;
         Ok(Self {
             service: RegistryService::new(store, provisioner),
         })

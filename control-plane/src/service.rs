@@ -55,6 +55,15 @@ impl RegistryService {
     async fn plan(&self, config_json: &str) -> Result<Plan, Status> {
         let namespace = wal_namespaces::parse(config_json, "the applied config")
             .map_err(|errors| Status::invalid_argument(errors.to_string()))?;
+        let clusters = self.provisioner.clusters();
+        let unknown = clusters.unknown_names(&namespace);
+        if !unknown.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "the applied config: namespace '{}': {}",
+                namespace.name,
+                unknown.join("; ")
+            )));
+        }
         let value: Value = serde_json::from_str(config_json)
             .map_err(|e| Status::invalid_argument(format!("the config is not JSON: {e}")))?;
         let latest = self
@@ -84,30 +93,9 @@ impl RegistryService {
         }
         changes::check_update(old.as_ref(), &namespace, &others).map_err(forbidden)?;
         if let Some(old) = &old {
-            for dropped in changes::dropped(old, &namespace) {
-                let entries = self
-                    .provisioner
-                    .unfinished(old, dropped.queue, dropped.dlq)
-                    .await
-                    .map_err(|e| Status::unavailable(format!("{e:#}")))?;
-                if entries > 0 {
-                    return Err(forbidden(Forbidden::StillHolds {
-                        what: dropped.what(),
-                        queue: dropped.name().to_owned(),
-                        entries,
-                    }));
-                }
-            }
-            for tier in changes::dropped_tiers(old, &namespace) {
-                let entries = self
-                    .provisioner
-                    .unfinished_tier(old, &tier)
-                    .await
-                    .map_err(|e| Status::unavailable(format!("{e:#}")))?;
-                if entries > 0 {
-                    return Err(forbidden(Forbidden::TierHolds { tier, entries }));
-                }
-            }
+            // Clusters named in full, so naming the default cluster is no move.
+            let (old, new) = (clusters.resolved(old), clusters.resolved(&namespace));
+            self.check_drained(&old, &new).await?;
         }
         let current = latest.as_ref().and_then(|v| v.config.as_ref());
         let (changes, unchanged) = match (&old, current) {
@@ -124,6 +112,48 @@ impl RegistryService {
             changes,
             unchanged,
         })
+    }
+}
+
+impl RegistryService {
+    /// Refuses the update while a queue, DLQ or delay tier it drops or moves still holds entries.
+    async fn check_drained(&self, old: &Namespace, new: &Namespace) -> Result<(), Status> {
+        let unavailable = |e: anyhow::Error| Status::unavailable(format!("{e:#}"));
+        for dropped in changes::dropped(old, new) {
+            let entries = self
+                .provisioner
+                .unfinished(old, dropped.queue, dropped.dlq)
+                .await
+                .map_err(unavailable)?;
+            if entries == 0 {
+                continue;
+            }
+            let queue = dropped.name().to_owned();
+            return Err(forbidden(match dropped.moved_to {
+                Some(to) => Forbidden::ClusterChanged {
+                    queue,
+                    from: dropped.queue.cluster.clone().unwrap_or_default(),
+                    to,
+                    entries,
+                },
+                None => Forbidden::StillHolds {
+                    what: dropped.what(),
+                    queue,
+                    entries,
+                },
+            }));
+        }
+        for (queue, tier) in changes::dropped_tiers(old, new) {
+            let entries = self
+                .provisioner
+                .unfinished_tier(old, queue, &tier)
+                .await
+                .map_err(unavailable)?;
+            if entries > 0 {
+                return Err(forbidden(Forbidden::TierHolds { tier, entries }));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -363,3 +363,37 @@ async fn health_reports_serving_and_reflection_lists_the_registry() {
         );
     }
 }
+
+/// A queue's config with its cluster named: `config`'s first storage gets
+/// `wal.kafka.bootstrap.servers.prefix`.
+fn on_cluster(config: &str, cluster: &str) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(config).unwrap();
+    value["persistence_configurations"]["persistence_configuration"][0]["config"]["wal.kafka.bootstrap.servers.prefix"] =
+        serde_json::Value::from(cluster);
+    value.to_string()
+}
+
+#[tokio::test]
+async fn a_queue_moves_to_another_kafka_cluster_only_once_it_is_empty() {
+    let (mut client, name, queue) = one_kafka_queue().await;
+    let plain = config(&name, "KAFKA", &[&queue], "");
+    // Naming the default cluster is where the queue already is: no move, nothing to drain.
+    let named = applied(&mut client, on_cluster(&plain, "default")).await;
+    assert!(named.changed);
+    put_entry(&name, &queue, &format!("{queue}-dlq")).await;
+    let before = stored_version(&mut client, &name).await;
+
+    let moved = on_cluster(&plain, wal_testkit::SECOND_CLUSTER);
+    let rule = format!("queue '{queue}' is on Kafka cluster 'default' and still holds 1 entries");
+    refused(&mut client, moved, Code::FailedPrecondition, &rule).await;
+    assert_eq!(stored_version(&mut client, &name).await, before);
+
+    // A queue with nothing on it moves, and is provisioned on the new cluster.
+    let (mut client, name, queue) = one_kafka_queue().await;
+    let moved = on_cluster(
+        &config(&name, "KAFKA", &[&queue], ""),
+        wal_testkit::SECOND_CLUSTER,
+    );
+    let applied = applied(&mut client, moved).await;
+    assert!(applied.created.contains(&queue), "{:?}", applied.created);
+}

@@ -22,7 +22,7 @@ async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
-    let producer = Producer::start(&options.settings(), feed.namespaces().to_vec()).await?;
+    let producer = Producer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;

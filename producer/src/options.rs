@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::settings::ProducerSettings;
+use wal_core::clusters::ClusterMapError;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
 
 #[derive(Debug, Clone, Parser)]
@@ -63,22 +64,23 @@ impl ProducerOptions {
         Duration::from_millis(self.write_timeout_ms)
     }
 
-    /// What the library runs on, from these flags.
-    pub fn settings(&self) -> ProducerSettings {
+    /// What the library runs on, from these flags; fails on a cluster map that cannot be read.
+    pub fn settings(&self) -> Result<ProducerSettings, ClusterMapError> {
         let write_timeout = self.write_timeout();
-        let mut kafka = self.brokers.kafka();
-        kafka.delivery_timeout = write_timeout;
-        let mut sqs = self.brokers.sqs();
-        sqs.send_timeout = write_timeout;
-        sqs.delay_step = Duration::from_secs(self.sqs_delay_step_secs);
-        ProducerSettings {
-            kafka,
-            sqs,
-            cql_nodes: self.cql.cql_nodes.clone(),
+        let clusters = self
+            .brokers
+            .cluster_map(self.brokers.kafka(), self.cql.cql_nodes.clone())?
+            .tune_kafka(|kafka| kafka.delivery_timeout = write_timeout)
+            .tune_sqs(|sqs| {
+                sqs.send_timeout = write_timeout;
+                sqs.delay_step = Duration::from_secs(self.sqs_delay_step_secs);
+            });
+        Ok(ProducerSettings {
+            clusters,
             region: self.region.clone(),
             write_timeout,
             provision: self.provision,
-        }
+        })
     }
 
     /// Options for a producer in tests and benchmarks: the flags' defaults (the environment

@@ -38,7 +38,8 @@ pub struct Registry {
     namespaces: BTreeMap<String, Arc<NamespaceRuntime>>,
     /// The backend clients and CQL sessions, kept for the next set of namespaces to share.
     backends: Backends,
-    storages: BTreeMap<String, Arc<DurableStorage>>,
+    /// By CQL shard (`None`: the map's default) and keyspace.
+    storages: BTreeMap<(Option<String>, String), Arc<DurableStorage>>,
 }
 
 impl Registry {
@@ -60,11 +61,7 @@ impl Registry {
         settings: &ProducerSettings,
         namespaces: Vec<Namespace>,
     ) -> anyhow::Result<(Self, SetChanges)> {
-        let uses = |backend| {
-            namespaces
-                .iter()
-                .any(|ns| ns.queues.iter().any(|q| q.backend == backend))
-        };
+        settings.clusters.check(&namespaces)?;
         check_kafka_buffer(&namespaces)?;
         let changes = SetChanges::between(self.namespaces.values().map(|r| &r.config), &namespaces);
         let fresh: Vec<Namespace> = namespaces
@@ -72,12 +69,10 @@ impl Registry {
             .filter(|ns| changes.is_fresh(&ns.name))
             .cloned()
             .collect();
-        warn_unmapped_clusters(settings, &fresh);
-        let kafka = uses(Backend::Kafka).then(|| settings.kafka.clone());
-        let sqs = uses(Backend::Sqs).then(|| settings.sqs.clone());
+        log_placement(settings, &fresh);
         let backends = self
             .backends
-            .with_missing(kafka, sqs)
+            .with_missing(&settings.clusters, &namespaces)
             .await
             .context("configuring the Kafka producer")?;
         let mut storages = self.storages.clone();
@@ -93,16 +88,17 @@ impl Registry {
             }
             let durable = match &config.durable_storage {
                 None => None,
-                Some(durable) => Some(match storages.get(&durable.keyspace) {
-                    Some(storage) => Arc::clone(storage),
-                    None => {
-                        let storage = Arc::new(
-                            connect_durable(settings, &config.name, &durable.keyspace).await?,
-                        );
-                        storages.insert(durable.keyspace.clone(), Arc::clone(&storage));
-                        storage
-                    }
-                }),
+                Some(durable) => {
+                    let place = (durable.shard.clone(), durable.keyspace.clone());
+                    Some(match storages.get(&place) {
+                        Some(storage) => Arc::clone(storage),
+                        None => {
+                            let storage = Arc::new(connect_durable(settings, &config).await?);
+                            storages.insert(place, Arc::clone(&storage));
+                            storage
+                        }
+                    })
+                }
             };
             let queues = config
                 .queues
@@ -171,20 +167,29 @@ impl Registry {
     }
 }
 
+/// The durable storage of `namespace`, on the CQL shard it names (checked against the map).
 async fn connect_durable(
     settings: &ProducerSettings,
-    namespace: &str,
-    keyspace: &str,
+    namespace: &Namespace,
 ) -> anyhow::Result<DurableStorage> {
-    if settings.cql_nodes.is_empty() {
+    let name = &namespace.name;
+    let durable = namespace
+        .durable_storage
+        .as_ref()
+        .context("a namespace without durable storage")?;
+    let shard = settings
+        .clusters
+        .cql(durable.shard.as_deref())
+        .context("a CQL shard the cluster map does not have")?;
+    let keyspace = &durable.keyspace;
+    if shard.contact_points.is_empty() {
         bail!(
-            "namespace '{namespace}' has durable storage (keyspace '{keyspace}') but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES"
+            "namespace '{name}' has durable storage (keyspace '{keyspace}') but its CQL shard has no contact points; pass --cql-nodes or WAL_CQL_NODES, or name them in the cluster map"
         );
     }
-    let nodes: Vec<&str> = settings.cql_nodes.iter().map(String::as_str).collect();
-    DurableStorage::connect(&DurableSettings::new(&nodes, keyspace))
+    DurableStorage::connect(&DurableSettings::on_shard(shard, keyspace))
         .await
-        .with_context(|| format!("durable storage of namespace '{namespace}'"))
+        .with_context(|| format!("durable storage of namespace '{name}'"))
 }
 
 /// Writes in flight on Kafka share one producer buffer; if the namespaces' caps together exceed
@@ -203,21 +208,22 @@ fn check_kafka_buffer(namespaces: &[Namespace]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Cluster and shard names are not mapped to addresses yet: every Kafka queue uses
-/// --kafka-bootstrap and every keyspace --cql-nodes. Said once per name at start-up, so nobody
-/// mistakes where the writes go.
-fn warn_unmapped_clusters(settings: &ProducerSettings, namespaces: &[Namespace]) {
+/// Says where each namespace new to this producer writes: its Kafka clusters by name and
+/// address, so nobody mistakes where the writes go.
+fn log_placement(settings: &ProducerSettings, namespaces: &[Namespace]) {
+    let map = &settings.clusters;
     for ns in namespaces {
         let clusters: std::collections::BTreeSet<&str> = ns
             .queues
             .iter()
-            .filter_map(|q| q.cluster.as_deref())
+            .filter(|q| q.backend == Backend::Kafka)
+            .map(|q| map.kafka_name(q.cluster.as_deref()))
             .collect();
         for cluster in clusters {
-            tracing::warn!(namespace = %ns.name, cluster, bootstrap = %settings.kafka.bootstrap_servers, "kafka cluster names are not mapped yet; this namespace's topics are on --kafka-bootstrap");
-        }
-        if let Some(shard) = ns.durable_storage.as_ref().and_then(|d| d.shard.as_deref()) {
-            tracing::warn!(namespace = %ns.name, shard, nodes = ?settings.cql_nodes, "cql shard names are not mapped yet; this namespace's durable storage is on --cql-nodes");
+            let bootstrap = map
+                .kafka(Some(cluster))
+                .map(|k| k.bootstrap_servers.as_str());
+            tracing::info!(namespace = %ns.name, cluster, bootstrap, "namespace's Kafka queues are on this cluster");
         }
     }
 }

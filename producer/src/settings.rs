@@ -3,17 +3,13 @@
 
 use std::time::Duration;
 
-use wal_core::queue::kafka::KafkaSettings;
-use wal_core::queue::sqs::SqsSettings;
+use wal_core::clusters::ClusterMap;
 
 #[derive(Debug, Clone)]
 pub struct ProducerSettings {
-    /// The Kafka cluster of namespaces on Kafka; its delivery timeout is the write timeout.
-    pub kafka: KafkaSettings,
-    /// The SQS endpoint or region of namespaces on SQS.
-    pub sqs: SqsSettings,
-    /// CQL contact points, for namespaces with durable storage (claim checks, the archive).
-    pub cql_nodes: Vec<String>,
+    /// The Kafka clusters (their delivery timeout is the write timeout), CQL shards (durable
+    /// storage: claim checks, the archive) and SQS endpoint the namespaces name.
+    pub clusters: ClusterMap,
     /// Written on every entry as its origin.
     pub region: String,
     /// How long one write may wait for the broker before the answer is UNKNOWN.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use wal_consumer::{Consumer, ConsumerHandle, ConsumerOptions};
 use wal_namespaces::Namespace;
 
-use crate::stack::cargo_bin;
+use crate::stack::{cargo_bin, with_second_cluster};
 
 /// The local stack's addresses (from `scripts/stack env`), as the consumer takes them.
 pub fn local_stack() -> ConsumerOptions {
@@ -24,10 +24,17 @@ pub async fn start_consumer_with(
     init_tracing();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
     adjust(&mut options);
-    Consumer::start(&options.settings(), namespaces)
+    Consumer::start(&local_settings(&options), namespaces)
         .await
         .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
         .spawn()
+}
+
+/// What `options` make, with the stack's second Kafka cluster in the cluster map.
+fn local_settings(options: &ConsumerOptions) -> wal_consumer::ConsumerSettings {
+    let mut settings = options.settings().expect("the local stack's cluster map");
+    settings.clusters = with_second_cluster(settings.clusters);
+    settings
 }
 
 /// Logs as RUST_LOG says (nothing when unset), once per test binary.
@@ -40,7 +47,7 @@ fn init_tracing() {
 /// Starts a consumer in-process serving `feed`'s namespaces and applying its changes.
 pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> ConsumerHandle {
     init_tracing();
-    Consumer::start(&local_stack().settings(), feed.namespaces().to_vec())
+    Consumer::start(&local_settings(&local_stack()), feed.namespaces().to_vec())
         .await
         .unwrap_or_else(|e| panic!("consumer start (is the stack up? scripts/stack up): {e:#}"))
         .spawn_following(Some(feed))

@@ -5,7 +5,7 @@ use tonic::transport::Channel;
 use wal_control_plane::{ControlPlane, ControlPlaneSettings};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
-use crate::stack::{cargo_bin, cql_nodes, unique};
+use crate::stack::{cargo_bin, cql_nodes, unique, with_second_cluster};
 
 /// A control plane on a free port with a fresh SQLite store, and a client for it.
 pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
@@ -16,10 +16,10 @@ pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
 pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
     let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
     let brokers = wal_core::process::BrokerFlags::local_stack();
+    let clusters = brokers.cluster_map(brokers.kafka(), cql_nodes()).unwrap();
     let settings = ControlPlaneSettings {
         store: format!("sqlite://{}", store.display()),
-        kafka: brokers.kafka(),
-        sqs: brokers.sqs(),
+        clusters: with_second_cluster(clusters),
     };
     let control_plane = ControlPlane::start(&settings).await.unwrap_or_else(|e| {
         let error = anyhow::Error::from(e);

@@ -38,8 +38,9 @@ mod queues;
 mod upstream;
 
 pub use stack::{
-    Restart, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap, memcached,
-    refusing_address, sqs_endpoint, stack, unique,
+    Restart, SECOND_CLUSTER, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap,
+    kafka2_bootstrap, memcached, refusing_address, sqs_endpoint, stack, unique,
+    with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
 pub use wal_core::queue::Backend;
@@ -65,7 +66,8 @@ pub use namespaces::{cql_target, delete, namespace, namespace_json, namespace_wi
 pub use producer::{TestProducer, delayed, write, write_all_durably, write_true};
 #[cfg(feature = "fleet")]
 pub use queues::{
-    dlq_reader, drain, find_entries, find_entry, kafka_log, read_back, read_entry, reader,
+    dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back, read_entry,
+    reader,
 };
 #[cfg(feature = "fleet")]
 pub use upstream::{Received, Upstream};

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::stack::with_second_cluster;
 use tonic::transport::Channel;
 use wal_namespaces::Namespace;
 use wal_producer::registry::Registry;
@@ -50,7 +52,9 @@ impl TestProducer {
     ) -> Self {
         let mut options = ProducerOptions::for_local_stack(PathBuf::new());
         adjust(&mut options);
-        let producer = Producer::start(&options.settings(), namespaces)
+        let mut settings = options.settings().expect("the local stack's cluster map");
+        settings.clusters = with_second_cluster(settings.clusters);
+        let producer = Producer::start(&settings, namespaces)
             .await
             .unwrap_or_else(|e| {
                 panic!("producer start (is the stack up? scripts/stack up): {e:#}")

@@ -90,14 +90,19 @@ pub async fn read_entry(queue: &dyn Queue, id: &str) -> Entry {
 /// Every entry in a Kafka topic's log, read straight from its partitions (no consumer group, so
 /// no join or rebalance can leave anything out): for checking what the broker holds.
 pub async fn kafka_log(topic: &str) -> Vec<Entry> {
+    kafka_log_on(&kafka_bootstrap(), topic).await
+}
+
+/// Like [`kafka_log`], on the Kafka cluster at `bootstrap` (none when it has no such topic).
+pub async fn kafka_log_on(bootstrap: &str, topic: &str) -> Vec<Entry> {
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     use rdkafka::message::Message as _;
     use rdkafka::{Offset, TopicPartitionList};
 
-    let topic = topic.to_owned();
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
     tokio::task::spawn_blocking(move || {
         let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", kafka_bootstrap())
+            .set("bootstrap.servers", bootstrap)
             .set("group.id", unique("log-reader"))
             .set("enable.auto.commit", "false")
             .create()

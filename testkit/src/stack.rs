@@ -7,10 +7,24 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use wal_core::clusters::ClusterMap;
 use wal_core::process::{BrokerFlags, CqlFlags};
 
 pub fn kafka_bootstrap() -> String {
     BrokerFlags::local_stack().kafka_bootstrap
+}
+
+/// The local stack's second Kafka cluster (`scripts/stack up kafka2`).
+pub fn kafka2_bootstrap() -> String {
+    std::env::var("WAL_KAFKA2_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:19192".to_owned())
+}
+
+/// The name the test kit's processes know the second Kafka cluster by.
+pub const SECOND_CLUSTER: &str = "kafka2";
+
+/// `map` with the stack's second Kafka cluster in it, as [`SECOND_CLUSTER`].
+pub fn with_second_cluster(map: ClusterMap) -> ClusterMap {
+    map.with_kafka_cluster(SECOND_CLUSTER, &kafka2_bootstrap())
 }
 
 pub fn sqs_endpoint() -> String {

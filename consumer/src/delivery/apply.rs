@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_core::entry::{Body, Entry, Target as TargetSpec};
 use wal_core::queue::Delivery;
-use wal_namespaces::Namespace;
+use wal_namespaces::{DurableStorageConfig, Namespace};
 
 use crate::breaker::{Breaker, Pass};
 use crate::hold::Hold;
@@ -42,8 +42,8 @@ impl Deliverer {
             // The archive is written beside the apply, and the attempt succeeds only when both
             // did: an entry is acknowledged only once it is in the archive. Boxed: few
             // namespaces archive, and every delivery's future would carry its size.
-            Some((keyspace, retention)) => {
-                let archived = Box::pin(self.archive(context, keyspace, entry, retention));
+            Some((durable, retention)) => {
+                let archived = Box::pin(self.archive(context, durable, entry, retention));
                 let (applied, archived) = tokio::join!(applied.instrument(span.clone()), archived);
                 applied.and(archived)
             }
@@ -119,13 +119,13 @@ impl Deliverer {
     pub(super) async fn archive(
         &self,
         context: &QueueContext,
-        keyspace: &str,
+        durable: &DurableStorageConfig,
         entry: &Entry,
         retention: Duration,
     ) -> Applied {
         let namespace = &*context.namespace;
         let write = async {
-            let storage = self.applier.clients().durable(keyspace).await?;
+            let storage = self.applier.clients().durable(durable).await?;
             // Before the crew's first archived entry, once: since when the archive is kept (the
             // first time recorded stays). Replay refuses ranges that start earlier.
             context
@@ -167,9 +167,9 @@ impl Deliverer {
     }
 }
 
-/// The keyspace and retention of the namespace's archive, if it keeps one.
-pub(super) fn archive_of(namespace: &Namespace) -> Option<(&str, Duration)> {
+/// Where the namespace's archive is (its durable storage) and its retention, if it keeps one.
+pub(super) fn archive_of(namespace: &Namespace) -> Option<(&DurableStorageConfig, Duration)> {
     let durable = namespace.durable_storage.as_ref()?;
     let archive = durable.archive.as_ref()?;
-    Some((durable.keyspace.as_str(), archive.retention))
+    Some((durable, archive.retention))
 }

@@ -12,8 +12,10 @@ mod archive;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
+use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::prepared::PreparedStatement;
 
 use crate::entry::{ClaimCheck, now_micros};
@@ -33,6 +35,9 @@ pub struct DurableSettings {
     /// Replication factor used if the keyspace has to be created.
     pub replication_factor: u8,
     pub connect_timeout: Duration,
+    /// The datacenter whose nodes requests go to first (the cluster map's shard says); unset,
+    /// any.
+    pub local_datacenter: Option<String>,
 }
 
 impl DurableSettings {
@@ -42,6 +47,16 @@ impl DurableSettings {
             keyspace: keyspace.to_owned(),
             replication_factor: 1,
             connect_timeout: Duration::from_secs(5),
+            local_datacenter: None,
+        }
+    }
+
+    /// Durable storage in `keyspace` on the CQL shard `shard` of the cluster map.
+    pub fn on_shard(shard: &crate::clusters::CqlShard, keyspace: &str) -> Self {
+        Self {
+            nodes: shard.contact_points.clone(),
+            local_datacenter: shard.local_datacenter.clone(),
+            ..Self::new(&[], keyspace)
         }
     }
 }
@@ -94,15 +109,22 @@ impl DurableStorage {
     /// Connects, creates the keyspace and tables if missing, and prepares the statements.
     pub async fn connect(settings: &DurableSettings) -> Result<Self, DurableError> {
         let keyspace = valid_identifier(&settings.keyspace)?;
-        let session = SessionBuilder::new()
+        let mut builder = SessionBuilder::new()
             .known_nodes(&settings.nodes)
-            .connection_timeout(settings.connect_timeout)
-            .build()
-            .await
-            .map_err(|e| DurableError::Connect {
-                nodes: settings.nodes.clone(),
-                reason: e.to_string(),
-            })?;
+            .connection_timeout(settings.connect_timeout);
+        if let Some(datacenter) = &settings.local_datacenter {
+            let policy = DefaultPolicy::builder()
+                .prefer_datacenter(datacenter.clone())
+                .build();
+            let profile = ExecutionProfile::builder()
+                .load_balancing_policy(policy)
+                .build();
+            builder = builder.default_execution_profile_handle(profile.into_handle());
+        }
+        let session = builder.build().await.map_err(|e| DurableError::Connect {
+            nodes: settings.nodes.clone(),
+            reason: e.to_string(),
+        })?;
         let tables = schema(keyspace, settings.replication_factor)
             .into_iter()
             .chain(archive::schema(keyspace));

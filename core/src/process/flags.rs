@@ -6,12 +6,19 @@ use std::path::PathBuf;
 
 use wal_namespaces::feed::Source;
 
+use crate::clusters::{ClusterMap, ClusterMapError};
 use crate::queue::kafka::KafkaSettings;
 use crate::queue::sqs::SqsSettings;
 
 /// The brokers a process's namespaces live on.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct BrokerFlags {
+    /// The cluster map (JSON): Kafka clusters, CQL shards and SQS by the names namespace configs
+    /// use. Read at start-up. Without it, the single-address flags are the map, each cluster
+    /// named "default"; with it, they stand only for the sections the file leaves out.
+    #[arg(long, env = "WAL_CLUSTERS")]
+    pub clusters: Option<PathBuf>,
+
     /// Kafka bootstrap servers, for namespaces on Kafka.
     #[arg(long, env = "WAL_KAFKA_BOOTSTRAP", default_value = "127.0.0.1:19092")]
     pub kafka_bootstrap: String,
@@ -34,6 +41,20 @@ impl BrokerFlags {
         match &self.sqs_endpoint {
             Some(endpoint) => SqsSettings::local(endpoint),
             None => SqsSettings::aws(&self.sqs_region),
+        }
+    }
+
+    /// The cluster map: the --clusters file over these flags' single clusters (`kafka`, a
+    /// binary's Kafka settings; `cql_nodes`, its CQL contact points).
+    pub fn cluster_map(
+        &self,
+        kafka: KafkaSettings,
+        cql_nodes: Vec<String>,
+    ) -> Result<ClusterMap, ClusterMapError> {
+        let map = ClusterMap::single(kafka, cql_nodes, self.sqs());
+        match &self.clusters {
+            Some(path) => map.with_file(path),
+            None => Ok(map),
         }
     }
 }
@@ -96,6 +117,7 @@ impl BrokerFlags {
     /// The local stack's brokers: `scripts/stack env`'s addresses, else the stack's defaults.
     pub fn local_stack() -> Self {
         Self {
+            clusters: None,
             kafka_bootstrap: env_or("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
             sqs_endpoint: Some(env_or("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
             sqs_region: "us-east-1".to_owned(),

@@ -1,57 +1,79 @@
 //! The backend clients one process shares across all its queues: a Kafka producer and admin
-//! client, an SQS client. Made once, and only for the backends the process's namespaces use.
+//! client per Kafka cluster of the cluster map, an SQS client. Made once, and only for the
+//! clusters and backends the process's namespaces use.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rdkafka::error::KafkaError;
 
-use super::kafka::{KafkaBackend, KafkaSettings};
-use super::sqs::{SqsBackend, SqsSettings};
+use super::kafka::KafkaBackend;
+use super::sqs::SqsBackend;
+use crate::clusters::ClusterMap;
 use wal_namespaces::{Namespace, QueueConfig};
 
 use super::{Backend, Queue, QueueSpec};
 
 #[derive(Debug, Default, Clone)]
 pub struct Backends {
-    kafka: Option<Arc<KafkaBackend>>,
+    /// By cluster name, as the cluster map resolves it.
+    kafka: BTreeMap<String, Arc<KafkaBackend>>,
+    /// The name a queue that names no cluster is on.
+    default_kafka: String,
     sqs: Option<Arc<SqsBackend>>,
 }
 
 impl Backends {
-    /// Connects the backends settings are given for; `None` means no queue here is on it. The
-    /// clients connect lazily, so only a malformed Kafka setting fails here.
-    pub async fn connect(
-        kafka: Option<KafkaSettings>,
-        sqs: Option<SqsSettings>,
-    ) -> Result<Self, KafkaError> {
-        let kafka = kafka.map(KafkaBackend::new).transpose()?;
-        let sqs = match sqs {
-            Some(settings) => Some(SqsBackend::new(settings).await),
-            None => None,
-        };
-        Ok(Self { kafka, sqs })
+    /// Clients for what `namespaces` use of `map`: the Kafka clusters their Kafka queues name,
+    /// SQS if a queue is on it. The clients connect lazily, so only a malformed Kafka setting
+    /// fails here. A cluster the map does not have is left out; its queues have no handle.
+    pub async fn connect(map: &ClusterMap, namespaces: &[Namespace]) -> Result<Self, KafkaError> {
+        Self::default().with_missing(map, namespaces).await
     }
 
-    /// These backends plus those settings are given for that are not connected yet: a namespace
-    /// added at run time may be the first on a backend. Connected clients are shared, not remade.
+    /// Clients for every cluster of `map`, and SQS: for a process that may touch any queue
+    /// (the control plane, walctl).
+    pub async fn connect_all(map: &ClusterMap) -> Result<Self, KafkaError> {
+        let mut backends = Self {
+            default_kafka: map.kafka_name(None).to_owned(),
+            ..Self::default()
+        };
+        for (name, settings) in map.kafka_clusters() {
+            let backend = KafkaBackend::new(settings.clone())?;
+            backends.kafka.insert(name.to_owned(), backend);
+        }
+        backends.sqs = Some(SqsBackend::new(map.sqs().clone()).await);
+        Ok(backends)
+    }
+
+    /// These backends plus the clients `namespaces` need that are not connected yet: a
+    /// namespace added at run time may be the first on a cluster. Connected clients are shared,
+    /// not remade.
     pub async fn with_missing(
         &self,
-        kafka: Option<KafkaSettings>,
-        sqs: Option<SqsSettings>,
+        map: &ClusterMap,
+        namespaces: &[Namespace],
     ) -> Result<Self, KafkaError> {
-        let missing = Self::connect(
-            kafka.filter(|_| self.kafka.is_none()),
-            sqs.filter(|_| self.sqs.is_none()),
-        )
-        .await?;
-        Ok(Self {
-            kafka: self.kafka.clone().or(missing.kafka),
-            sqs: self.sqs.clone().or(missing.sqs),
-        })
+        let mut backends = self.clone();
+        backends.default_kafka = map.kafka_name(None).to_owned();
+        let queues = || namespaces.iter().flat_map(|ns| ns.queues.iter());
+        for queue in queues().filter(|q| q.backend == Backend::Kafka) {
+            let name = map.kafka_name(queue.cluster.as_deref());
+            if let Some(settings) = map.kafka(Some(name))
+                && !backends.kafka.contains_key(name)
+            {
+                let backend = KafkaBackend::new(settings.clone())?;
+                backends.kafka.insert(name.to_owned(), backend);
+            }
+        }
+        if backends.sqs.is_none() && queues().any(|q| q.backend == Backend::Sqs) {
+            backends.sqs = Some(SqsBackend::new(map.sqs().clone()).await);
+        }
+        Ok(backends)
     }
 
     /// A handle on one of a namespace's queues ([`QueueSpec::of`]), or `None` when its backend
-    /// was not connected.
+    /// or cluster was not connected.
     pub fn namespace_queue(
         &self,
         namespace: &Namespace,
@@ -60,10 +82,14 @@ impl Backends {
         self.queue(queue.backend, QueueSpec::of(namespace, queue))
     }
 
-    /// A handle on one queue, or `None` when its backend was not connected.
+    /// A handle on one queue (on Kafka, on its spec's cluster), or `None` when its backend or
+    /// cluster was not connected.
     pub fn queue(&self, backend: Backend, spec: QueueSpec) -> Option<Arc<dyn Queue>> {
         match backend {
-            Backend::Kafka => Some(Arc::new(self.kafka.as_ref()?.queue(spec))),
+            Backend::Kafka => {
+                let cluster = spec.cluster.as_deref().unwrap_or(&self.default_kafka);
+                Some(Arc::new(self.kafka.get(cluster)?.queue(spec)))
+            }
             Backend::Sqs => Some(Arc::new(self.sqs.as_ref()?.queue(spec))),
         }
     }

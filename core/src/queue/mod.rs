@@ -41,6 +41,9 @@ pub struct QueueSpec {
     /// and jitter limits, or its longest retry backoff). A Kafka queue makes the delay tiers a
     /// wait this long needs; zero means entries are held in memory only.
     pub longest_wait: Duration,
+    /// The Kafka cluster the queue is on, as the cluster map names it; `None`: the map's
+    /// default. Its DLQ and delay tiers are on the same cluster.
+    pub cluster: Option<String>,
 }
 
 impl QueueSpec {
@@ -51,14 +54,18 @@ impl QueueSpec {
             name: name.to_owned(),
             dlq: Some(dlq.to_owned()),
             longest_wait: Duration::ZERO,
+            cluster: None,
         }
     }
 
     /// One of a namespace's queues, with the namespace's longest wait, so a Kafka queue has the
     /// delay tiers its entries need.
     pub fn of(namespace: &Namespace, queue: &QueueConfig) -> Self {
-        Self::new(&namespace.name, &queue.name, &queue.dlq)
-            .with_longest_wait(namespace.longest_wait())
+        Self {
+            cluster: queue.cluster.clone(),
+            ..Self::new(&namespace.name, &queue.name, &queue.dlq)
+        }
+        .with_longest_wait(namespace.longest_wait())
     }
 
     /// The same queue, with entries waiting up to `longest_wait` for their deliver-at.
@@ -74,6 +81,7 @@ impl QueueSpec {
             name: dlq.clone(),
             dlq: None,
             longest_wait: Duration::ZERO,
+            cluster: self.cluster.clone(),
         })
     }
 }

@@ -171,7 +171,7 @@ impl Run<'_> {
             .get(&dlq.name)
             .cloned()
             .unwrap_or_default();
-        let mut scan = self.dead.scan(&dlq.name, from).await?;
+        let mut scan = self.dead.scan(dlq, from).await?;
         for partition in &scan.reset {
             eprintln!(
                 "walctl: DLQ '{}' partition {partition} is shorter than the checkpoint says (the topic was made again?); reading it from its start",

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wal_core::clusters::ClusterMap;
 use wal_core::entry::Entry;
-use wal_core::queue::kafka::KafkaSettings;
 use wal_core::queue::kafka::scan::{self, Scan};
-use wal_core::queue::sqs::SqsSettings;
 use wal_core::queue::{Backends, Delivery, Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
 
@@ -29,12 +28,14 @@ pub struct DlqHandle {
     pub queue: Arc<dyn Queue>,
     pub name: String,
     pub backend: Backend,
+    /// The Kafka cluster it is on, as the cluster map names it (`None`: the default).
+    pub cluster: Option<String>,
 }
 
 /// A namespace's DLQs, and its queues, where redriven entries go.
 #[derive(Debug)]
 pub struct DeadLetters {
-    kafka: KafkaSettings,
+    clusters: ClusterMap,
     namespace: Namespace,
     /// Each DLQ once, in the order the config first names it.
     pub dlqs: Vec<DlqHandle>,
@@ -53,12 +54,14 @@ pub struct Found {
 
 impl DeadLetters {
     pub async fn connect(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Self, Failure> {
-        let kafka = brokers.kafka();
-        let sqs = SqsSettings {
-            visibility_timeout: SQS_HOLD,
-            ..brokers.sqs()
-        };
-        let backends = Backends::connect(Some(kafka.clone()), Some(sqs))
+        let clusters = brokers
+            .cluster_map(brokers.kafka(), Vec::new())
+            .map_err(|e| Failure::usage(e.to_string()))?
+            .tune_sqs(|sqs| sqs.visibility_timeout = SQS_HOLD);
+        clusters
+            .check(std::slice::from_ref(namespace))
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let backends = Backends::connect(&clusters, std::slice::from_ref(namespace))
             .await
             .map_err(|e| Failure::broker(format!("configuring Kafka: {e}")))?;
         let mut dlqs: Vec<DlqHandle> = Vec::new();
@@ -84,11 +87,12 @@ impl DeadLetters {
                     queue: dlq,
                     name: queue.dlq.clone(),
                     backend: queue.backend,
+                    cluster: queue.cluster.clone(),
                 });
             }
         }
         Ok(Self {
-            kafka,
+            clusters,
             namespace: namespace.clone(),
             dlqs,
             homes,
@@ -106,7 +110,7 @@ impl DeadLetters {
         for (index, dlq) in self.dlqs.iter().enumerate() {
             match dlq.backend {
                 Backend::Kafka => {
-                    let mut scan = self.scan(&dlq.name, BTreeMap::new()).await?;
+                    let mut scan = self.scan(dlq, BTreeMap::new()).await?;
                     while let Some(record) = scan.records.recv().await {
                         let record = record.map_err(|e| {
                             Failure::broker(format!("reading DLQ '{}': {e}", dlq.name))
@@ -148,10 +152,16 @@ impl DeadLetters {
         Ok(())
     }
 
-    pub async fn scan(&self, dlq: &str, from: BTreeMap<i32, i64>) -> Result<Scan, Failure> {
-        scan::scan(&self.kafka, dlq, from, BTreeMap::new(), scan::Gaps::Skip)
+    pub async fn scan(&self, dlq: &DlqHandle, from: BTreeMap<i32, i64>) -> Result<Scan, Failure> {
+        let name = &dlq.name;
+        let kafka = self.clusters.kafka(dlq.cluster.as_deref()).ok_or_else(|| {
+            Failure::usage(format!(
+                "DLQ '{name}' is on a Kafka cluster the cluster map does not have"
+            ))
+        })?;
+        scan::scan(kafka, name, from, BTreeMap::new(), scan::Gaps::Skip)
             .await
-            .map_err(|e| Failure::broker(format!("reading DLQ '{dlq}': {e}")))
+            .map_err(|e| Failure::broker(format!("reading DLQ '{name}': {e}")))
     }
 }
 

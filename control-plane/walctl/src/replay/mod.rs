@@ -25,6 +25,7 @@ use std::time::{Instant, SystemTime};
 use governor::{Quota, RateLimiter};
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::TargetRegistry;
+use wal_core::clusters::ClusterMap;
 use wal_core::durable::DurableStorage;
 use wal_core::entry::Target as TargetSpec;
 use wal_core::queue::kafka::KafkaSettings;
@@ -53,9 +54,13 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let saved = resumable(&replay, &path, &namespace.name, &typed)?;
     let (from_micros, to_micros) = range(&replay, saved.as_ref())?;
     let target = target_override(&replay)?;
-    let kafka = replay.brokers.kafka();
+    let clusters = replay
+        .brokers
+        .cluster_map(replay.brokers.kafka(), replay.cql.cql_nodes.clone())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let kafka = namespace_kafka(&clusters, &namespace)?;
     let history = crate::namespace::archive_history(control_plane, &namespace.name).await?;
-    let clients = clients(&replay)?;
+    let clients = clients(&replay, clusters)?;
     let source = source::choose(
         replay.source,
         (&namespace, history),
@@ -288,8 +293,9 @@ async fn finish(
     Ok(outcome)
 }
 
-/// The connections a replay reads the archive and applies with, made once.
-fn clients(replay: &Replay) -> Result<Arc<Clients>, Failure> {
+/// The connections a replay reads the archive (on its shard of `clusters`) and applies with,
+/// made once.
+fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failure> {
     let settings = ClientSettings {
         cql_nodes: replay.cql.cql_nodes.clone(),
         memcached: replay.memcached.clone(),
@@ -297,8 +303,33 @@ fn clients(replay: &Replay) -> Result<Arc<Clients>, Failure> {
         request_timeout: replay.apply_timeout,
     };
     Clients::new(settings)
-        .map(Arc::new)
+        .map(|clients| Arc::new(clients.with_clusters(clusters)))
         .map_err(|e| Failure::usage(format!("target clients: {e}")))
+}
+
+/// The Kafka cluster of the namespace's Kafka queues (the map's default when it has none). A
+/// replay reads one cluster: queues on several are refused.
+fn namespace_kafka(clusters: &ClusterMap, namespace: &Namespace) -> Result<KafkaSettings, Failure> {
+    clusters
+        .check(std::slice::from_ref(namespace))
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let names: std::collections::BTreeSet<&str> = namespace
+        .queues
+        .iter()
+        .filter(|q| q.backend == wal_namespaces::Backend::Kafka)
+        .map(|q| clusters.kafka_name(q.cluster.as_deref()))
+        .collect();
+    if names.len() > 1 {
+        let names: Vec<&str> = names.into_iter().collect();
+        return Err(Failure::usage(format!(
+            "namespace '{}' has Kafka queues on several clusters ({}); walctl replays one cluster's queues, which this build cannot choose yet",
+            namespace.name,
+            names.join(", ")
+        )));
+    }
+    let name = names.into_iter().next();
+    let kafka = name.and_then(|name| clusters.kafka(Some(name)));
+    Ok(kafka.unwrap_or_else(|| clusters.default_kafka()).clone())
 }
 
 fn applier(

@@ -121,12 +121,15 @@ async fn archive(namespace: &Namespace, clients: &Clients) -> Result<Arc<Durable
                 namespace.name
             ))
         })?;
-    if clients.settings().cql_nodes.is_empty() {
+    let settings = clients
+        .durable_settings(durable)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    if settings.nodes.is_empty() {
         return Err(Failure::usage(
-            "the archive is in CQL; pass --cql-nodes (or set WAL_CQL_NODES)",
+            "the archive is in CQL; pass --cql-nodes (or set WAL_CQL_NODES), or name its shard's contact points in the cluster map",
         ));
     }
-    clients.durable(&durable.keyspace).await.map_err(|e| {
+    clients.durable(durable).await.map_err(|e| {
         Failure::broker(format!(
             "the archive in keyspace '{}': {e}",
             durable.keyspace

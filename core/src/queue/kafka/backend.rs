@@ -1,5 +1,6 @@
 //! How to reach a Kafka cluster, and the clients one process shares across its Kafka queues.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,10 @@ pub struct KafkaSettings {
     /// receive meanwhile, and must not lose its partitions (and its acknowledgements) for it.
     /// Dead processes are still found within `session_timeout`, by the background heartbeat.
     pub max_poll_interval: Duration,
+    /// More librdkafka properties for every client of this cluster (security.protocol, sasl.*,
+    /// ssl.*), from the cluster map. Never the ones the platform's guarantees rest on: the map
+    /// refuses those (see `clusters`).
+    pub client: BTreeMap<String, String>,
 }
 
 impl KafkaSettings {
@@ -53,7 +58,19 @@ impl KafkaSettings {
             session_timeout: Duration::from_secs(10),
             // librdkafka's maximum.
             max_poll_interval: Duration::from_secs(24 * 3600),
+            client: BTreeMap::new(),
         }
+    }
+
+    /// A librdkafka configuration for this cluster: its bootstrap servers and the map's client
+    /// properties; each client adds its own.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap_servers);
+        for (key, value) in &self.client {
+            config.set(key, value);
+        }
+        config
     }
 }
 
@@ -81,8 +98,8 @@ impl KafkaBackend {
     pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
         let context = OutageContext::new("producer");
         let producer_outage = context.outage();
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", &settings.bootstrap_servers)
+        let producer = settings
+            .client_config()
             .set("client.id", "wal")
             .set("enable.idempotence", "true")
             .set("acks", "all")
@@ -94,8 +111,8 @@ impl KafkaBackend {
                 PRODUCER_BUFFER_MESSAGES.to_string(),
             )
             .create_with_context(context)?;
-        let admin = ClientConfig::new()
-            .set("bootstrap.servers", &settings.bootstrap_servers)
+        let admin = settings
+            .client_config()
             .set("client.id", "wal-admin")
             .create_with_context(OutageContext::new("admin"))?;
         Ok(Arc::new(Self {
@@ -119,6 +136,7 @@ impl KafkaBackend {
                         // An undecodable record on a tier is dead-lettered with the queue's own.
                         dlq: spec.dlq.clone(),
                         longest_wait: Duration::ZERO,
+                        cluster: spec.cluster.clone(),
                     },
                     receiver: OnceCell::new(),
                     tiers: Vec::new(),

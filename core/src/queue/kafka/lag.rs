@@ -5,7 +5,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 
@@ -26,8 +26,8 @@ pub(super) fn group_lag<C: ConsumerContext>(
 /// The namespace consumer group's lag on every partition of `topic`, read without joining the
 /// group (an offset fetch only, so running consumers are not disturbed). Blocks on the broker.
 pub(super) fn unfinished(settings: &KafkaSettings, topic: &str) -> Result<u64, KafkaError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &settings.bootstrap_servers)
+    let consumer: BaseConsumer = settings
+        .client_config()
         .set("group.id", format!("{}{topic}", settings.group_prefix))
         .set("enable.auto.commit", "false")
         .create()?;

@@ -4,7 +4,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
@@ -57,7 +56,7 @@ impl KafkaQueue {
             tracker: Arc::clone(&tracker),
             outage: Arc::clone(&outage),
         };
-        let mut config = ClientConfig::new();
+        let mut config = settings.client_config();
         if let Some(kib) = self.prefetch_kib {
             config
                 .set("queued.max.messages.kbytes", kib.to_string())
@@ -71,7 +70,6 @@ impl KafkaQueue {
         // fills; short, so a tier that was full reads on as soon as it has room.
         config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
         let consumer: StreamConsumer<TrackingContext> = config
-            .set("bootstrap.servers", &settings.bootstrap_servers)
             .set(
                 "group.id",
                 format!("{}{}", settings.group_prefix, self.spec.name),

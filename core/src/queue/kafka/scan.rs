@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message as _;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use super::KafkaSettings;
@@ -267,8 +267,8 @@ fn open(
 
 /// A consumer that reads assigned partitions: never joins a group, never commits.
 fn reader(settings: &KafkaSettings, gaps: Gaps) -> Result<BaseConsumer, KafkaError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", &settings.bootstrap_servers)
+    settings
+        .client_config()
         // Required by librdkafka; never joined (partitions are assigned) nor committed to.
         .set("group.id", "wal-scan")
         .set("enable.auto.commit", "false")
