@@ -45,6 +45,12 @@ pub struct ConsumerOptions {
     #[command(flatten)]
     pub brokers: BrokerFlags,
 
+    /// Serve only the namespaces whose config names this consumer stack (`consumer_stack`, or
+    /// Netflix's `consumerStack`), so each consumer group of a deployment has its own and scales
+    /// alone. Unset: every namespace.
+    #[arg(long, env = "WAL_CONSUMER_STACK")]
+    pub consumer_stack: Option<String>,
+
     /// Kafka bootstrap servers for kafka targets (the namespaces' cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
@@ -113,6 +119,7 @@ impl ConsumerOptions {
         Ok(ConsumerSettings {
             clients: self.client_settings(),
             clusters,
+            stack: self.consumer_stack.clone(),
             max_in_flight: self.max_in_flight,
             max_held: self.max_held,
             apply_timeout: self.apply_timeout(),

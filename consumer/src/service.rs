@@ -30,6 +30,14 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// Whether this consumer serves `namespace`: every one, or those naming its stack.
+    fn serves_stack(&self, namespace: &Namespace) -> bool {
+        match &self.settings.stack {
+            None => true,
+            Some(stack) => namespace.consumer.stack.as_ref() == Some(stack),
+        }
+    }
+
     /// Connects the namespaces' queues. A namespace whose default target kind this build does not
     /// deliver is left alone (its entries stay on the queue), with a warning.
     pub async fn start(
@@ -59,10 +67,13 @@ impl Consumer {
         running: &[&Namespace],
         next: Vec<Namespace>,
     ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
-        self.settings.clusters.check(&next)?;
-        check_cql(&self.settings, &next)?;
+        let stack = |ns: &&Namespace| self.serves_stack(ns);
+        let mine: Vec<Namespace> = next.iter().filter(stack).cloned().collect();
+        self.settings.clusters.check(&mine)?;
+        check_cql(&self.settings, &mine)?;
         let next: Vec<Namespace> = next
             .into_iter()
+            .filter(|ns| self.serves_stack(ns))
             .filter(|ns| match &ns.default_target {
                 Some(target) if !self.deliverer.targets().knows(target.kind.name()) => {
                     tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");

@@ -14,6 +14,8 @@ pub struct ConsumerSettings {
     /// The Kafka clusters, CQL shards (durable storage) and SQS endpoint (with its delay step)
     /// the namespaces name.
     pub clusters: ClusterMap,
+    /// The consumer stack served: only namespaces naming it; `None`, every namespace.
+    pub stack: Option<String>,
     /// Entries being applied or settled at once per queue.
     pub max_in_flight: u32,
     /// Entries per queue that may wait in memory for their deliver-at.

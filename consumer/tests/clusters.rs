@@ -101,3 +101,36 @@ async fn names_the_cluster_map_does_not_have_are_refused_with_the_known_ones() {
         }
     }
 }
+
+/// A consumer group of a deployment serves the namespaces that name its consumer stack, and
+/// leaves the others to their own group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_stack_serves_only_the_namespaces_that_name_it() {
+    let upstream = Upstream::start(|_| 200).await;
+    let on_stack = |stack: &str| {
+        let mut namespace =
+            wal_testkit::namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
+        namespace.consumer.stack = Some(stack.to_owned());
+        namespace
+    };
+    let (mine, theirs) = (on_stack("orders"), on_stack("billing"));
+    let mut options = wal_consumer::ConsumerOptions::for_local_stack(std::path::PathBuf::new());
+    options.consumer_stack = Some("orders".to_owned());
+    let settings = options.settings().unwrap();
+    let consumer = wal_consumer::Consumer::start(&settings, vec![mine.clone(), theirs.clone()])
+        .await
+        .unwrap();
+    let queues = consumer.queues();
+    assert!(
+        queues
+            .iter()
+            .any(|q| q.starts_with(&format!("{}/", mine.name))),
+        "{queues:?}"
+    );
+    assert!(
+        !queues
+            .iter()
+            .any(|q| q.starts_with(&format!("{}/", theirs.name))),
+        "{queues:?}"
+    );
+}
