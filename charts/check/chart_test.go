@@ -1,0 +1,187 @@
+package main
+
+// The choices the chart makes, checked on what `helm template` renders: probes, checksums,
+// one Deployment per consumer group, grace periods, security, and the schema's refusals.
+// WAL_HELM names the helm binary (scripts/chart-check installs one); "helm" on PATH otherwise.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+const chart = "../wal"
+
+func helm() string {
+	if path := os.Getenv("WAL_HELM"); path != "" {
+		return path
+	}
+	return "helm"
+}
+
+// render runs helm template with `args` and returns its output, or its error text.
+func render(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	all := append([]string{"template", "t", chart, "--kube-version", "1.31.0"}, args...)
+	out, err := exec.Command(helm(), all...).CombinedOutput()
+	return string(out), err
+}
+
+func deployments(t *testing.T, args ...string) []*appsv1.Deployment {
+	t.Helper()
+	out, err := render(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	manifests, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []*appsv1.Deployment
+	for _, m := range manifests {
+		if d, ok := m.Object.(*appsv1.Deployment); ok {
+			found = append(found, d)
+		}
+	}
+	return found
+}
+
+func valueSets(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chart, "ci", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no value sets under %s/ci: %v", chart, err)
+	}
+	return files
+}
+
+func env(d *appsv1.Deployment, name string) (string, bool) {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+func TestEveryValueSetRendersManifestsOfTheirAPITypes(t *testing.T) {
+	for _, values := range valueSets(t) {
+		out, err := render(t, "-f", values)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", values, err, out)
+		}
+		if _, err := Decode(out); err != nil {
+			t.Errorf("%s: %v", values, err)
+		}
+	}
+}
+
+func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.T) {
+	for _, values := range valueSets(t) {
+		for _, d := range deployments(t, "-f", values) {
+			c := d.Spec.Template.Spec.Containers[0]
+			for probe, p := range map[string]any{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				if p == nil || (probe == "readiness" && c.ReadinessProbe.GRPC == nil) || (probe == "liveness" && c.LivenessProbe.GRPC == nil) {
+					t.Errorf("%s %s: no gRPC %s probe", values, d.Name, probe)
+				}
+			}
+			pod := d.Spec.Template.Spec.SecurityContext
+			if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot {
+				t.Errorf("%s %s: may run as root", values, d.Name)
+			}
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("%s %s: root filesystem writable", values, d.Name)
+			}
+			if v, _ := env(d, "WAL_CLUSTERS"); v != "/etc/wal/clusters/clusters.json" {
+				t.Errorf("%s %s: WAL_CLUSTERS is %q", values, d.Name, v)
+			}
+		}
+	}
+}
+
+func TestEachConsumerGroupIsADeploymentOfItsOwnServingItsStack(t *testing.T) {
+	stacks := map[string]string{}
+	for _, d := range deployments(t, "-f", filepath.Join(chart, "ci", "folder-values.yaml")) {
+		if strings.Contains(d.Name, "-consumer-") {
+			stack, _ := env(d, "WAL_CONSUMER_STACK")
+			stacks[d.Name] = stack
+		}
+	}
+	want := map[string]string{"t-wal-consumer-orders": "orders", "t-wal-consumer-billing": "billing"}
+	if len(stacks) != len(want) {
+		t.Fatalf("consumer Deployments %v, want %v", stacks, want)
+	}
+	for name, stack := range want {
+		if stacks[name] != stack {
+			t.Errorf("%s serves stack %q, want %q", name, stacks[name], stack)
+		}
+	}
+}
+
+func TestAChangedClusterMapRollsEveryPod(t *testing.T) {
+	before := deployments(t)
+	after := deployments(t, "--set", "clusters.kafka.clusters.main.bootstrap_servers=kafka-new:9092")
+	if len(before) != len(after) || len(before) == 0 {
+		t.Fatalf("%d Deployments before, %d after", len(before), len(after))
+	}
+	for i := range before {
+		was := before[i].Spec.Template.Annotations["checksum/clusters"]
+		now := after[i].Spec.Template.Annotations["checksum/clusters"]
+		if was == "" || was == now {
+			t.Errorf("%s: checksum/clusters %q before, %q after", before[i].Name, was, now)
+		}
+	}
+}
+
+func TestAConsumerPodOutlastsItsShutdownGrace(t *testing.T) {
+	for _, d := range deployments(t, "--set", "consumer.shutdownGraceMs=45000") {
+		if !strings.Contains(d.Name, "-consumer-") {
+			continue
+		}
+		grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+		if grace == nil || *grace*1000 <= 45000 {
+			t.Errorf("%s: terminationGracePeriodSeconds %v, not longer than the 45 s shutdown grace", d.Name, grace)
+		}
+	}
+}
+
+func TestTheSchemaRefusesWrongValuesAtTemplateTime(t *testing.T) {
+	cases := []struct{ set, says string }{
+		{"producer.replicas=two", "got string, want integer"},
+		{"producer.replica=2", "additional properties 'replica' not allowed"},
+		{"feed.mode=files", "value must be one of"},
+		{"consumer.groups[0].name=Not_A_Name", "does not match pattern"},
+	}
+	for _, c := range cases {
+		out, err := render(t, "--set", c.set)
+		if err == nil {
+			t.Errorf("--set %s rendered", c.set)
+			continue
+		}
+		if !strings.Contains(out, c.says) {
+			t.Errorf("--set %s: %s", c.set, out)
+		}
+	}
+}
+
+func TestKEDAWithNothingToScaleOnIsRefused(t *testing.T) {
+	out, err := render(t, "--set", "consumer.keda.enabled=true")
+	if err == nil || !strings.Contains(out, "needs consumer.keda.kafka.topics or consumer.keda.sqs.queueURLs") {
+		t.Errorf("rendered, or said: %v %s", err, out)
+	}
+}
+
+func TestStrictDecodingCatchesWhatTheAPIServerWouldRefuse(t *testing.T) {
+	typo := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replica: 2\n"
+	if _, err := Decode(typo); err == nil || !strings.Contains(err.Error(), "replica") {
+		t.Errorf("a misspelt field decoded: %v", err)
+	}
+	unknown := "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata:\n  name: x\n"
+	if _, err := Decode(unknown); err == nil {
+		t.Error("a removed API version decoded")
+	}
+}
