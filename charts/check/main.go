@@ -12,11 +12,8 @@ import (
 	"os"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
 
@@ -97,30 +94,27 @@ func split(rendered string) []string {
 	return docs
 }
 
+// servedVersions are the built-in API versions the chart may use: those Kubernetes 1.27 and
+// later serve (the scheme still knows removed ones, such as apps/v1beta1, for old objects).
+var servedVersions = map[string]bool{
+	"v1": true, "apps/v1": true, "policy/v1": true, "autoscaling/v2": true,
+	"networking.k8s.io/v1": true, "rbac.authorization.k8s.io/v1": true, "batch/v1": true,
+}
+
+// newObject is an empty object of the API type apiVersion and kind name: a built-in kind from
+// client-go's scheme (the types of k8s.io/api) in a served version, or one of the custom
+// resources the chart renders.
 func newObject(apiVersion, kind string) (any, error) {
-	switch apiVersion + "/" + kind {
-	case "v1/ConfigMap":
-		return &corev1.ConfigMap{}, nil
-	case "v1/Secret":
-		return &corev1.Secret{}, nil
-	case "v1/Service":
-		return &corev1.Service{}, nil
-	case "v1/ServiceAccount":
-		return &corev1.ServiceAccount{}, nil
-	case "apps/v1/Deployment":
-		return &appsv1.Deployment{}, nil
-	case "policy/v1/PodDisruptionBudget":
-		return &policyv1.PodDisruptionBudget{}, nil
-	case "autoscaling/v2/HorizontalPodAutoscaler":
-		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
-	case "networking.k8s.io/v1/NetworkPolicy":
-		return &networkingv1.NetworkPolicy{}, nil
-	case "keda.sh/v1alpha1/ScaledObject":
-		return &ScaledObject{}, nil
-	case "monitoring.coreos.com/v1/ServiceMonitor":
-		return &ServiceMonitor{}, nil
-	case "monitoring.coreos.com/v1/PrometheusRule":
-		return &PrometheusRule{}, nil
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	if custom, ok := customResources[gvk]; ok {
+		return custom(), nil
 	}
-	return nil, fmt.Errorf("apiVersion %q kind %q is not a kind this chart renders", apiVersion, kind)
+	if !servedVersions[apiVersion] {
+		return nil, fmt.Errorf("apiVersion %q is not one Kubernetes 1.27 and later serve for the chart's kinds", apiVersion)
+	}
+	object, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q has no kind %q: %w", apiVersion, kind, err)
+	}
+	return object, nil
 }
