@@ -122,6 +122,24 @@ func TestEachConsumerGroupIsADeploymentOfItsOwnServingItsStack(t *testing.T) {
 	}
 }
 
+func TestInFolderModeTheProcessesProvisionAndOtherwiseTheControlPlaneDoes(t *testing.T) {
+	folder := filepath.Join(chart, "ci", "folder-values.yaml")
+	for values, want := range map[string]string{folder: "true", "": ""} {
+		args := []string{}
+		if values != "" {
+			args = []string{"-f", values}
+		}
+		for _, d := range deployments(t, args...) {
+			if strings.Contains(d.Name, "control-plane") {
+				continue
+			}
+			if got, _ := env(d, "WAL_PROVISION"); got != want {
+				t.Errorf("%s %s: WAL_PROVISION %q, want %q", values, d.Name, got, want)
+			}
+		}
+	}
+}
+
 func TestAChangedClusterMapRollsEveryPod(t *testing.T) {
 	before := deployments(t)
 	after := deployments(t, "--set", "clusters.kafka.clusters.main.bootstrap_servers=kafka-new:9092")

@@ -61,6 +61,9 @@ checksum/namespaces: {{ toJson .Values.namespaces | sha256sum }}
 {{- if eq .Values.feed.mode "folder" }}
 - name: WAL_NAMESPACES
   value: /etc/wal/namespaces
+# No control plane provisions the namespaces' queues in folder mode: the processes do.
+- name: WAL_PROVISION
+  value: "true"
 {{- else }}
 - name: WAL_CONTROL_PLANE
   value: http://{{ include "wal.component" (dict "root" . "component" "control-plane") }}:{{ .Values.controlPlane.service.port }}
