@@ -51,7 +51,7 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_CONSUMER_STACK")]
     pub consumer_stack: Option<String>,
 
-    /// Kafka bootstrap servers for kafka targets (the namespaces' cluster when unset).
+    /// Kafka bootstrap servers for kafka targets (the cluster map's default cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
 
@@ -116,8 +116,13 @@ impl ConsumerOptions {
             .brokers
             .cluster_map(self.brokers.kafka(), self.cql.cql_nodes.clone())?
             .tune_sqs(|sqs| sqs.delay_step = delay_step);
+        let mut clients = self.client_settings();
+        if self.target_kafka_bootstrap.is_none() {
+            // Kafka targets publish to the map's default cluster unless told otherwise.
+            clients.kafka_bootstrap = clusters.default_kafka().bootstrap_servers.clone();
+        }
         Ok(ConsumerSettings {
-            clients: self.client_settings(),
+            clients,
             clusters,
             stack: self.consumer_stack.clone(),
             max_in_flight: self.max_in_flight,

@@ -299,7 +299,7 @@ fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failur
     let settings = ClientSettings {
         cql_nodes: replay.cql.cql_nodes.clone(),
         memcached: replay.memcached.clone(),
-        kafka_bootstrap: replay.brokers.kafka_bootstrap.clone(),
+        kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),
         request_timeout: replay.apply_timeout,
     };
     Clients::new(settings)
