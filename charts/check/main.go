@@ -5,13 +5,18 @@
 // PrometheusRule) are decoded into the parts of their schemas the chart uses (crds.go).
 //
 //	chartcheck RENDERED.yaml...
+//
+// With CHARTCHECK_CLUSTERS_OUT set to a folder, it also writes the cluster map each rendered
+// chart carries there (RENDERED.clusters.json), for the platform's own parser to read.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
@@ -36,6 +41,12 @@ func main() {
 			continue
 		}
 		fmt.Printf("chartcheck: %s: %d manifests match their API types\n", path, len(docs))
+		if out := os.Getenv("CHARTCHECK_CLUSTERS_OUT"); out != "" {
+			if err := writeClusterMap(docs, out, path); err != nil {
+				fmt.Fprintf(os.Stderr, "chartcheck: %s: %v\n", path, err)
+				failed++
+			}
+		}
 	}
 	if failed > 0 {
 		os.Exit(1)
@@ -73,6 +84,19 @@ func Decode(rendered string) ([]Manifest, error) {
 		manifests = append(manifests, Manifest{Kind: head.Kind, Name: head.Metadata.Name, Object: object})
 	}
 	return manifests, nil
+}
+
+// writeClusterMap writes the clusters.json of the rendered ConfigMap that holds one.
+func writeClusterMap(docs []Manifest, out, rendered string) error {
+	for _, doc := range docs {
+		if cm, ok := doc.Object.(*corev1.ConfigMap); ok {
+			if text, ok := cm.Data["clusters.json"]; ok {
+				name := strings.TrimSuffix(filepath.Base(rendered), ".yaml") + ".clusters.json"
+				return os.WriteFile(filepath.Join(out, name), []byte(text), 0o644)
+			}
+		}
+	}
+	return fmt.Errorf("no ConfigMap holds clusters.json")
 }
 
 // split returns the non-empty YAML documents of a multi-document stream.

@@ -294,6 +294,16 @@ impl ClusterMap {
         self.cql.get(name)
     }
 
+    /// Every CQL shard, by name.
+    pub fn cql_shards(&self) -> impl Iterator<Item = (&str, &CqlShard)> {
+        self.cql.entries.iter().map(|(n, s)| (n.as_str(), s))
+    }
+
+    /// The CQL shard a namespace that names none uses.
+    pub fn default_cql_name(&self) -> &str {
+        &self.cql.default
+    }
+
     pub fn sqs(&self) -> &SqsSettings {
         &self.sqs
     }

@@ -8,6 +8,7 @@
 
 mod breakers;
 mod checkpoint;
+mod clusters;
 mod dlq;
 mod failure;
 mod namespace;
@@ -60,6 +61,8 @@ enum Command {
     Replay(Box<replay::Replay>),
     /// Targets the consumers hold entries for because they are unavailable (open breakers).
     Breakers(breakers::Breakers),
+    /// Check a cluster map (and that namespace files name only what it has); print its names.
+    Clusters(clusters::Clusters),
 }
 
 /// mimalloc rather than the system allocator: a replay allocates each record on the Kafka
@@ -79,6 +82,7 @@ async fn main() -> ExitCode {
         Command::Dlq(command) => dlq::run(command, &cli.control_plane, cli.output).await,
         Command::Replay(replay) => replay::run(*replay, &cli.control_plane, cli.output).await,
         Command::Breakers(command) => breakers::run(command, cli.output).await,
+        Command::Clusters(command) => clusters::run(command, cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

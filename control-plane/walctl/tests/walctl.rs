@@ -234,3 +234,48 @@ async fn write_arguments_are_checked_before_anything_is_sent() {
         );
     }
 }
+
+/// `walctl clusters MAP NAMESPACE...` reads a map as the processes do, lists its names, and
+/// refuses namespaces naming what it lacks, before anything is rolled out.
+#[tokio::test]
+async fn a_cluster_map_is_checked_with_the_namespaces_that_will_use_it() {
+    let map = write_file(
+        r#"{"kafka": {"default": "main", "clusters": {
+             "main": {"bootstrap_servers": "a:9092"}, "events": {"bootstrap_servers": "b:9092"}}}}"#,
+    );
+    let on = |cluster: &str| {
+        let name = unique("ns");
+        let text = config(&name, "KAFKA", &[&name], "").replace(
+            r#""wal-kafka-topics""#,
+            &format!(r#""wal.kafka.bootstrap.servers.prefix": "{cluster}", "wal-kafka-topics""#),
+        );
+        write_file(&text)
+    };
+    let (events, nowhere) = (on("events"), on("nowhere"));
+
+    let listed = walctl(&["-o", "json", "clusters", &map, &events]).await;
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["kafka"][0]["name"], "events", "{listed:#}");
+    assert_eq!(listed["kafka"][1]["default"], true, "{listed:#}");
+
+    let refused = walctl(&["clusters", &map, &events, &nowhere]).await;
+    assert_eq!(refused.status.code(), Some(2));
+    let said = stderr(&refused);
+    assert!(
+        said.contains("Kafka cluster 'nowhere'") && said.contains("known: events, main"),
+        "{said}"
+    );
+    assert!(!said.contains(&events), "{said}");
+
+    let bad = write_file(
+        r#"{"kafka": {"default": "x", "clusters": {"main": {"bootstrap_servers": "a:1"}}}}"#,
+    );
+    let invalid = walctl(&["clusters", &bad]).await;
+    assert_eq!(invalid.status.code(), Some(2));
+    assert!(
+        stderr(&invalid).contains("invalid at kafka.default"),
+        "{}",
+        stderr(&invalid)
+    );
+}

@@ -1,0 +1,95 @@
+//! `walctl clusters FILE [NAMESPACE_FILE...]`: reads a cluster map as every process would (over
+//! the single-address flags), prints what each name stands for, and checks that the namespace
+//! files given name only clusters and shards it has: before a map or a namespace is rolled out.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use wal_core::clusters::ClusterMap;
+use wal_core::process::BrokerFlags;
+
+use crate::Failure;
+use crate::output::{Format, print_json, table};
+
+#[derive(Debug, clap::Args)]
+pub struct Clusters {
+    /// The cluster map (JSON) to check.
+    map: PathBuf,
+    /// Namespace config files whose cluster and shard names must be in the map.
+    namespaces: Vec<PathBuf>,
+    #[command(flatten)]
+    brokers: BrokerFlags,
+}
+
+pub fn run(command: Clusters, format: Format) -> Result<(), Failure> {
+    let flags = BrokerFlags {
+        clusters: Some(command.map.clone()),
+        ..command.brokers
+    };
+    let map = flags
+        .cluster_map(flags.kafka(), Vec::new())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let mut problems = Vec::new();
+    for path in &command.namespaces {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
+        let origin = path.display().to_string();
+        match wal_namespaces::parse(&text, &origin) {
+            Ok(namespace) => match map.check(std::slice::from_ref(&namespace)) {
+                Ok(()) => {}
+                Err(unknown) => {
+                    problems.extend(unknown.0.into_iter().map(|p| format!("{origin}: {p}")))
+                }
+            },
+            Err(errors) => problems.push(errors.to_string()),
+        }
+    }
+    print_map(&map, format);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::usage(problems.join("\n")))
+    }
+}
+
+fn print_map(map: &ClusterMap, format: Format) {
+    let default_kafka = map.kafka_name(None);
+    let kafka: Vec<_> = map
+        .kafka_clusters()
+        .map(|(name, k)| (name, name == default_kafka, k.bootstrap_servers.clone()))
+        .collect();
+    let cql: Vec<_> = map
+        .cql_shards()
+        .map(|(name, s)| {
+            (
+                name,
+                name == map.default_cql_name(),
+                s.contact_points.join(","),
+            )
+        })
+        .collect();
+    let sqs = map.sqs();
+    let sqs_at = sqs
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| format!("AWS {}", sqs.region));
+    match format {
+        Format::Json => print_json(&json!({
+            "kafka": kafka.iter().map(|(n, d, a)| json!({"name": n, "default": d, "bootstrap_servers": a})).collect::<Vec<_>>(),
+            "cql": cql.iter().map(|(n, d, a)| json!({"name": n, "default": d, "contact_points": a})).collect::<Vec<_>>(),
+            "sqs": sqs_at,
+        })),
+        Format::Table => {
+            let mut rows = table(&["kind", "name", "default", "address"]);
+            let sections = [("kafka", &kafka), ("cql", &cql)];
+            for (kind, entries) in sections {
+                for (name, default, address) in entries.iter() {
+                    let default = if *default { "yes" } else { "" };
+                    rows.add_row(vec![kind, name, default, address.as_str()]);
+                }
+            }
+            rows.add_row(vec!["sqs", "", "", sqs_at.as_str()]);
+            println!("{rows}");
+        }
+    }
+}
