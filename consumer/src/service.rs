@@ -67,13 +67,15 @@ impl Consumer {
         running: &[&Namespace],
         next: Vec<Namespace>,
     ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
-        let stack = |ns: &&Namespace| self.serves_stack(ns);
-        let mine: Vec<Namespace> = next.iter().filter(stack).cloned().collect();
-        self.settings.clusters.check(&mine)?;
-        check_cql(&self.settings, &mine)?;
-        let next: Vec<Namespace> = next
+        // Only this consumer's namespaces: another stack's may name clusters its map lacks.
+        let mine: Vec<Namespace> = next
             .into_iter()
             .filter(|ns| self.serves_stack(ns))
+            .collect();
+        self.settings.clusters.check(&mine)?;
+        check_cql(&self.settings, &mine)?;
+        let next: Vec<Namespace> = mine
+            .into_iter()
             .filter(|ns| match &ns.default_target {
                 Some(target) if !self.deliverer.targets().knows(target.kind.name()) => {
                     tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");

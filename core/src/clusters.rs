@@ -382,13 +382,14 @@ impl ClusterMap {
 
 /// `clusters` with `default` among them, or why not.
 fn named<T>(default: String, entries: BTreeMap<String, T>) -> Result<Named<T>, String> {
-    if entries.contains_key(&default) {
-        return Ok(Named { default, entries });
+    let named = Named { default, entries };
+    if named.entries.contains_key(&named.default) {
+        return Ok(named);
     }
-    let known: Vec<&str> = entries.keys().map(String::as_str).collect();
     Err(format!(
-        "the default '{default}' is not one of the entries; known: {}",
-        known.join(", ")
+        "the default '{}' is not one of the entries; known: {}",
+        named.default,
+        named.known()
     ))
 }
 

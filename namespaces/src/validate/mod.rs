@@ -26,13 +26,6 @@ pub(crate) enum Spelling {
 }
 
 impl Spelling {
-    fn key(self, snake: &'static str, camel: &'static str) -> &'static str {
-        match self {
-            Self::Snake => snake,
-            Self::Camel => camel,
-        }
-    }
-
     /// A field name given in snake case, in this spelling: `max_attempts` or `maxAttempts`.
     fn name(self, snake: &str) -> String {
         match self {
@@ -61,8 +54,8 @@ pub(crate) fn validate(
 
     let storages_path = format!(
         "{}.{}",
-        spelling.key("persistence_configurations", "persistenceConfigurations"),
-        spelling.key("persistence_configuration", "persistenceConfiguration")
+        spelling.name("persistence_configurations"),
+        spelling.name("persistence_configuration")
     );
     let storages = &file.persistence_configurations.persistence_configuration;
     if storages.is_empty() {
@@ -86,13 +79,13 @@ pub(crate) fn validate(
                 path,
                 format!(
                     "the default target is given twice (also as {}); keep one",
-                    spelling.key("default_target", "defaultTarget")
+                    spelling.name("default_target")
                 ),
             );
             None
         }
         (Some(target), None) => {
-            let path = spelling.key("default_target", "defaultTarget");
+            let path = spelling.name("default_target");
             let paths = TargetPaths {
                 kind: format!("{path}.kind"),
                 settings: format!("{path}.settings"),
@@ -179,10 +172,7 @@ impl Shared {
             }
         }
         if let Some(durable) = &config.durable_storage {
-            let durable_path = format!(
-                "{path}.{}",
-                spelling.key("durable_storage", "durableStorage")
-            );
+            let durable_path = format!("{path}.{}", spelling.name("durable_storage"));
             if self.durable_storage.is_some() {
                 problems.add(
                     &durable_path,

@@ -18,7 +18,7 @@ pub(super) fn storage_queues(
     let kind_path = format!(
         "{}.{}.type",
         path.trim_end_matches(".config"),
-        spelling.key("physical_storage", "physicalStorage")
+        spelling.name("physical_storage")
     );
     let (backend, queue_key, dlq_key, queues, dlqs, foreign) = match storage.physical_storage.kind {
         StorageKind::Sqs => (
