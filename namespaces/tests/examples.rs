@@ -38,21 +38,26 @@ fn delay_queue_on_sqs_in_camel_case() {
     );
 }
 
-/// Netflix's cross-region config names a kind this build does not deliver yet, so it waits in
-/// `examples/planned` and is refused at the door, with the reason, instead of being accepted and
-/// left unconsumed.
+/// Netflix's cross-region config, as published: one writer per region, each destination region
+/// read by a consumer group of its own (`wal_targets::region`).
 #[test]
-fn cross_region_replication_is_refused_until_it_is_built() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/planned/cross-region-evcache-foobar.json");
-    let errors = wal_namespaces::load_file(&path)
-        .expect_err("refused")
-        .to_string();
-    assert!(
-        errors.contains(
-            "config.target.type: target kind 'region' is not delivered by this build: cross-region replication is not built yet"
-        ),
-        "{errors}"
+fn cross_region_replication_names_a_writer_per_region() {
+    let ns = example("cross-region-evcache-foobar.json");
+    assert_eq!(ns.queues[0].backend, Backend::Kafka);
+    assert_eq!(ns.queues[0].name, "evcache_foobar");
+    let target = ns.default_target.expect("a region target");
+    assert_eq!(target.kind, wal_targets::Kind::Region);
+    let settings: wal_targets::region::RegionSettings =
+        wal_targets::parse(&target.settings_json).unwrap();
+    let from_east = settings.destinations_from("us-east-1");
+    assert_eq!(
+        from_east.keys().collect::<Vec<_>>(),
+        ["euwest1", "useast2", "uswest2"],
+        "the local region is not a destination"
+    );
+    assert_eq!(
+        from_east["euwest1"].writer_uri(),
+        "http://dgwwal.foobar.cluster.eu-west-1.netflix.net:50070"
     );
 }
 
@@ -72,7 +77,7 @@ fn multi_partition_mutations_have_durable_storage_and_no_default_target() {
 fn the_examples_folder_loads_as_a_whole() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let namespaces = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(namespaces.len(), 2);
+    assert_eq!(namespaces.len(), 3);
 }
 
 #[test]
@@ -131,14 +136,20 @@ fn a_kafka_topic_and_an_sqs_queue_may_share_a_name() {
 /// applies out nor loses the rule that nobody else may take its queues.
 #[test]
 fn a_stored_config_with_a_refused_target_keeps_its_queues_without_the_target() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/planned/cross-region-evcache-foobar.json");
-    let text = std::fs::read_to_string(path).unwrap();
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cross-region-evcache-foobar.json");
+    // A kind an earlier build delivered and this one does not.
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("evc-replication", "carrier-pigeon");
     let (namespace, refused) = wal_namespaces::parse_stored(&text, "stored").expect("readable");
     assert_eq!(namespace.queues[0].name, "evcache_foobar");
     assert!(namespace.default_target.is_none());
     let refused = refused.expect("the refusal is returned").to_string();
-    assert!(refused.contains("'region' is not delivered"), "{refused}");
+    assert!(
+        refused.contains("\"carrier-pigeon\" is not a target kind"),
+        "{refused}"
+    );
 
     // Any other problem is still an error.
     let broken = text.replace("\"evcache_foobar\"]", "\"bad name!\"]");

@@ -43,6 +43,14 @@ pub enum Invalid {
     },
     #[error("no target: the request names none and namespace '{namespace}' has no default target")]
     NoTarget { namespace: String },
+    /// Replication is a namespace's setting: each destination region reads the namespace with a
+    /// consumer group of its own, which exists only for a namespace whose default target is
+    /// `region`. A write naming its own target would be applied by none of them, or fail.
+    #[error(
+        "target: namespace '{namespace}' {}; expected a write that names no target",
+        if *.replicated { "replicates every write to its regions" } else { "does not replicate (its default target is not 'region')" }
+    )]
+    ReplicationTarget { namespace: String, replicated: bool },
     #[error("{field} is {reason}; expected at most {max} bytes of printable text")]
     BadText {
         field: &'static str,
@@ -135,6 +143,16 @@ fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid>
 
 fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
     let default = namespace.default_target.as_ref();
+    let replicated = default.is_some_and(|d| d.kind == wal_targets::Kind::Region);
+    let names_region = requested
+        .as_ref()
+        .is_some_and(|r| wal_targets::canonical_name(&r.kind) == wal_targets::Kind::Region.name());
+    if requested.is_some() && (replicated || names_region) {
+        return Err(Invalid::ReplicationTarget {
+            namespace: namespace.name.clone(),
+            replicated,
+        });
+    }
     let Some(requested) = requested else {
         return default
             .map(|default| default.entry_target())
@@ -149,7 +167,7 @@ fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, In
     if !is_default {
         wal_targets::check(&requested.kind, &requested.settings_json).map_err(|refusal| {
             let field = match refusal {
-                Refusal::UnknownKind { .. } | Refusal::NotDelivered { .. } => "kind",
+                Refusal::UnknownKind { .. } => "kind",
                 Refusal::TooLong { .. } | Refusal::Settings { .. } => "settings_json",
             };
             Invalid::Target { field, refusal }

@@ -162,7 +162,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
                 ..write(name, b"x")
             },
             Code::InvalidArgument,
-            "target.kind: \"ftp\" is not a target kind; expected one of cache, cql, http, kafka"
+            "target.kind: \"ftp\" is not a target kind; expected one of cache, cql, http, kafka, region"
                 .into(),
         ),
     ];
@@ -189,7 +189,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
     cases.push((
         target("region", r#"{"useast1":"writer"}"#),
         Code::InvalidArgument,
-        "target.kind: target kind 'region' is not delivered by this build: cross-region replication is not built yet (it is planned); until then write to each region's namespace; expected one of cache, cql, http, kafka".into(),
+        format!("target: namespace '{name}' does not replicate (its default target is not 'region'); expected a write that names no target"),
     ));
     cases.push((
         write(&"n".repeat(70), b"x"),

@@ -15,6 +15,7 @@ pub mod cql;
 pub mod http;
 pub mod json;
 pub mod kafka;
+pub mod region;
 
 use std::fmt;
 
@@ -33,17 +34,18 @@ pub enum Kind {
     Cache,
     Kafka,
     Http,
+    Region,
 }
-
-/// Kinds the platform's configs name that this build does not deliver yet, with what to do.
-const PLANNED: &[(&str, &str)] = &[(
-    "region",
-    "cross-region replication is not built yet (it is planned); until then write to each region's namespace",
-)];
 
 impl Kind {
     /// Every kind this build delivers to, in the order their names sort.
-    pub const ALL: [Kind; 4] = [Kind::Cache, Kind::Cql, Kind::Http, Kind::Kafka];
+    pub const ALL: [Kind; 5] = [
+        Kind::Cache,
+        Kind::Cql,
+        Kind::Http,
+        Kind::Kafka,
+        Kind::Region,
+    ];
 
     /// The name entries and namespace configs use (`target.kind`).
     pub const fn name(self) -> &'static str {
@@ -52,6 +54,7 @@ impl Kind {
             Self::Cache => "cache",
             Self::Kafka => "kafka",
             Self::Http => "http",
+            Self::Region => "region",
         }
     }
 
@@ -59,15 +62,12 @@ impl Kind {
     /// `evc-replication`; it is the `region` kind here.
     pub fn from_name(name: &str) -> Result<Self, Refusal> {
         let canonical = canonical_name(name);
-        if let Some(kind) = Self::ALL.into_iter().find(|k| k.name() == canonical) {
-            return Ok(kind);
-        }
-        match PLANNED.iter().find(|(planned, _)| *planned == canonical) {
-            Some((planned, why)) => Err(Refusal::NotDelivered { kind: planned, why }),
-            None => Err(Refusal::UnknownKind {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == canonical)
+            .ok_or_else(|| Refusal::UnknownKind {
                 kind: bounded(name),
-            }),
-        }
+            })
     }
 
     /// Checks settings JSON for this kind; empty text stands for `{}`.
@@ -77,6 +77,7 @@ impl Kind {
             Self::Cache => parse::<cache::CacheSettings>(settings_json).map(drop),
             Self::Kafka => parse::<kafka::KafkaTopicSettings>(settings_json).map(drop),
             Self::Http => parse::<http::HttpSettings>(settings_json).map(drop),
+            Self::Region => parse::<region::RegionSettings>(settings_json).map(drop),
         }
     }
 }
@@ -113,14 +114,6 @@ pub trait Settings: DeserializeOwned + Send + 'static {
 pub enum Refusal {
     #[error("{kind:?} is not a target kind; expected one of {}", kind_names())]
     UnknownKind { kind: String },
-    #[error(
-        "target kind '{kind}' is not delivered by this build: {why}; expected one of {}",
-        kind_names()
-    )]
-    NotDelivered {
-        kind: &'static str,
-        why: &'static str,
-    },
     #[error("the settings are {size} bytes long; expected at most {MAX_SETTINGS_BYTES}")]
     TooLong { size: usize },
     #[error("{kind} target settings are invalid at '{path}': {reason}")]
@@ -271,22 +264,18 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_undelivered_kinds_say_which_kinds_there_are() {
+    fn unknown_kinds_say_which_kinds_there_are() {
         let unknown = refused("carrier-pigeon", "{}");
         assert!(
             unknown.contains("\"carrier-pigeon\" is not a target kind"),
             "{unknown}"
         );
         assert!(
-            unknown.contains("expected one of cache, cql, http, kafka"),
+            unknown.contains("expected one of cache, cql, http, kafka, region"),
             "{unknown}"
         );
         for name in ["region", "evc-replication"] {
-            let planned = refused(name, "{}");
-            assert!(
-                planned.contains("'region' is not delivered by this build"),
-                "{planned}"
-            );
+            assert_eq!(check(name, r#"{"useast1": "writer"}"#), Ok(Kind::Region));
         }
         let long = refused(&"x".repeat(100), "{}");
         assert!(long.len() < 200 && long.contains('…'), "{long}");

@@ -209,7 +209,7 @@ mod tests {
         let reason = refusal("carrier-pigeon", "{}").await;
         assert!(reason.contains("'carrier-pigeon'"), "{reason}");
         assert!(
-            reason.contains(r#"["cache", "cql", "http", "kafka"]"#),
+            reason.contains(r#"["cache", "cql", "http", "kafka", "region"]"#),
             "{reason}"
         );
     }

@@ -16,7 +16,7 @@ use self::target::{TargetPaths, check_target, netflix_target};
 
 use crate::error::{ConfigErrors, Problems};
 use crate::file::{NamespaceFile, PersistenceConfiguration};
-use crate::model::{ConsumerSettings, DurableStorageConfig, Namespace, TargetConfig};
+use crate::model::{Backend, ConsumerSettings, DurableStorageConfig, Namespace, TargetConfig};
 
 /// Which spelling the file used, so error paths name fields as the user wrote them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub(crate) fn validate(
     }
     check_queue_names_distinct(&mut problems, &storages_path, &queues);
 
-    let default_target = match (file.default_target, shared.target) {
+    let (target_path, default_target) = match (file.default_target, shared.target) {
         (Some(_), Some((path, _))) => {
             problems.add(
                 path,
@@ -82,7 +82,7 @@ pub(crate) fn validate(
                     spelling.name("default_target")
                 ),
             );
-            None
+            (String::new(), None)
         }
         (Some(target), None) => {
             let path = spelling.name("default_target");
@@ -90,11 +90,24 @@ pub(crate) fn validate(
                 kind: format!("{path}.kind"),
                 settings: format!("{path}.settings"),
             };
-            check_target(&mut problems, &paths, target)
+            let target = check_target(&mut problems, &paths, target);
+            (paths.kind, target)
         }
-        (None, Some((_, target))) => Some(target),
-        (None, None) => None,
+        (None, Some((path, target))) => (format!("{path}.type"), Some(target)),
+        (None, None) => (String::new(), None),
     };
+    // Each destination region reads the namespace with a consumer group of its own; an SQS
+    // message is received by one reader only.
+    if default_target
+        .as_ref()
+        .is_some_and(|t| t.kind == wal_targets::Kind::Region)
+        && queues.iter().any(|q| q.backend == Backend::Sqs)
+    {
+        problems.add(
+            &target_path,
+            "a region target replicates through one Kafka consumer group per destination region; expected the namespace's queues on KAFKA, found SQS",
+        );
+    }
 
     let namespace = Namespace {
         name: file.namespace,

@@ -146,7 +146,7 @@ fn every_bad_input_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.kind: \"mongo\" is not a target kind; expected one of cache, cql, http, kafka",
+            "target.kind: \"mongo\" is not a target kind; expected one of cache, cql, http, kafka, region",
         ),
         (
             "a cql target without its table",
@@ -171,7 +171,7 @@ fn every_bad_input_is_refused_with_what_was_expected() {
             "target.settings_json: http target settings are invalid at 'url': \"not a url\" is not a URL: relative URL without a base",
         ),
         (
-            "a region target, which this build does not deliver",
+            "a region target, which only a namespace's config may name",
             WriteToLogRequest {
                 target: Some(Target {
                     kind: "region".into(),
@@ -179,7 +179,7 @@ fn every_bad_input_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.kind: target kind 'region' is not delivered by this build: cross-region replication is not built yet (it is planned); until then write to each region's namespace; expected one of cache, cql, http, kafka",
+            "target: namespace 'orders' does not replicate (its default target is not 'region'); expected a write that names no target",
         ),
         (
             "target settings not JSON",
