@@ -4,14 +4,17 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wal_core::queue::{Backends, Queue};
+
+use wal_core::queue::{Backends, Queue, QueueSpec};
 use wal_namespaces::{Namespace, TargetConfig};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
+use crate::replica::Replica;
 use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
@@ -45,6 +48,10 @@ impl Crew {
             .default_target
             .as_ref()
             .map(TargetConfig::entry_target);
+        let replicas: Vec<Arc<Replica>> = Replica::of(&namespace, &settings.region)
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         let mut workers = Vec::new();
         for config in &namespace.queues {
             let queue = backends
@@ -56,9 +63,15 @@ impl Crew {
                     .await
                     .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
             }
-            let context = |queue: Arc<dyn Queue>| QueueContext {
+            let context = |queue: Arc<dyn Queue>, replica: Option<Arc<Replica>>| QueueContext {
                 namespace: Arc::clone(&namespace),
-                metrics: Arc::new(QueueMetrics::new(&namespace.name, &queue.spec().name)),
+                metrics: Arc::new(QueueMetrics::new(
+                    &namespace.name,
+                    &match &replica {
+                        Some(replica) => format!("{} to {}", queue.spec().name, replica.region),
+                        None => queue.spec().name.clone(),
+                    },
+                )),
                 queue,
                 default_target: default_target.clone(),
                 in_flight: Arc::new(Semaphore::new(settings.max_in_flight as usize)),
@@ -66,6 +79,7 @@ impl Crew {
                 started_micros: 0,
                 archive_recorded: Arc::default(),
                 holds: Arc::default(),
+                replica,
             };
             let worker = |context, role| Worker {
                 context,
@@ -73,6 +87,23 @@ impl Crew {
                 grace: settings.shutdown_grace,
                 role,
             };
+            if Replica::replicated(&namespace) {
+                // One reader per destination region, each with a position of its own. No
+                // delay tiers: a replicating reader holds entries in memory (see `replica`).
+                for replica in &replicas {
+                    let spec = QueueSpec::of(&namespace, config)
+                        .with_longest_wait(Duration::ZERO)
+                        .read_by(replica.reader());
+                    let queue = backends
+                        .queue(config.backend, spec)
+                        .context("no client for the queue's backend")?;
+                    workers.push(worker(
+                        context(queue, Some(Arc::clone(replica))),
+                        Role::Deliver,
+                    ));
+                }
+                continue;
+            }
             // A Kafka queue's delay tiers are read alongside it, each by a worker that moves
             // entries on as they come due.
             for tier in queue.delay_tiers() {
@@ -80,9 +111,12 @@ impl Crew {
                     home: Arc::clone(&queue),
                     wait: tier.wait,
                 };
-                workers.push(worker(context(tier.queue), Role::Forward(route)));
+                workers.push(worker(context(tier.queue, None), Role::Forward(route)));
             }
-            workers.push(worker(context(Arc::clone(&queue)), Role::Deliver));
+            workers.push(worker(context(Arc::clone(&queue), None), Role::Deliver));
+        }
+        if Replica::replicated(&namespace) && replicas.is_empty() {
+            tracing::warn!(namespace = %namespace.name, region = %settings.region, "the namespace replicates to no region but this one; nothing is read");
         }
         Ok(Self { namespace, workers })
     }

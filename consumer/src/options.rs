@@ -51,6 +51,11 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_CONSUMER_STACK")]
     pub consumer_stack: Option<String>,
 
+    /// This consumer's region (as the producers here write it on every entry): a replicated
+    /// namespace's entries are sent to every destination region but this one.
+    #[arg(long, env = "WAL_REGION", default_value = "local")]
+    pub region: String,
+
     /// Kafka bootstrap servers for kafka targets (the cluster map's default cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
@@ -124,6 +129,7 @@ impl ConsumerOptions {
         Ok(ConsumerSettings {
             clients,
             clusters,
+            region: self.region.clone(),
             stack: self.consumer_stack.clone(),
             max_in_flight: self.max_in_flight,
             max_held: self.max_held,

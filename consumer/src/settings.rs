@@ -14,6 +14,9 @@ pub struct ConsumerSettings {
     /// The Kafka clusters, CQL shards (durable storage) and SQS endpoint (with its delay step)
     /// the namespaces name.
     pub clusters: ClusterMap,
+    /// This consumer's region: a replicated namespace is sent to every destination region but
+    /// this one.
+    pub region: String,
     /// The consumer stack served: only namespaces naming it; `None`, every namespace.
     pub stack: Option<String>,
     /// Entries being applied or settled at once per queue.

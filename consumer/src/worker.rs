@@ -183,9 +183,19 @@ impl Worker {
                 let shutdown = shutdown.clone();
                 let in_flight = metrics.in_flight.clone();
                 let role = self.role.clone();
+                // A replicating reader's entries of one key go one at a time, in the order
+                // received here (see `replica`).
+                let turn = match (&self.context.replica, &delivery.entry) {
+                    (Some(replica), Ok(entry)) => Some(replica.lanes.join(&entry.key)),
+                    _ => None,
+                };
                 in_flight.increment(1.0);
                 // Boxed once here, so spawning moves a pointer rather than the whole future.
                 tasks.spawn(Box::pin(async move {
+                    let mut turn = turn;
+                    if let Some(turn) = &mut turn {
+                        turn.wait().await;
+                    }
                     match role {
                         Role::Deliver => {
                             deliverer
@@ -199,6 +209,7 @@ impl Worker {
                         }
                     }
                     in_flight.decrement(1.0);
+                    drop(turn);
                 }));
             }
         }

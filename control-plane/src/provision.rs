@@ -79,6 +79,7 @@ impl Provisioner {
             dlq: None,
             longest_wait: std::time::Duration::ZERO,
             cluster: config.cluster.clone(),
+            reader: None,
         };
         let queue = self.handle(config, spec)?;
         queue

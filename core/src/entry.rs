@@ -128,6 +128,7 @@ mod tests {
                     origin_region: "local".into(),
                     trace_context: trace.into_iter().collect(),
                     redrives: attempt % 4,
+                    destination_region: String::new(),
                 },
             )
     }

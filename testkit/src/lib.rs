@@ -6,7 +6,7 @@
 //!   walctl runs.
 //! - the fleet (feature `fleet`; no feature is on by default): namespace builders, an in-process producer and
 //!   consumer, readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
-//!   CQL rows, and an HTTP upstream that records what it receives.
+//!   CQL rows, an HTTP upstream that records what it receives, and regions' writers on loopback.
 //!
 //! Helpers panic with what they were doing, like the tests they serve: a service that is not up
 //! fails the test that needs it, naming the address it tried.
@@ -36,6 +36,8 @@ mod producer;
 mod queues;
 #[cfg(feature = "fleet")]
 mod upstream;
+#[cfg(feature = "fleet")]
+mod writer;
 
 pub use stack::{
     Restart, SECOND_CLUSTER, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap,
@@ -71,3 +73,5 @@ pub use queues::{
 };
 #[cfg(feature = "fleet")]
 pub use upstream::{Received, Upstream};
+#[cfg(feature = "fleet")]
+pub use writer::{TestWriter, region_caches, region_target};

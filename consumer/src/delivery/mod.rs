@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use rand::Rng as _;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -23,8 +24,10 @@ use wal_core::queue::{Delivery, Queue};
 use wal_namespaces::Namespace;
 
 use crate::apply::Applier;
+use crate::backoff;
 use crate::hold::Holds;
 use crate::metrics::QueueMetrics;
+use crate::replica::Replica;
 use crate::target::{TargetError, TargetRegistry};
 use crate::trace;
 
@@ -49,6 +52,9 @@ pub struct QueueContext {
     pub archive_recorded: Arc<OnceCell<()>>,
     /// Entries of this queue held for an unavailable target; the worker takes none meanwhile.
     pub holds: Arc<Holds>,
+    /// The destination region this reader replicates to, for a replicated namespace (see
+    /// `replica`): its target replaces the entries' own, and failures are retried in place.
+    pub replica: Option<Arc<Replica>>,
 }
 
 #[derive(Debug)]
@@ -109,6 +115,15 @@ impl Deliverer {
                 return;
             }
         };
+        if let Some(replica) = &context.replica
+            && !replica.applies(entry)
+        {
+            // A copy for another region alone (a redriven DLQ copy): that region's reader
+            // applies it; here it is done.
+            tracing::debug!(namespace = %entry.namespace, entry_id = %entry.id, region = %replica.region, for_region = %entry.destination_region, "not for this region");
+            self.acknowledge(context, &delivery, shutdown).await;
+            return;
+        }
         if !self
             .wait_until_due(context, &delivery, entry, &mut slot, shutdown)
             .await
@@ -130,7 +145,10 @@ impl Deliverer {
         entry: &Entry,
         shutdown: &CancellationToken,
     ) {
-        let spec = entry.target.as_ref().or(context.default_target.as_ref());
+        let spec = match &context.replica {
+            Some(replica) => Some(&replica.target),
+            None => entry.target.as_ref().or(context.default_target.as_ref()),
+        };
         let kind = spec.map_or("none", |s| s.kind.as_str());
         // Kinds come from entries; only those the registry knows become metric labels.
         let metrics = context.metrics.kind(if self.targets().knows(kind) {
@@ -149,20 +167,58 @@ impl Deliverer {
         );
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
-        let applied = match spec.and_then(|spec| self.targets().breaker(spec)) {
-            None => attempt().await,
-            Some(breaker) => {
-                let held =
-                    self.attempt_when_available(context, delivery, &breaker, attempt, shutdown);
-                match Box::pin(held).await {
-                    Some(applied) => applied,
-                    // Shutdown while the target was away: left to the queue, received again.
-                    None => {
-                        let _ = context.queue.extend(delivery, Duration::ZERO).await;
-                        return;
+        let breaker = spec.and_then(|spec| self.targets().breaker(spec));
+        let mut attempts = entry.attempt;
+        let applied = loop {
+            let applied = match &breaker {
+                None => attempt().await,
+                Some(breaker) => {
+                    let held =
+                        self.attempt_when_available(context, delivery, breaker, attempt, shutdown);
+                    match Box::pin(held).await {
+                        Some(applied) => applied,
+                        // Shutdown while the target was away: left to the queue, received again.
+                        None => {
+                            let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                            return;
+                        }
                     }
                 }
+            };
+            attempts = attempts.saturating_add(1);
+            // A replicating reader retries in place: the key's later writes wait behind it.
+            let policy = &context.namespace.retry;
+            match (&context.replica, &applied) {
+                (Some(_), Err(TargetError::Retryable(reason)))
+                    if attempts < policy.max_attempts =>
+                {
+                    metrics.retried.increment(1);
+                    self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                    let wait = backoff::retry_wait(policy, attempts, rand::rng().random());
+                    tracing::debug!(parent: &span, attempts, ?wait, %reason, "retrying in place");
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = shutdown.cancelled() => {
+                            let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                            return;
+                        }
+                    }
+                }
+                _ => break applied,
             }
+        };
+        // Settling counts the attempts made here, in place, as a requeued entry carries them.
+        let tried;
+        let delivery = match &delivery.entry {
+            Ok(entry) if attempts > entry.attempt.saturating_add(1) => {
+                let mut copy = delivery.clone();
+                if let Ok(entry) = &mut copy.entry {
+                    entry.attempt = attempts - 1;
+                }
+                tried = copy;
+                &tried
+            }
+            _ => delivery,
         };
         if applied.is_ok() {
             let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);

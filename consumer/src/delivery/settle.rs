@@ -52,8 +52,10 @@ impl Deliverer {
         let policy = &context.namespace.retry;
         let failure = match &error {
             // Unavailable reaches here only for a target without a breaker (past their bound).
+            // A replicating reader never puts a retry copy back on the topic: every region's
+            // reader would receive it (it retried in place before it came here).
             TargetError::Retryable(reason) | TargetError::Unavailable(reason)
-                if attempts < policy.max_attempts =>
+                if attempts < policy.max_attempts && context.replica.is_none() =>
             {
                 match self
                     .retry(context, delivery, attempts, reason, shutdown)
@@ -83,7 +85,10 @@ impl Deliverer {
         if let Ok(entry) = &mut counted.entry {
             entry.attempt = attempts;
         }
-        let dead = dead_letter_copy(queue.spec(), &counted, &failure);
+        let mut dead = dead_letter_copy(queue.spec(), &counted, &failure);
+        if let Some(replica) = &context.replica {
+            dead.destination_region = replica.region.clone();
+        }
         // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
         loop {
             let enqueue = || queue.enqueue_dead_letter(&dead);

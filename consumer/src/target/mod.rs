@@ -26,6 +26,7 @@ pub mod cache;
 pub mod cql;
 pub mod http;
 pub mod kafka;
+pub mod region;
 mod registry;
 
 use std::fmt;

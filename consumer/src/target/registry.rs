@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use wal_core::entry::Target as TargetSpec;
 
-use super::{Target, TargetError, TargetKind, cache, cql, http, kafka};
+use super::{Target, TargetError, TargetKind, cache, cql, http, kafka, region};
 use crate::breaker::{Breaker, Breakers, OpenBreaker};
 use crate::clients::Clients;
 
@@ -84,6 +84,7 @@ impl TargetRegistry {
             .with::<cache::Cache>()
             .with::<kafka::KafkaTopic>()
             .with::<http::Http>()
+            .with::<region::Region>()
     }
 
     pub fn empty(clients: Arc<Clients>) -> Self {

@@ -44,6 +44,19 @@ pub struct QueueSpec {
     /// The Kafka cluster the queue is on, as the cluster map names it; `None`: the map's
     /// default. Its DLQ and delay tiers are on the same cluster.
     pub cluster: Option<String>,
+    /// Who reads the queue through this handle, when not the namespace's delivery group: a
+    /// reader of its own keeps its own position (on Kafka, its own consumer group).
+    pub reader: Option<Reader>,
+}
+
+/// A reader of a queue with a position of its own: one destination region of a replicated
+/// namespace. On Kafka its consumer group is `<group_prefix><topic>.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reader {
+    pub name: String,
+    /// Where a reader with no position yet starts: the oldest entry the queue holds, or the
+    /// next one written.
+    pub from_oldest: bool,
 }
 
 impl QueueSpec {
@@ -55,6 +68,7 @@ impl QueueSpec {
             dlq: Some(dlq.to_owned()),
             longest_wait: Duration::ZERO,
             cluster: None,
+            reader: None,
         }
     }
 
@@ -74,6 +88,12 @@ impl QueueSpec {
         self
     }
 
+    /// The same queue, read by `reader` with a position of its own.
+    pub fn read_by(mut self, reader: Reader) -> Self {
+        self.reader = Some(reader);
+        self
+    }
+
     /// A handle on this queue's DLQ, for reading what was dead-lettered.
     pub fn dead_letters(&self) -> Option<Self> {
         self.dlq.as_ref().map(|dlq| Self {
@@ -82,6 +102,7 @@ impl QueueSpec {
             dlq: None,
             longest_wait: Duration::ZERO,
             cluster: self.cluster.clone(),
+            reader: None,
         })
     }
 }

@@ -137,6 +137,7 @@ impl KafkaBackend {
                         dlq: spec.dlq.clone(),
                         longest_wait: Duration::ZERO,
                         cluster: spec.cluster.clone(),
+                        reader: spec.reader.clone(),
                     },
                     receiver: OnceCell::new(),
                     tiers: Vec::new(),

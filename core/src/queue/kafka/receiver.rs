@@ -69,16 +69,30 @@ impl KafkaQueue {
         // default), a second's stall each time a small read-ahead (the delay tiers' 1 MiB)
         // fills; short, so a tier that was full reads on as soon as it has room.
         config.set("fetch.queue.backoff.ms", millis(FETCH_QUEUE_BACKOFF));
-        let consumer: StreamConsumer<TrackingContext> = config
-            .set(
-                "group.id",
+        let (group, reset) = match &self.spec.reader {
+            None => (
                 format!("{}{}", settings.group_prefix, self.spec.name),
-            )
+                "earliest",
+            ),
+            Some(reader) => (
+                format!(
+                    "{}{}.{}",
+                    settings.group_prefix, self.spec.name, reader.name
+                ),
+                if reader.from_oldest {
+                    "earliest"
+                } else {
+                    "latest"
+                },
+            ),
+        };
+        let consumer: StreamConsumer<TrackingContext> = config
+            .set("group.id", group)
             .set("client.id", "wal-consumer")
             .set("enable.auto.commit", "true")
             .set("auto.commit.interval.ms", millis(settings.commit_interval))
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
+            .set("auto.offset.reset", reset)
             .set("session.timeout.ms", millis(settings.session_timeout))
             .set("max.poll.interval.ms", millis(settings.max_poll_interval))
             .set("enable.partition.eof", "false")

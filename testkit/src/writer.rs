@@ -1,0 +1,84 @@
+//! Regions on loopback for cross-region replication: an in-process `wal-writer` per region,
+//! each applying to a cache of its own (the stack's memcached, memcached2, memcached3).
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use wal_writer::WriterOptions;
+
+/// The local stack's three caches, one per region of a test (`scripts/stack env`).
+pub fn region_caches() -> [String; 3] {
+    let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    [
+        var("WAL_MEMCACHED", "127.0.0.1:19211"),
+        var("WAL_MEMCACHED2", "127.0.0.1:19212"),
+        var("WAL_MEMCACHED3", "127.0.0.1:19213"),
+    ]
+}
+
+/// One region's writer, in-process.
+#[derive(Debug)]
+pub struct TestWriter {
+    pub region: String,
+    pub address: SocketAddr,
+    pub memcached: String,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestWriter {
+    /// A writer for `region` on any free port, applying cache entries to `memcached`.
+    pub async fn start(region: &str, memcached: &str) -> Self {
+        Self::start_at(region, memcached, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Like [`TestWriter::start`], on `address` (a restarted writer keeps its address).
+    pub async fn start_at(region: &str, memcached: &str, address: SocketAddr) -> Self {
+        let options = WriterOptions::for_local_stack(region, vec![memcached.to_owned()]);
+        let listener = TcpListener::bind(address)
+            .await
+            .unwrap_or_else(|e| panic!("binding a writer on {address}: {e}"));
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(wal_writer::service::serve(
+            options.settings(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            region: region.to_owned(),
+            address,
+            memcached: memcached.to_owned(),
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    /// The region's entry in a region target's `regions`.
+    pub fn destination(&self) -> String {
+        format!(r#""{}": {{"writer": "{}"}}"#, self.region, self.address)
+    }
+
+    /// Stops serving (calls in progress are answered) and waits until it has.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.unwrap().unwrap();
+        }
+    }
+}
+
+/// A region target (namespace-config JSON) replicating to `writers`.
+pub fn region_target(writers: &[&TestWriter]) -> String {
+    let regions: Vec<String> = writers.iter().map(|w| w.destination()).collect();
+    format!(
+        r#"{{"kind": "region", "settings": {{"regions": {{{}}}}}}}"#,
+        regions.join(", ")
+    )
+}

@@ -1,0 +1,35 @@
+//! `wal-writer`: applies the mutations other regions replicate to this one.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use tokio::net::TcpListener;
+use wal_core::process;
+use wal_writer::{WriterOptions, metrics, service};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    process::init_tracing(process::DEFAULT_LOG_FILTER);
+    let options = WriterOptions::parse();
+    match run(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("wal-writer: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(options: WriterOptions) -> anyhow::Result<()> {
+    process::serve_metrics(options.metrics_listen, metrics::BUCKETS)
+        .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
+    metrics::describe();
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    tracing::info!(listen = %options.listen, region = %options.region, metrics = %options.metrics_listen, "wal-writer ready");
+    service::serve(options.settings(), listener, process::shutdown_signal()).await?;
+    tracing::info!("wal-writer stopped");
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! The writer's command line; every flag can also be set through the environment variable named
+//! in its help.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use wal_consumer::clients::ClientSettings;
+use wal_core::process::{CqlFlags, local_defaults, local_memcached};
+
+use crate::service::WriterSettings;
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "wal-writer",
+    version,
+    about = "Applies mutations replicated from other regions to this region's cache or CQL table"
+)]
+pub struct WriterOptions {
+    /// Where the RegionWriter gRPC service (with health and reflection) listens. Its port is
+    /// the one a region target's writer address without a port means.
+    #[arg(long, env = "WAL_WRITER_LISTEN", default_value = "127.0.0.1:50070")]
+    pub listen: SocketAddr,
+
+    /// Where Prometheus metrics are served (GET /metrics).
+    #[arg(
+        long,
+        env = "WAL_WRITER_METRICS_LISTEN",
+        default_value = "127.0.0.1:9470"
+    )]
+    pub metrics_listen: SocketAddr,
+
+    /// This writer's region. Entries whose origin is this region are refused: they were
+    /// written here, and applying them again would loop a bidirectional pair.
+    #[arg(long, env = "WAL_REGION", default_value = "local")]
+    pub region: String,
+
+    #[command(flatten)]
+    pub cql: CqlFlags,
+
+    /// memcached servers (comma-separated host:port) for cache targets that name none.
+    #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
+    pub memcached: Vec<String>,
+
+    /// Entries being applied at once. A call that would go past it is refused with
+    /// RESOURCE_EXHAUSTED before anything is applied, and the sender tries it again.
+    #[arg(long, env = "WAL_WRITER_MAX_IN_FLIGHT", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: u32,
+
+    /// The longest one apply may take before it counts as a retryable failure.
+    #[arg(long, env = "WAL_WRITER_APPLY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub apply_timeout_ms: u64,
+}
+
+impl WriterOptions {
+    pub fn settings(&self) -> WriterSettings {
+        let apply_timeout = Duration::from_millis(self.apply_timeout_ms);
+        WriterSettings {
+            region: self.region.clone(),
+            clients: ClientSettings {
+                cql_nodes: self.cql.cql_nodes.clone(),
+                memcached: self.memcached.clone(),
+                // A writer applies to caches and CQL tables only; it never publishes.
+                kafka_bootstrap: String::new(),
+                request_timeout: apply_timeout,
+            },
+            max_in_flight: self.max_in_flight,
+            apply_timeout,
+        }
+    }
+
+    /// Options for a writer in tests: the flags' defaults (the environment ignored), any free
+    /// port, the stack's CQL and the given memcached.
+    pub fn for_local_stack(region: &str, memcached: Vec<String>) -> Self {
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut options: Self = local_defaults();
+        options.listen = any_port;
+        options.metrics_listen = any_port;
+        options.region = region.to_owned();
+        options.cql = CqlFlags::local_stack();
+        options.memcached = if memcached.is_empty() {
+            local_memcached()
+        } else {
+            memcached
+        };
+        options
+    }
+}

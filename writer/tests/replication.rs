@@ -1,0 +1,332 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! Cross-region replication on the real stack: a source region's producer and consumer on Kafka,
+//! and for each destination region a `wal-writer` with a memcached of its own (the stack's
+//! memcached, memcached2 and memcached3), all on loopback.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memcache::exp::{AsyncMetaClient, GetStatus};
+use tokio::net::TcpListener;
+use tonic::{Request, Response, Status};
+use wal_consumer::ConsumerHandle;
+use wal_proto::v1::region_writer_server::{RegionWriter, RegionWriterServer};
+use wal_proto::v1::{ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
+use wal_testkit::{
+    Backend, TestProducer, TestWriter, eventually, namespace_with_target, region_caches,
+    region_target, start_consumer_with, write, write_all_durably,
+};
+use wal_writer::{RegionWriterService, WriterOptions};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// Quick retries, so a test sees many.
+const QUICK: &str = r#""retry_policy": {"max_attempts": 50, "initial_backoff_ms": 20, "multiplier": 2.0, "max_backoff_ms": 100, "jitter": 0.0}"#;
+
+fn set(key: &str, value: &str) -> String {
+    format!(r#"{{"set": {{"key": "{key}", "value": "{value}"}}}}"#)
+}
+
+fn delete(key: &str) -> String {
+    format!(r#"{{"delete": {{"key": "{key}"}}}}"#)
+}
+
+/// A write of `payload` keyed by `key`, so a key's writes keep their order on the topic.
+fn keyed(namespace: &str, key: &str, payload: &str) -> wal_proto::v1::WriteToLogRequest {
+    wal_proto::v1::WriteToLogRequest {
+        key: key.to_owned(),
+        ..write(namespace, payload.as_bytes())
+    }
+}
+
+async fn producer_in(region: &str, namespaces: Vec<wal_namespaces::Namespace>) -> TestProducer {
+    let region = region.to_owned();
+    TestProducer::start_with(namespaces, move |options| options.region = region).await
+}
+
+async fn consumer_in(region: &str, namespaces: Vec<wal_namespaces::Namespace>) -> ConsumerHandle {
+    let region = region.to_owned();
+    start_consumer_with(namespaces, move |options| options.region = region).await
+}
+
+/// What `cache` holds under `key`: the value, or `None` for a miss.
+async fn cached(cache: &AsyncMetaClient, key: &str) -> Option<String> {
+    let got = cache.get(key).send().await.unwrap();
+    match (got.status, got.value) {
+        (GetStatus::Hit, Some(value)) => Some(String::from_utf8(value).unwrap()),
+        _ => None,
+    }
+}
+
+/// Waits until `cache` holds exactly `expected` (a value per key, `None`: deleted).
+async fn converges(cache_at: &str, expected: &BTreeMap<String, Option<String>>) {
+    let cache = AsyncMetaClient::connect(cache_at).await.unwrap();
+    eventually(
+        LIMIT,
+        &format!("the cache at {cache_at} equal to the source's last writes"),
+        || async {
+            for (key, value) in expected {
+                if cached(&cache, key).await != *value {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_region_ends_with_the_sources_last_write_of_each_key() {
+    const KEYS: usize = 1000;
+    const ROUNDS: usize = 5;
+    let caches = region_caches();
+    let writers = [
+        TestWriter::start("regionb", &caches[0]).await,
+        TestWriter::start("regionc", &caches[1]).await,
+        TestWriter::start("regiond", &caches[2]).await,
+    ];
+    let target = region_target(&writers.iter().collect::<Vec<_>>());
+    let namespace = namespace_with_target(Backend::Kafka, 2, &target, QUICK);
+    let name = namespace.name.clone();
+    let mut producer = producer_in("regiona", vec![namespace.clone()]).await;
+    let consumer = consumer_in("regiona", vec![namespace]).await;
+
+    // Sets and deletes interleaved; each round after the last one was stored, so every key's
+    // writes have one order.
+    let prefix = wal_testkit::unique("rep");
+    let mut expected = BTreeMap::new();
+    for round in 0..ROUNDS {
+        let mut writes = Vec::new();
+        for k in 0..KEYS {
+            let key = format!("{prefix}-{k}");
+            let (payload, value) = if (k + round) % 3 == 2 {
+                (delete(&key), None)
+            } else {
+                let value = format!("v{round}");
+                (set(&key, &value), Some(value))
+            };
+            writes.push(keyed(&name, &key, &payload));
+            expected.insert(key, value);
+        }
+        write_all_durably(&producer.client, writes, 100, 8).await;
+    }
+    for cache in &caches {
+        converges(cache, &expected).await;
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    for mut writer in writers {
+        writer.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_regions_replicating_to_each_other_apply_each_write_once_and_never_loop() {
+    let caches = region_caches();
+    // Region a's cache is caches[1], region b's caches[2]; each writer applies there.
+    let writer_a = TestWriter::start("region-a", &caches[1]).await;
+    let writer_b = TestWriter::start("region-b", &caches[2]).await;
+    // Both regions run the same namespace config (as a deployment would), each with its own
+    // topic; each consumer skips its own region.
+    let target = region_target(&[&writer_a, &writer_b]);
+    let in_a = namespace_with_target(Backend::Kafka, 1, &target, QUICK);
+    let in_b = namespace_with_target(Backend::Kafka, 1, &target, QUICK);
+    let mut producer_a = producer_in("region-a", vec![in_a.clone()]).await;
+    let mut producer_b = producer_in("region-b", vec![in_b.clone()]).await;
+    let consumer_a = consumer_in("region-a", vec![in_a.clone()]).await;
+    let consumer_b = consumer_in("region-b", vec![in_b.clone()]).await;
+
+    let prefix = wal_testkit::unique("bi");
+    let (from_a, from_b) = (format!("{prefix}-from-a"), format!("{prefix}-from-b"));
+    let writes_a = (0..20)
+        .map(|i| {
+            keyed(
+                &in_a.name,
+                &format!("{from_a}-{i}"),
+                &set(&format!("{from_a}-{i}"), "a"),
+            )
+        })
+        .collect();
+    let writes_b = (0..20)
+        .map(|i| {
+            keyed(
+                &in_b.name,
+                &format!("{from_b}-{i}"),
+                &set(&format!("{from_b}-{i}"), "b"),
+            )
+        })
+        .collect();
+    write_all_durably(&producer_a.client, writes_a, 10, 2).await;
+    write_all_durably(&producer_b.client, writes_b, 10, 2).await;
+
+    // Each region's writes arrive in the other region's cache, and only there.
+    let expect = |prefix: &str, value: Option<&str>| -> BTreeMap<String, Option<String>> {
+        (0..20)
+            .map(|i| (format!("{prefix}-{i}"), value.map(str::to_owned)))
+            .collect()
+    };
+    converges(&caches[2], &expect(&from_a, Some("a"))).await;
+    converges(&caches[1], &expect(&from_b, Some("b"))).await;
+    converges(&caches[1], &expect(&from_a, None)).await;
+    converges(&caches[2], &expect(&from_b, None)).await;
+
+    // No record came back: each topic holds exactly the writes made in its region.
+    for (namespace, count, origin) in [(&in_a, 20, "region-a"), (&in_b, 20, "region-b")] {
+        let log = wal_testkit::kafka_log(&namespace.queues[0].name).await;
+        assert_eq!(log.len(), count, "records on {}", namespace.queues[0].name);
+        assert!(log.iter().all(|e| e.origin_region == origin), "{log:?}");
+    }
+    consumer_a.shutdown().await;
+    consumer_b.shutdown().await;
+    producer_a.shutdown().await;
+    producer_b.shutdown().await;
+}
+
+/// A writer that answers RETRYABLE for one chosen entry its first `failures` times, and records
+/// the order in which it applied each key's entries.
+struct Flaky {
+    inner: RegionWriterService,
+    fail_key: String,
+    failures: Mutex<u32>,
+    applied: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+#[tonic::async_trait]
+impl RegionWriter for Flaky {
+    async fn apply_replicated(
+        &self,
+        request: Request<ApplyReplicatedRequest>,
+    ) -> Result<Response<ApplyReplicatedResponse>, Status> {
+        let request = request.into_inner();
+        let mut fail = vec![false; request.entries.len()];
+        let mut passed = ApplyReplicatedRequest {
+            source_region: request.source_region.clone(),
+            entries: Vec::new(),
+        };
+        for (i, entry) in request.entries.iter().enumerate() {
+            let mut failures = self.failures.lock().unwrap();
+            if entry.key == self.fail_key && *failures > 0 {
+                *failures -= 1;
+                fail[i] = true;
+            } else {
+                passed.entries.push(entry.clone());
+            }
+        }
+        let mut answers = if passed.entries.is_empty() {
+            Vec::new()
+        } else {
+            let kept = passed.entries.clone();
+            let answers = self
+                .inner
+                .apply_replicated(Request::new(passed))
+                .await?
+                .into_inner()
+                .outcomes;
+            let mut applied = self.applied.lock().unwrap();
+            for (entry, answer) in kept.iter().zip(&answers) {
+                if answer.result() == ApplyResult::Applied {
+                    applied.push((
+                        entry.key.clone(),
+                        String::from_utf8_lossy(entry_payload(entry)).into_owned(),
+                    ));
+                }
+            }
+            answers
+        }
+        .into_iter();
+        let outcomes = fail
+            .into_iter()
+            .map(|failed| {
+                if failed {
+                    wal_proto::v1::ApplyOutcome {
+                        result: ApplyResult::Retryable as i32,
+                        reason: "injected: this entry's attempt timed out".into(),
+                    }
+                } else {
+                    answers.next().expect("an answer per passed entry")
+                }
+            })
+            .collect();
+        Ok(Response::new(ApplyReplicatedResponse { outcomes }))
+    }
+}
+
+fn entry_payload(entry: &wal_proto::v1::Entry) -> &[u8] {
+    match &entry.body {
+        Some(wal_proto::v1::entry::Body::Payload(payload)) => payload,
+        _ => &[],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first() {
+    let caches = region_caches();
+    let prefix = wal_testkit::unique("flaky");
+    let slow_key = format!("{prefix}-slow");
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let options = WriterOptions::for_local_stack("regionb", vec![caches[0].clone()]);
+    let flaky = Flaky {
+        inner: RegionWriterService::new(options.settings()).unwrap(),
+        fail_key: slow_key.clone(),
+        failures: Mutex::new(5),
+        applied: Arc::clone(&applied),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(RegionWriterServer::new(flaky))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let target = format!(
+        r#"{{"kind": "region", "settings": {{"regions": {{"regionb": {{"writer": "{address}"}}}}}}}}"#
+    );
+    let namespace = namespace_with_target(Backend::Kafka, 1, &target, QUICK);
+    let name = namespace.name.clone();
+    let mut producer = producer_in("regiona", vec![namespace.clone()]).await;
+    let consumer = consumer_in("regiona", vec![namespace]).await;
+
+    // Entry n (the slow key's first write) fails five times; the entries after it (other keys,
+    // and the slow key's second write) succeed or wait.
+    let mut writes = vec![keyed(&name, &slow_key, &set(&slow_key, "first"))];
+    writes.extend((0..20).map(|i| {
+        let key = format!("{prefix}-{i}");
+        keyed(&name, &key, &set(&key, "other"))
+    }));
+    writes.push(keyed(&name, &slow_key, &set(&slow_key, "second")));
+    for request in writes {
+        wal_testkit::write_true(&producer.client, request).await;
+    }
+    let mut expected: BTreeMap<String, Option<String>> = (0..20)
+        .map(|i| (format!("{prefix}-{i}"), Some("other".to_owned())))
+        .collect();
+    expected.insert(slow_key.clone(), Some("second".to_owned()));
+    converges(&caches[0], &expected).await;
+
+    let applied = applied.lock().unwrap().clone();
+    let slow: Vec<&String> = applied
+        .iter()
+        .filter(|(key, _)| *key == slow_key)
+        .map(|(_, payload)| payload)
+        .collect();
+    assert_eq!(
+        slow.len(),
+        2,
+        "each of the slow key's writes applied once: {slow:?}"
+    );
+    assert!(
+        slow[0].contains("first") && slow[1].contains("second"),
+        "the slow key's writes in the order written: {slow:?}"
+    );
+    let first_other = applied.iter().position(|(key, _)| *key != slow_key);
+    let slow_first = applied.iter().position(|(key, _)| *key == slow_key);
+    assert!(
+        first_other < slow_first,
+        "other keys went on while the slow key's first write was retried: {applied:?}"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    server.abort();
+}
