@@ -1,5 +1,6 @@
-//! A namespace's crew: the workers for its queues and their delay tiers, run under a token of
-//! their own so a reload can stop one namespace's workers and leave the others reading.
+//! A crew: the workers for a namespace's queues and their delay tiers (or, for a replicated
+//! namespace, one destination region's readers), run under a token of their own so a reload can
+//! stop one crew and leave the others reading.
 
 use std::sync::Arc;
 
@@ -19,9 +20,56 @@ use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
 
-/// A namespace's workers, built and not yet running.
+/// What one crew reads and as what: a namespace, or one destination region of a replicated
+/// namespace (each region's crew starts and stops alone, so adding or removing a region by hot
+/// reload touches no other region's reader).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The crew's name among the running crews: the namespace's, or `<namespace> to <region>`.
+    pub key: String,
+    /// The namespace as the crew sees it: for a region's crew, its region target narrowed to
+    /// that region, so a change elsewhere in the target leaves the crew as it is.
+    pub namespace: Arc<Namespace>,
+    pub replica: Option<Arc<Replica>>,
+}
+
+impl Plan {
+    /// The crews `namespace` needs in a consumer of region `local`.
+    pub fn of(namespace: Namespace, local: &str) -> Vec<Plan> {
+        if !Replica::replicated(&namespace) {
+            return vec![Plan {
+                key: namespace.name.clone(),
+                namespace: Arc::new(namespace),
+                replica: None,
+            }];
+        }
+        let replicas = Replica::of(&namespace, local);
+        if replicas.is_empty() {
+            tracing::warn!(namespace = %namespace.name, region = %local, "the namespace replicates to no region but this one; nothing is read");
+        }
+        replicas
+            .into_iter()
+            .map(|replica| {
+                let mut view = namespace.clone();
+                if let Some(target) = &mut view.default_target {
+                    target.settings_json = replica.target.settings_json.clone();
+                    target.settings =
+                        serde_json::from_str(&target.settings_json).unwrap_or_default();
+                }
+                Plan {
+                    key: format!("{} to {}", namespace.name, replica.region),
+                    namespace: Arc::new(view),
+                    replica: Some(Arc::new(replica)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A crew's workers, built and not yet running.
 #[derive(Debug)]
 pub struct Crew {
+    pub key: String,
     pub namespace: Arc<Namespace>,
     pub workers: Vec<Worker>,
 }
@@ -29,6 +77,7 @@ pub struct Crew {
 /// A crew at work.
 #[derive(Debug)]
 pub struct RunningCrew {
+    pub key: String,
     pub namespace: Arc<Namespace>,
     stop: CancellationToken,
     tasks: TaskTracker,
@@ -36,22 +85,23 @@ pub struct RunningCrew {
 
 impl Crew {
     /// Handles on the namespace's queues (created first with `settings.provision`) and a worker
-    /// for each queue and each of its delay tiers.
+    /// for each queue and each of its delay tiers; for a region's crew, a reader of each queue
+    /// with a position of its own, and no delay tiers (see `replica`).
     pub async fn build(
         settings: &ConsumerSettings,
         backends: &Backends,
         deliverer: &Arc<Deliverer>,
-        namespace: Namespace,
+        plan: Plan,
     ) -> anyhow::Result<Self> {
-        let namespace = Arc::new(namespace);
+        let Plan {
+            key,
+            namespace,
+            replica,
+        } = plan;
         let default_target = namespace
             .default_target
             .as_ref()
             .map(TargetConfig::entry_target);
-        let replicas: Vec<Arc<Replica>> = Replica::of(&namespace, &settings.region)
-            .into_iter()
-            .map(Arc::new)
-            .collect();
         let mut workers = Vec::new();
         for config in &namespace.queues {
             let queue = backends
@@ -87,21 +137,17 @@ impl Crew {
                 grace: settings.shutdown_grace,
                 role,
             };
-            if Replica::replicated(&namespace) {
-                // One reader per destination region, each with a position of its own. No
-                // delay tiers: a replicating reader holds entries in memory (see `replica`).
-                for replica in &replicas {
-                    let spec = QueueSpec::of(&namespace, config)
-                        .with_longest_wait(Duration::ZERO)
-                        .read_by(replica.reader());
-                    let queue = backends
-                        .queue(config.backend, spec)
-                        .context("no client for the queue's backend")?;
-                    workers.push(worker(
-                        context(queue, Some(Arc::clone(replica))),
-                        Role::Deliver,
-                    ));
-                }
+            if let Some(replica) = &replica {
+                let spec = QueueSpec::of(&namespace, config)
+                    .with_longest_wait(Duration::ZERO)
+                    .read_by(replica.reader());
+                let queue = backends
+                    .queue(config.backend, spec)
+                    .context("no client for the queue's backend")?;
+                workers.push(worker(
+                    context(queue, Some(Arc::clone(replica))),
+                    Role::Deliver,
+                ));
                 continue;
             }
             // A Kafka queue's delay tiers are read alongside it, each by a worker that moves
@@ -115,10 +161,11 @@ impl Crew {
             }
             workers.push(worker(context(Arc::clone(&queue), None), Role::Deliver));
         }
-        if Replica::replicated(&namespace) && replicas.is_empty() {
-            tracing::warn!(namespace = %namespace.name, region = %settings.region, "the namespace replicates to no region but this one; nothing is read");
-        }
-        Ok(Self { namespace, workers })
+        Ok(Self {
+            key,
+            namespace,
+            workers,
+        })
     }
 
     /// Starts every worker; they stop when `shutdown` is cancelled or the crew is stopped.
@@ -134,6 +181,7 @@ impl Crew {
         }
         tasks.close();
         RunningCrew {
+            key: self.key,
             namespace: self.namespace,
             stop,
             tasks,

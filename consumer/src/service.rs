@@ -14,7 +14,7 @@ use wal_targets::Kind;
 
 use crate::apply::Applier;
 use crate::clients::Clients;
-use crate::crew::{Crew, RunningCrew};
+use crate::crew::{Crew, Plan, RunningCrew};
 use crate::delivery::Deliverer;
 use crate::settings::ConsumerSettings;
 use crate::target::TargetRegistry;
@@ -27,6 +27,8 @@ pub struct Consumer {
     backends: Backends,
     /// Built by `start`, started by `run`.
     crews: Vec<Crew>,
+    /// The namespaces served since the last start or reload, as configured.
+    served: Vec<Namespace>,
 }
 
 impl Consumer {
@@ -53,20 +55,22 @@ impl Consumer {
             deliverer: Arc::new(Deliverer::new(applier)),
             backends: Backends::default(),
             crews: Vec::new(),
+            served: Vec::new(),
         };
-        let (crews, _) = consumer.build(&[], namespaces).await?;
+        let (crews, _, _) = consumer.build(&BTreeMap::new(), namespaces).await?;
         consumer.crews = crews;
         Ok(consumer)
     }
 
-    /// Crews for the namespaces of `next` that are not among `running` as they are, and how
-    /// `next` differs from `running`. Fails, changing nothing that runs, when a namespace cannot
-    /// be served here.
+    /// Crews for what `next` needs that is not running as it is (`running`: each running
+    /// crew's key and namespace), how `next` differs from the namespaces running, and the keys of
+    /// the running crews to stop. Fails, changing nothing that runs, when a namespace cannot be
+    /// served here.
     async fn build(
         &mut self,
-        running: &[&Namespace],
+        running: &BTreeMap<String, Arc<Namespace>>,
         next: Vec<Namespace>,
-    ) -> anyhow::Result<(Vec<Crew>, SetChanges)> {
+    ) -> anyhow::Result<(Vec<Crew>, SetChanges, Vec<String>)> {
         // Only this consumer's namespaces: another stack's may name clusters its map lacks.
         let mine: Vec<Namespace> = next
             .into_iter()
@@ -84,17 +88,30 @@ impl Consumer {
                 _ => true,
             })
             .collect();
-        let changes = SetChanges::between(running.iter().copied(), &next);
+        // By namespace, for the feed's report; crews are compared by their own plans below.
+        let changes = SetChanges::between(&self.served, &next);
         self.backends = connect_backends(&self.settings, &self.backends, &next).await?;
+        let next_namespaces = next.clone();
+        let plans: Vec<Plan> = next
+            .into_iter()
+            .flat_map(|ns| Plan::of(ns, &self.settings.region))
+            .collect();
+        let unchanged = |plan: &Plan| running.get(&plan.key) == Some(&plan.namespace);
+        let leaving = running
+            .keys()
+            .filter(|key| !plans.iter().any(|p| p.key == **key && unchanged(p)))
+            .cloned()
+            .collect();
         let mut crews = Vec::new();
-        for namespace in next {
-            if changes.is_fresh(&namespace.name) {
+        for plan in plans {
+            if !unchanged(&plan) {
                 crews.push(
-                    Crew::build(&self.settings, &self.backends, &self.deliverer, namespace).await?,
+                    Crew::build(&self.settings, &self.backends, &self.deliverer, plan).await?,
                 );
             }
         }
-        Ok((crews, changes))
+        self.served = next_namespaces;
+        Ok((crews, changes, leaving))
     }
 
     /// The queues this consumer reads, as `namespace/queue`.
@@ -126,7 +143,7 @@ impl Consumer {
     pub async fn run_following(mut self, mut feed: Option<Feed>, shutdown: CancellationToken) {
         let mut running: BTreeMap<String, RunningCrew> = std::mem::take(&mut self.crews)
             .into_iter()
-            .map(|crew| (crew.namespace.name.clone(), crew.start(&shutdown)))
+            .map(|crew| (crew.key.clone(), crew.start(&shutdown)))
             .collect();
         if let Some(feed) = feed.as_mut() {
             loop {
@@ -155,22 +172,28 @@ impl Consumer {
         next: Vec<Namespace>,
         shutdown: &CancellationToken,
     ) -> anyhow::Result<SetChanges> {
-        let current: Vec<&Namespace> = running.values().map(|c| c.namespace.as_ref()).collect();
+        let current: BTreeMap<String, Arc<Namespace>> = running
+            .iter()
+            .map(|(key, crew)| (key.clone(), Arc::clone(&crew.namespace)))
+            .collect();
         // Building (provisioning, connecting) may wait on a broker; shutdown does not wait for
         // it. Nothing runs yet, so a build cut short changes nothing.
-        let (crews, changes) = tokio::select! {
+        let (crews, changes, leaving) = tokio::select! {
             () = shutdown.cancelled() => anyhow::bail!("shutting down"),
             built = self.build(&current, next) => built?,
         };
-        let leaving: Vec<RunningCrew> = changes
-            .changed
+        let leaving: Vec<RunningCrew> = leaving
             .iter()
-            .chain(&changes.removed)
-            .filter_map(|name| running.remove(name))
+            .filter_map(|key| running.remove(key))
             .collect();
+        if !leaving.is_empty() || !crews.is_empty() {
+            let stopped: Vec<&str> = leaving.iter().map(|c| c.key.as_str()).collect();
+            let started: Vec<&str> = crews.iter().map(|c| c.key.as_str()).collect();
+            tracing::info!(?stopped, ?started, "crews replaced");
+        }
         futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
         for crew in crews {
-            running.insert(crew.namespace.name.clone(), crew.start(shutdown));
+            running.insert(crew.key.clone(), crew.start(shutdown));
         }
         Ok(changes)
     }

@@ -330,3 +330,110 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
     producer.shutdown().await;
     server.abort();
 }
+
+/// The member ids of a Kafka consumer group: a member keeps its id for as long as its consumer
+/// runs, so an unchanged id means the reader was not restarted.
+async fn members(group: String) -> Vec<String> {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    tokio::task::spawn_blocking(move || {
+        let client: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", wal_testkit::kafka_bootstrap())
+            .create()
+            .unwrap();
+        let groups = client
+            .fetch_group_list(Some(&group), Duration::from_secs(10))
+            .unwrap();
+        groups
+            .groups()
+            .iter()
+            .flat_map(|g| g.members().iter().map(|m| m.id().to_owned()))
+            .collect()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader() {
+    use wal_namespaces::feed::{Feed, Source};
+    let caches = region_caches();
+    let b = TestWriter::start("regionb", &caches[0]).await;
+    let c = TestWriter::start("regionc", &caches[1]).await;
+    let d = TestWriter::start("regiond", &caches[2]).await;
+    let dir = std::env::temp_dir().join(wal_testkit::unique("regions"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = wal_testkit::namespace_json(Backend::Kafka, 1, &region_target(&[&b, &c]), QUICK);
+    let namespace = wal_namespaces::parse(&text, "test").unwrap();
+    let (name, topic) = (namespace.name.clone(), namespace.queues[0].name.clone());
+    std::fs::write(dir.join("ns.json"), &text).unwrap();
+    let mut producer = TestProducer::start(vec![namespace]).await;
+    let consumer = wal_testkit::start_consumer_following(
+        Feed::open(Source::Folder(dir.clone())).await.unwrap(),
+    )
+    .await;
+    let group = |region: &str| format!("wal-consumer.{topic}.region-{region}");
+    let prefix = wal_testkit::unique("reload");
+    let written = async |key: &str, caches: &[&String]| {
+        wal_testkit::write_true(&producer.client, keyed(&name, key, &set(key, "x"))).await;
+        let expected = BTreeMap::from([(key.to_owned(), Some("x".to_owned()))]);
+        for cache in caches {
+            converges(cache, &expected).await;
+        }
+    };
+    written(&format!("{prefix}-1"), &[&caches[0], &caches[1]]).await;
+    let (member_b, member_c) = (
+        members(group("regionb")).await,
+        members(group("regionc")).await,
+    );
+    assert_eq!(
+        (member_b.len(), member_c.len()),
+        (1, 1),
+        "{member_b:?} {member_c:?}"
+    );
+
+    // Region d added: its reader starts; b's and c's go on as they were.
+    let added = text.replace(&region_target(&[&b, &c]), &region_target(&[&b, &c, &d]));
+    std::fs::write(dir.join("ns.json"), &added).unwrap();
+    eventually(LIMIT, "region d's reader in its group", || async {
+        (members(group("regiond")).await.len() == 1).then_some(())
+    })
+    .await;
+    written(
+        &format!("{prefix}-2"),
+        &[&caches[0], &caches[1], &caches[2]],
+    )
+    .await;
+    assert_eq!(
+        members(group("regionb")).await,
+        member_b,
+        "b's reader was not restarted"
+    );
+    assert_eq!(
+        members(group("regionc")).await,
+        member_c,
+        "c's reader was not restarted"
+    );
+    let member_d = members(group("regiond")).await;
+
+    // Region c removed: its reader stops; b's and d's go on.
+    let removed = text.replace(&region_target(&[&b, &c]), &region_target(&[&b, &d]));
+    std::fs::write(dir.join("ns.json"), &removed).unwrap();
+    eventually(LIMIT, "region c's reader gone from its group", || async {
+        members(group("regionc")).await.is_empty().then_some(())
+    })
+    .await;
+    written(&format!("{prefix}-3"), &[&caches[0], &caches[2]]).await;
+    assert_eq!(members(group("regionb")).await, member_b);
+    assert_eq!(members(group("regiond")).await, member_d);
+    let cache_c = AsyncMetaClient::connect(caches[1].as_str()).await.unwrap();
+    assert_eq!(
+        cached(&cache_c, &format!("{prefix}-3")).await,
+        None,
+        "nothing goes to c now"
+    );
+
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
