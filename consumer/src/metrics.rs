@@ -25,6 +25,10 @@ pub const BREAKER_HELD: &str = "wal_consumer_breaker_held";
 pub const BREAKER_OPENED: &str = "wal_consumer_breaker_opened_total";
 pub const BREAKER_OPEN_SECONDS: &str = "wal_consumer_breaker_open_seconds_total";
 pub const BREAKER_OPENED_AT: &str = "wal_consumer_breaker_opened_at_seconds";
+pub const REPLICATION_LAG_ENTRIES: &str = "wal_replication_lag_entries";
+pub const REPLICATION_LAG_SECONDS: &str = "wal_replication_lag_seconds";
+pub const REPLICATION_CONNECTED: &str = "wal_replication_connected";
+pub const REPLICATION_HEARTBEATS: &str = "wal_replication_heartbeats_total";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -34,6 +38,23 @@ pub const BUCKETS: &[f64] = &[
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
     wal_core::metrics::describe();
+    describe_gauge!(
+        REPLICATION_LAG_ENTRIES,
+        "Entries of a replicated namespace its destination region's reader has yet to apply (the group's lag on this consumer's partitions), by namespace and region."
+    );
+    describe_gauge!(
+        REPLICATION_LAG_SECONDS,
+        Unit::Seconds,
+        "How far a destination region trails: 0 while its reader has nothing waiting, else the age of the newest entry it applied (heartbeats keep it current when nobody writes); never negative."
+    );
+    describe_gauge!(
+        REPLICATION_CONNECTED,
+        "1 while a destination region's writer answers, 0 while its breaker is open."
+    );
+    describe_counter!(
+        REPLICATION_HEARTBEATS,
+        "Heartbeats written on a replicated namespace's topic for a destination region."
+    );
     describe_counter!(
         DELIVERED,
         "Entries applied to their target and acknowledged, by namespace and target kind."
@@ -211,5 +232,29 @@ impl BreakerMetrics {
         self.open.set(0.0);
         self.opened_at.set(0.0);
         self.open_seconds.increment(open_for.as_secs());
+    }
+}
+
+/// A destination region's replication gauges.
+#[derive(Debug, Clone)]
+pub struct ReplicationMetrics {
+    pub lag_entries: Gauge,
+    pub lag_seconds: Gauge,
+    pub connected: Gauge,
+    pub heartbeats: Counter,
+}
+
+impl ReplicationMetrics {
+    pub fn new(namespace: &str, region: &str) -> Self {
+        let labels = [
+            ("namespace", namespace.to_owned()),
+            ("region", region.to_owned()),
+        ];
+        Self {
+            lag_entries: gauge!(REPLICATION_LAG_ENTRIES, &labels),
+            lag_seconds: gauge!(REPLICATION_LAG_SECONDS, &labels),
+            connected: gauge!(REPLICATION_CONNECTED, &labels),
+            heartbeats: counter!(REPLICATION_HEARTBEATS, &labels),
+        }
     }
 }

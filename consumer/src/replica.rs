@@ -15,22 +15,35 @@
 //!   would come back to every region's reader).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
-use wal_core::entry::{Entry, Target as TargetSpec};
-use wal_core::queue::Reader;
+use wal_core::entry::{self, Body, ENTRY_VERSION, Entry, Target as TargetSpec};
+use wal_core::queue::{Queue, Reader};
 use wal_namespaces::Namespace;
 use wal_targets::Kind;
 use wal_targets::region::{RegionSettings, StartFrom, same_region};
 
 use crate::lanes::KeyLanes;
+use crate::metrics::ReplicationMetrics;
+
+/// How often a destination region's reader writes a heartbeat on each queue it reads.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct Replica {
     pub region: String,
+    /// The region this consumer runs in: the origin of its heartbeats.
+    pub local: String,
     /// The namespace's region target narrowed to this region alone.
     pub target: TargetSpec,
     pub start_from: StartFrom,
     pub lanes: Arc<KeyLanes>,
+    /// The original write time of the newest entry applied (a heartbeat's: when it was
+    /// written); 0 before the first.
+    applied_written_micros: AtomicI64,
+    /// Made with the crew: a region's gauges live while its reader does.
+    metrics: Option<ReplicationMetrics>,
 }
 
 impl Replica {
@@ -57,9 +70,12 @@ impl Replica {
                     settings_json: RegionSettings::only(&region, &destination, settings.start_from)
                         .to_json(),
                 },
+                metrics: Some(ReplicationMetrics::new(&namespace.name, &region)),
+                local: local.to_owned(),
                 region,
                 start_from: settings.start_from,
                 lanes: Arc::default(),
+                applied_written_micros: AtomicI64::new(0),
             })
             .collect()
     }
@@ -84,5 +100,81 @@ impl Replica {
     /// region alone.
     pub fn applies(&self, entry: &Entry) -> bool {
         entry.destination_region.is_empty() || same_region(&entry.destination_region, &self.region)
+    }
+}
+
+impl Replica {
+    /// Records an entry applied in this region.
+    pub fn applied(&self, entry: &Entry) {
+        self.applied_written_micros
+            .fetch_max(entry.original_write_time_micros, Ordering::Relaxed);
+    }
+
+    /// How far this region trails, given the entries its reader has yet to apply: nothing when
+    /// none wait, else the age of the newest entry applied (since `started_micros` when none
+    /// was), never negative (the source's clocks may be ahead of this one).
+    pub fn lag_seconds(&self, waiting: u64, started_micros: i64) -> f64 {
+        if waiting == 0 {
+            return 0.0;
+        }
+        let applied = self.applied_written_micros.load(Ordering::Relaxed);
+        let since = if applied > 0 { applied } else { started_micros };
+        (entry::now_micros().saturating_sub(since)).max(0) as f64 / 1e6
+    }
+
+    /// Sets the region's gauges: entries waiting, lag in seconds, whether its writer answers.
+    pub fn report(&self, waiting: u64, started_micros: i64, connected: bool) {
+        if let Some(metrics) = &self.metrics {
+            metrics.lag_entries.set(waiting as f64);
+            metrics
+                .lag_seconds
+                .set(self.lag_seconds(waiting, started_micros));
+            metrics.connected.set(if connected { 1.0 } else { 0.0 });
+        }
+    }
+
+    /// A heartbeat for this region.
+    pub fn heartbeat(&self, namespace: &str) -> Entry {
+        let now = entry::now_micros();
+        Entry {
+            version: ENTRY_VERSION,
+            id: entry::new_entry_id(),
+            namespace: namespace.to_owned(),
+            key: format!("wal.heartbeat.{}", self.region),
+            body: Some(Body::Payload(Vec::new())),
+            original_write_time_micros: now,
+            deliver_at_micros: now,
+            enqueued_at_micros: now,
+            origin_region: self.local.clone(),
+            destination_region: self.region.clone(),
+            heartbeat: true,
+            ..Entry::default()
+        }
+    }
+
+    /// Writes a heartbeat on `queue` every [`HEARTBEAT_EVERY`] until `stop`. A failed write is
+    /// only logged: the next one comes soon, and the lag reads high meanwhile, as it should.
+    pub async fn beat(
+        self: Arc<Self>,
+        queue: Arc<dyn Queue>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let namespace = queue.spec().namespace.clone();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(HEARTBEAT_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+            match queue.enqueue(&self.heartbeat(&namespace)).await {
+                Ok(()) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.heartbeats.increment(1);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, region = %self.region, "writing a heartbeat failed")
+                }
+            }
+        }
     }
 }

@@ -9,10 +9,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use wal_core::outage::REMINDER_EVERY;
-use wal_core::queue::{Queue, QueueError};
+use wal_core::queue::QueueError;
 
 use crate::delivery::{Deliverer, QueueContext};
-use crate::metrics::QueueMetrics;
 use crate::tier::{self, TierRoute};
 
 /// The pause after a failed receive, so an outage or a missing queue is not a busy loop. (A
@@ -40,19 +39,28 @@ pub enum Role {
     Forward(TierRoute),
 }
 
-/// Reads the queue's backlog into its gauge until shutdown.
+/// Reads the queue's backlog into its gauge until shutdown (and a replicating reader's into its
+/// region's gauges, with whether the region's writer answers).
 async fn report_backlog(
-    queue: Arc<dyn Queue>,
-    metrics: Arc<QueueMetrics>,
+    context: QueueContext,
+    deliverer: Arc<Deliverer>,
     shutdown: CancellationToken,
 ) {
+    let (queue, metrics) = (context.queue, context.metrics);
     loop {
         tokio::select! {
             () = tokio::time::sleep(BACKLOG_EVERY) => {}
             () = shutdown.cancelled() => return,
         }
         match queue.backlog().await {
-            Ok(Some(backlog)) => metrics.backlog.set(backlog as f64),
+            Ok(Some(backlog)) => {
+                metrics.backlog.set(backlog as f64);
+                if let Some(replica) = &context.replica {
+                    let breaker = deliverer.targets().breaker(&replica.target);
+                    let connected = breaker.is_none_or(|b| !b.is_open());
+                    replica.report(backlog, context.started_micros, connected);
+                }
+            }
             Ok(None) => {}
             Err(error) => tracing::debug!(%error, "reading the backlog failed"),
         }
@@ -124,10 +132,13 @@ impl Worker {
             usize::try_from(namespace.consumer.max_messages_per_poll).unwrap_or(usize::MAX);
         tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, backend = %queue.backend(), "worker started");
         tasks.spawn(report_backlog(
-            Arc::clone(&queue),
-            Arc::clone(&metrics),
+            self.context.clone(),
+            Arc::clone(&self.deliverer),
             shutdown.clone(),
         ));
+        if let Some(replica) = &self.context.replica {
+            tasks.spawn(Arc::clone(replica).beat(Arc::clone(&queue), shutdown.clone()));
+        }
         let mut refusals = Refusals::default();
         loop {
             // While entries wait for an unavailable target, take no more (see `hold`).

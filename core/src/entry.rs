@@ -129,6 +129,7 @@ mod tests {
                     trace_context: trace.into_iter().collect(),
                     redrives: attempt % 4,
                     destination_region: String::new(),
+                    heartbeat: false,
                 },
             )
     }

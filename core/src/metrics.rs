@@ -6,6 +6,7 @@ use metrics::{Counter, Gauge, counter, describe_counter, describe_gauge, gauge};
 
 pub const BROKER_ERRORS: &str = "wal_broker_errors_total";
 pub const BROKER_AWAY: &str = "wal_broker_away";
+pub const GAP_ENTRIES: &str = "wal_queue_gap_entries_total";
 
 /// Describes the metrics; the binaries call it once with their own.
 pub fn describe() {
@@ -17,6 +18,14 @@ pub fn describe() {
         BROKER_AWAY,
         "1 while a client's broker does not answer, 0 once it answers again."
     );
+    describe_counter!(
+        GAP_ENTRIES,
+        "Entries a reader never received because the queue no longer held them (Kafka retention removed them before it read them): data loss for that reader, by topic and consumer group."
+    );
+}
+
+pub(crate) fn gap_entries(topic: &str, group: &str) -> Counter {
+    counter!(GAP_ENTRIES, "topic" => topic.to_owned(), "group" => group.to_owned())
 }
 
 pub(crate) fn broker_errors(service: &'static str, client: &str) -> Counter {

@@ -74,4 +74,7 @@ pub use queues::{
 #[cfg(feature = "fleet")]
 pub use upstream::{Received, Upstream};
 #[cfg(feature = "fleet")]
-pub use writer::{TestWriter, region_caches, region_target};
+pub use writer::{
+    TestWriter, cache_converges, cache_delete, cache_set, cached, keyed, region_caches,
+    region_target,
+};

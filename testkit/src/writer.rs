@@ -1,7 +1,11 @@
 //! Regions on loopback for cross-region replication: an in-process `wal-writer` per region,
 //! each applying to a cache of its own (the stack's memcached, memcached2, memcached3).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+use memcache::exp::{AsyncMetaClient, GetStatus};
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -81,4 +85,47 @@ pub fn region_target(writers: &[&TestWriter]) -> String {
         r#"{{"kind": "region", "settings": {{"regions": {{{}}}}}}}"#,
         regions.join(", ")
     )
+}
+
+/// A cache target's payload setting `key` to `value`.
+pub fn cache_set(key: &str, value: &str) -> String {
+    format!(r#"{{"set": {{"key": "{key}", "value": "{value}"}}}}"#)
+}
+
+/// A cache target's payload deleting `key`.
+pub fn cache_delete(key: &str) -> String {
+    format!(r#"{{"delete": {{"key": "{key}"}}}}"#)
+}
+
+/// A write of `payload` with partition key `key`, so a key's writes keep their order.
+pub fn keyed(namespace: &str, key: &str, payload: &str) -> wal_proto::v1::WriteToLogRequest {
+    wal_proto::v1::WriteToLogRequest {
+        key: key.to_owned(),
+        ..crate::write(namespace, payload.as_bytes())
+    }
+}
+
+/// What the memcached at `cache` holds under `key`: the value, or `None` for a miss.
+pub async fn cached(cache: &AsyncMetaClient, key: &str) -> Option<String> {
+    let got = cache.get(key).send().await.unwrap();
+    match (got.status, got.value) {
+        (GetStatus::Hit, Some(value)) => Some(String::from_utf8(value).unwrap()),
+        _ => None,
+    }
+}
+
+/// Waits (up to two minutes) until the memcached at `cache_at` holds exactly `expected`: a value
+/// per key, `None` for a key that must be absent.
+pub async fn cache_converges(cache_at: &str, expected: &BTreeMap<String, Option<String>>) {
+    let cache = AsyncMetaClient::connect(cache_at).await.unwrap();
+    let what = format!("the cache at {cache_at} holding the source's last writes");
+    crate::eventually(Duration::from_secs(120), &what, || async {
+        for (key, value) in expected {
+            if cached(&cache, key).await != *value {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
 }

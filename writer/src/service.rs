@@ -74,6 +74,10 @@ impl RegionWriterService {
                 entry.id, entry.destination_region, self.region
             )));
         }
+        if entry.heartbeat {
+            // Answered, nothing applied: the sender learns how far behind it is.
+            return Ok(());
+        }
         let Some(target) = &entry.target else {
             return Err(TargetError::permanent(
                 "the entry names no target; expected the destination's cache or cql target",

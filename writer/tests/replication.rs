@@ -8,37 +8,22 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use memcache::exp::{AsyncMetaClient, GetStatus};
+use memcache::exp::AsyncMetaClient;
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 use wal_consumer::ConsumerHandle;
 use wal_proto::v1::region_writer_server::{RegionWriter, RegionWriterServer};
 use wal_proto::v1::{ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
 use wal_testkit::{
-    Backend, TestProducer, TestWriter, eventually, namespace_with_target, region_caches,
-    region_target, start_consumer_with, write, write_all_durably,
+    Backend, TestProducer, TestWriter, cache_converges, cache_delete, cache_set, cached,
+    eventually, keyed, namespace_with_target, region_caches, region_target, start_consumer_with,
+    write_all_durably,
 };
 use wal_writer::{RegionWriterService, WriterOptions};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// Quick retries, so a test sees many.
 const QUICK: &str = r#""retry_policy": {"max_attempts": 50, "initial_backoff_ms": 20, "multiplier": 2.0, "max_backoff_ms": 100, "jitter": 0.0}"#;
-
-fn set(key: &str, value: &str) -> String {
-    format!(r#"{{"set": {{"key": "{key}", "value": "{value}"}}}}"#)
-}
-
-fn delete(key: &str) -> String {
-    format!(r#"{{"delete": {{"key": "{key}"}}}}"#)
-}
-
-/// A write of `payload` keyed by `key`, so a key's writes keep their order on the topic.
-fn keyed(namespace: &str, key: &str, payload: &str) -> wal_proto::v1::WriteToLogRequest {
-    wal_proto::v1::WriteToLogRequest {
-        key: key.to_owned(),
-        ..write(namespace, payload.as_bytes())
-    }
-}
 
 async fn producer_in(region: &str, namespaces: Vec<wal_namespaces::Namespace>) -> TestProducer {
     let region = region.to_owned();
@@ -48,33 +33,6 @@ async fn producer_in(region: &str, namespaces: Vec<wal_namespaces::Namespace>) -
 async fn consumer_in(region: &str, namespaces: Vec<wal_namespaces::Namespace>) -> ConsumerHandle {
     let region = region.to_owned();
     start_consumer_with(namespaces, move |options| options.region = region).await
-}
-
-/// What `cache` holds under `key`: the value, or `None` for a miss.
-async fn cached(cache: &AsyncMetaClient, key: &str) -> Option<String> {
-    let got = cache.get(key).send().await.unwrap();
-    match (got.status, got.value) {
-        (GetStatus::Hit, Some(value)) => Some(String::from_utf8(value).unwrap()),
-        _ => None,
-    }
-}
-
-/// Waits until `cache` holds exactly `expected` (a value per key, `None`: deleted).
-async fn converges(cache_at: &str, expected: &BTreeMap<String, Option<String>>) {
-    let cache = AsyncMetaClient::connect(cache_at).await.unwrap();
-    eventually(
-        LIMIT,
-        &format!("the cache at {cache_at} equal to the source's last writes"),
-        || async {
-            for (key, value) in expected {
-                if cached(&cache, key).await != *value {
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -102,10 +60,10 @@ async fn every_region_ends_with_the_sources_last_write_of_each_key() {
         for k in 0..KEYS {
             let key = format!("{prefix}-{k}");
             let (payload, value) = if (k + round) % 3 == 2 {
-                (delete(&key), None)
+                (cache_delete(&key), None)
             } else {
                 let value = format!("v{round}");
-                (set(&key, &value), Some(value))
+                (cache_set(&key, &value), Some(value))
             };
             writes.push(keyed(&name, &key, &payload));
             expected.insert(key, value);
@@ -113,7 +71,7 @@ async fn every_region_ends_with_the_sources_last_write_of_each_key() {
         write_all_durably(&producer.client, writes, 100, 8).await;
     }
     for cache in &caches {
-        converges(cache, &expected).await;
+        cache_converges(cache, &expected).await;
     }
     consumer.shutdown().await;
     producer.shutdown().await;
@@ -145,7 +103,7 @@ async fn two_regions_replicating_to_each_other_apply_each_write_once_and_never_l
             keyed(
                 &in_a.name,
                 &format!("{from_a}-{i}"),
-                &set(&format!("{from_a}-{i}"), "a"),
+                &cache_set(&format!("{from_a}-{i}"), "a"),
             )
         })
         .collect();
@@ -154,7 +112,7 @@ async fn two_regions_replicating_to_each_other_apply_each_write_once_and_never_l
             keyed(
                 &in_b.name,
                 &format!("{from_b}-{i}"),
-                &set(&format!("{from_b}-{i}"), "b"),
+                &cache_set(&format!("{from_b}-{i}"), "b"),
             )
         })
         .collect();
@@ -167,15 +125,17 @@ async fn two_regions_replicating_to_each_other_apply_each_write_once_and_never_l
             .map(|i| (format!("{prefix}-{i}"), value.map(str::to_owned)))
             .collect()
     };
-    converges(&caches[2], &expect(&from_a, Some("a"))).await;
-    converges(&caches[1], &expect(&from_b, Some("b"))).await;
-    converges(&caches[1], &expect(&from_a, None)).await;
-    converges(&caches[2], &expect(&from_b, None)).await;
+    cache_converges(&caches[2], &expect(&from_a, Some("a"))).await;
+    cache_converges(&caches[1], &expect(&from_b, Some("b"))).await;
+    cache_converges(&caches[1], &expect(&from_a, None)).await;
+    cache_converges(&caches[2], &expect(&from_b, None)).await;
 
-    // No record came back: each topic holds exactly the writes made in its region.
+    // No record came back: each topic holds exactly the writes made in its region (and its
+    // readers' heartbeats, written there too).
     for (namespace, count, origin) in [(&in_a, 20, "region-a"), (&in_b, 20, "region-b")] {
         let log = wal_testkit::kafka_log(&namespace.queues[0].name).await;
-        assert_eq!(log.len(), count, "records on {}", namespace.queues[0].name);
+        let writes = log.iter().filter(|e| !e.heartbeat).count();
+        assert_eq!(writes, count, "writes on {}", namespace.queues[0].name);
         assert!(log.iter().all(|e| e.origin_region == origin), "{log:?}");
     }
     consumer_a.shutdown().await;
@@ -290,12 +250,12 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
 
     // Entry n (the slow key's first write) fails five times; the entries after it (other keys,
     // and the slow key's second write) succeed or wait.
-    let mut writes = vec![keyed(&name, &slow_key, &set(&slow_key, "first"))];
+    let mut writes = vec![keyed(&name, &slow_key, &cache_set(&slow_key, "first"))];
     writes.extend((0..20).map(|i| {
         let key = format!("{prefix}-{i}");
-        keyed(&name, &key, &set(&key, "other"))
+        keyed(&name, &key, &cache_set(&key, "other"))
     }));
-    writes.push(keyed(&name, &slow_key, &set(&slow_key, "second")));
+    writes.push(keyed(&name, &slow_key, &cache_set(&slow_key, "second")));
     for request in writes {
         wal_testkit::write_true(&producer.client, request).await;
     }
@@ -303,7 +263,7 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
         .map(|i| (format!("{prefix}-{i}"), Some("other".to_owned())))
         .collect();
     expected.insert(slow_key.clone(), Some("second".to_owned()));
-    converges(&caches[0], &expected).await;
+    cache_converges(&caches[0], &expected).await;
 
     let applied = applied.lock().unwrap().clone();
     let slow: Vec<&String> = applied
@@ -375,10 +335,10 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
     let group = |region: &str| format!("wal-consumer.{topic}.region-{region}");
     let prefix = wal_testkit::unique("reload");
     let written = async |key: &str, caches: &[&String]| {
-        wal_testkit::write_true(&producer.client, keyed(&name, key, &set(key, "x"))).await;
+        wal_testkit::write_true(&producer.client, keyed(&name, key, &cache_set(key, "x"))).await;
         let expected = BTreeMap::from([(key.to_owned(), Some("x".to_owned()))]);
         for cache in caches {
-            converges(cache, &expected).await;
+            cache_converges(cache, &expected).await;
         }
     };
     written(&format!("{prefix}-1"), &[&caches[0], &caches[1]]).await;

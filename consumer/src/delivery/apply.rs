@@ -37,7 +37,9 @@ impl Deliverer {
         let applied = self
             .applier
             .apply(&context.namespace, entry, spec, traceparent);
-        let applied = match archive_of(&context.namespace) {
+        // A heartbeat is the platform's own, not a mutation to keep.
+        let archive = archive_of(&context.namespace).filter(|_| !entry.heartbeat);
+        let applied = match archive {
             None => applied.instrument(span.clone()).await,
             // The archive is written beside the apply, and the attempt succeeds only when both
             // did: an entry is acknowledged only once it is in the archive. Boxed: few

@@ -221,6 +221,9 @@ impl Deliverer {
             _ => delivery,
         };
         if applied.is_ok() {
+            if let Some(replica) = &context.replica {
+                replica.applied(entry);
+            }
             let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
             metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
             // Measured after the effect, so an early one is certain: it breaks "never early".

@@ -14,6 +14,7 @@ mod failure;
 mod namespace;
 mod output;
 mod replay;
+mod replication;
 mod time;
 mod write;
 
@@ -63,6 +64,8 @@ enum Command {
     Breakers(breakers::Breakers),
     /// Check a cluster map (and that namespace files name only what it has); print its names.
     Clusters(clusters::Clusters),
+    /// Cross-region replication: how far each destination region trails, and any gap.
+    Replication(replication::Replication),
 }
 
 /// mimalloc rather than the system allocator: a replay allocates each record on the Kafka
@@ -83,6 +86,9 @@ async fn main() -> ExitCode {
         Command::Replay(replay) => replay::run(*replay, &cli.control_plane, cli.output).await,
         Command::Breakers(command) => breakers::run(command, cli.output).await,
         Command::Clusters(command) => clusters::run(command, cli.output),
+        Command::Replication(command) => {
+            replication::run(command, &cli.control_plane, cli.output).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

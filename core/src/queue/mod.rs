@@ -49,6 +49,33 @@ pub struct QueueSpec {
     pub reader: Option<Reader>,
 }
 
+/// Where a reader stands on one partition of a Kafka topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Position {
+    pub partition: i32,
+    /// The next offset the reader reads; `None` when it has committed nothing yet.
+    pub committed: Option<i64>,
+    /// The oldest offset the topic still holds.
+    pub low: i64,
+    /// One past the newest offset.
+    pub high: i64,
+}
+
+impl Position {
+    /// Entries the reader has yet to read (from the oldest held when it has no position).
+    pub fn lag(&self) -> u64 {
+        let from = self.committed.unwrap_or(self.low).max(self.low);
+        u64::try_from(self.high - from).unwrap_or(0)
+    }
+
+    /// Offsets the reader will never read: its position is older than what the topic holds.
+    pub fn lost(&self) -> Option<std::ops::Range<i64>> {
+        self.committed
+            .filter(|c| *c < self.low)
+            .map(|c| c..self.low)
+    }
+}
+
 /// A reader of a queue with a position of its own: one destination region of a replicated
 /// namespace. On Kafka its consumer group is `<group_prefix><topic>.<name>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,6 +321,22 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// committed); on SQS, its visible, in-flight and delayed messages. Approximate on SQS. The
     /// control plane asks it before a queue or DLQ is dropped from its namespace.
     async fn unfinished(&self) -> Result<u64, QueueError>;
+
+    /// Where this handle's reader (its group, on Kafka) stands on each partition, read without
+    /// joining it; `None` for a queue without positions (SQS).
+    async fn positions(&self) -> Result<Option<Vec<Position>>, QueueError> {
+        Ok(None)
+    }
+
+    /// The entry at `offset` of `partition`, read without a reader's position; `None` when the
+    /// queue does not hold it (or has no offsets: SQS).
+    async fn entry_at(
+        &self,
+        _partition: i32,
+        _offset: i64,
+    ) -> Result<Option<Result<Entry, crate::entry::CodecError>>, QueueError> {
+        Ok(None)
+    }
 
     /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
     /// with its attempt count incremented and the failure recorded, then acknowledges the

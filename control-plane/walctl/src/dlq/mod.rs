@@ -4,7 +4,7 @@
 
 mod filter;
 mod redrive;
-mod source;
+pub(crate) mod source;
 
 use std::collections::BTreeMap;
 

@@ -8,6 +8,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
+use crate::queue::Position;
 
 /// How long each broker call of a lag reading may take.
 const LAG_TIMEOUT: Duration = Duration::from_secs(5);
@@ -76,4 +77,77 @@ pub(super) fn partition_ids<C: ConsumerContext>(
         ids.extend(described.partitions().iter().map(|p| p.id()));
     }
     Ok(ids)
+}
+
+/// Where `group` stands on each partition of `topic`, read without joining the group (an offset
+/// fetch only). Blocks on the broker.
+pub(super) fn positions(
+    settings: &KafkaSettings,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<Position>, KafkaError> {
+    let consumer: BaseConsumer = settings
+        .client_config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut partitions = TopicPartitionList::new();
+    for id in partition_ids(&consumer, topic)? {
+        partitions.add_partition(topic, id);
+    }
+    if partitions.count() == 0 {
+        return Ok(Vec::new());
+    }
+    let committed = consumer.committed_offsets(partitions, LAG_TIMEOUT)?;
+    let mut positions = Vec::new();
+    for partition in committed.elements_for_topic(topic) {
+        let (low, high) = consumer.fetch_watermarks(topic, partition.partition(), LAG_TIMEOUT)?;
+        positions.push(Position {
+            partition: partition.partition(),
+            committed: match partition.offset() {
+                Offset::Offset(offset) => Some(offset),
+                _ => None,
+            },
+            low,
+            high,
+        });
+    }
+    positions.sort_by_key(|p| p.partition);
+    Ok(positions)
+}
+
+/// The entry at `offset` of `partition` of `topic`, read without a consumer group; `None` when
+/// the partition no longer (or does not yet) hold it. Blocks on the broker.
+pub(super) fn entry_at(
+    settings: &KafkaSettings,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<Result<crate::entry::Entry, crate::entry::CodecError>>, KafkaError> {
+    use rdkafka::message::Message as _;
+    let consumer: BaseConsumer = settings
+        .client_config()
+        .set("enable.auto.commit", "false")
+        .set("group.id", "wal-peek")
+        .create()?;
+    let (low, high) = consumer.fetch_watermarks(topic, partition, LAG_TIMEOUT)?;
+    if offset < low || offset >= high {
+        return Ok(None);
+    }
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    consumer.assign(&assignment)?;
+    let deadline = std::time::Instant::now() + LAG_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) if message.offset() == offset => {
+                return Ok(Some(crate::entry::decode(
+                    message.payload().unwrap_or_default(),
+                )));
+            }
+            Some(Ok(_)) | None => {}
+            Some(Err(error)) => return Err(error),
+        }
+    }
+    Ok(None)
 }

@@ -50,7 +50,7 @@ use self::receiver::Receiver;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
     Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
-    ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
+    Position, ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
 
@@ -252,9 +252,12 @@ impl Queue for KafkaQueue {
             };
             let (partition, offset) = (message.partition(), message.offset());
             let raw = Bytes::copy_from_slice(message.payload().unwrap_or_default());
-            if !lock(&receiver.tracker).received(partition, offset) {
+            let Some(skipped) = lock(&receiver.tracker).received_after(partition, offset) else {
                 tracing::debug!(topic = %self.spec.name, partition, offset, "skipped: partition revoked after the fetch");
                 continue;
+            };
+            if let Some(lost) = skipped {
+                self.gap(partition, lost);
             }
             deliveries.push(Delivery {
                 entry: entry::decode(&raw),
@@ -355,5 +358,29 @@ impl Queue for KafkaQueue {
             .map_err(|e| self.error(Operation::Backlog, true, e))?
             .map_err(|e| self.error(Operation::Backlog, true, e))?;
         Ok(Some(lag))
+    }
+
+    async fn positions(&self) -> Result<Option<Vec<Position>>, QueueError> {
+        let settings = self.backend.settings.clone();
+        let (group, topic) = (self.group(), self.spec.name.clone());
+        let positions =
+            tokio::task::spawn_blocking(move || lag::positions(&settings, &group, &topic))
+                .await
+                .map_err(|e| self.error(Operation::Backlog, true, e))?
+                .map_err(|e| self.error(Operation::Backlog, true, e))?;
+        Ok(Some(positions))
+    }
+
+    async fn entry_at(
+        &self,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<Result<Entry, entry::CodecError>>, QueueError> {
+        let settings = self.backend.settings.clone();
+        let topic = self.spec.name.clone();
+        tokio::task::spawn_blocking(move || lag::entry_at(&settings, &topic, partition, offset))
+            .await
+            .map_err(|e| self.error(Operation::Backlog, true, e))?
+            .map_err(|e| self.error(Operation::Backlog, true, e))
     }
 }

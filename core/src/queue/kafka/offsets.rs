@@ -33,13 +33,25 @@ impl OffsetTracker {
     /// Records an entry handed out by `receive`. Returns false, recording nothing, when the
     /// partition is not assigned here (it was revoked after the message was fetched): the entry
     /// must not be handed out, its new owner reads it.
+    #[cfg(test)]
     pub(crate) fn received(&mut self, partition: i32, offset: i64) -> bool {
-        let Some(track) = self.partitions.get_mut(&partition) else {
-            return false;
-        };
+        self.received_after(partition, offset).is_some()
+    }
+
+    /// As [`received`](Self::received); `Some(Some(skipped))` when offsets were skipped since
+    /// the last entry received on the partition. The platform's topics have no transactions and
+    /// no compaction, so their offsets are contiguous: a skip is entries this reader will never
+    /// see (retention removed them and the consumer reset past them).
+    pub(crate) fn received_after(
+        &mut self,
+        partition: i32,
+        offset: i64,
+    ) -> Option<Option<std::ops::Range<i64>>> {
+        let track = self.partitions.get_mut(&partition)?;
+        let skipped = (track.next > 0 && offset > track.next).then_some(track.next..offset);
         track.in_progress.insert(offset);
         track.next = track.next.max(offset + 1);
-        true
+        Some(skipped)
     }
 
     /// Records an acknowledgement and returns the partition's new commit point (the next offset
@@ -94,6 +106,25 @@ mod tests {
         assert_eq!(tracker.acknowledged(0, 14), Some(13));
         assert_eq!(tracker.acknowledged(0, 13), Some(15));
         assert_eq!(tracker.commit_points(), vec![(0, 15)]);
+    }
+
+    #[test]
+    fn skipped_offsets_are_a_gap_and_going_back_is_not() {
+        let mut tracker = OffsetTracker::default();
+        tracker.assign(0);
+        assert_eq!(
+            tracker.received_after(0, 5),
+            Some(None),
+            "the first entry after assignment"
+        );
+        assert_eq!(tracker.received_after(0, 6), Some(None));
+        assert_eq!(tracker.received_after(0, 9), Some(Some(7..9)));
+        assert_eq!(
+            tracker.received_after(0, 8),
+            Some(None),
+            "a re-read is not a gap"
+        );
+        assert_eq!(tracker.received_after(1, 0), None, "not assigned");
     }
 
     #[test]

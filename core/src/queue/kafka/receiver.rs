@@ -14,6 +14,7 @@ use super::context::TrackingContext;
 use super::offsets::OffsetTracker;
 use super::{Operation, QueueError};
 use crate::outage::Outage;
+use crate::queue::Queue as _;
 
 /// How much one fetch takes from each partition of a delay tier, in KiB (librdkafka's default is
 /// 1 MiB). librdkafka fills its read-ahead in a fixed partition order, and when one partition's
@@ -44,8 +45,60 @@ impl std::fmt::Debug for Receiver {
 impl KafkaQueue {
     pub(super) async fn receiver(&self) -> Result<&Receiver, QueueError> {
         self.receiver
-            .get_or_try_init(|| async { self.subscribe() })
+            .get_or_try_init(|| async {
+                let receiver = self.subscribe()?;
+                self.report_lost_at_start().await;
+                Ok(receiver)
+            })
             .await
+    }
+
+    /// The consumer group this handle reads with.
+    pub(super) fn group(&self) -> String {
+        let prefix = &self.backend.settings.group_prefix;
+        match &self.spec.reader {
+            None => format!("{prefix}{}", self.spec.name),
+            Some(reader) => format!("{prefix}{}.{}", self.spec.name, reader.name),
+        }
+    }
+
+    /// Entries this reader will never receive: counted as data loss and logged with where they
+    /// were. Never silent: the consumer reads on from the oldest entry held (an automatic offset
+    /// reset), so this record is all that is left of them.
+    pub(super) fn gap(&self, partition: i32, lost: std::ops::Range<i64>) {
+        let group = self.group();
+        let count = u64::try_from(lost.end - lost.start).unwrap_or(0);
+        crate::metrics::gap_entries(&self.spec.name, &group).increment(count);
+        tracing::error!(
+            topic = %self.spec.name,
+            group = %group,
+            partition,
+            from_offset = lost.start,
+            to_offset = lost.end,
+            lost = count,
+            "gap: the topic no longer holds entries this reader had not read (retention removed them); they are not delivered by it"
+        );
+    }
+
+    /// A reader that comes back after retention removed entries it had not read: its committed
+    /// offset is older than the oldest entry held. Checked once, before its first entry.
+    async fn report_lost_at_start(&self) {
+        let positions = match self.positions().await {
+            Ok(positions) => positions.unwrap_or_default(),
+            Err(error) => {
+                tracing::debug!(%error, "reading the group's positions at start failed");
+                return;
+            }
+        };
+        // A reader that starts from the newest entry resets past everything held, not only past
+        // what was removed.
+        let to_newest = self.spec.reader.as_ref().is_some_and(|r| !r.from_oldest);
+        for position in positions {
+            if let Some(lost) = position.lost() {
+                let end = if to_newest { position.high } else { lost.end };
+                self.gap(position.partition, lost.start..end);
+            }
+        }
     }
 
     pub(super) fn subscribe(&self) -> Result<Receiver, QueueError> {
