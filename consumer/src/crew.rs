@@ -19,6 +19,7 @@ use crate::replica::Replica;
 use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
+use wal_targets::region::same_region;
 
 /// What one crew reads and as what: a namespace, or one destination region of a replicated
 /// namespace (each region's crew starts and stops alone, so adding or removing a region by hot
@@ -34,8 +35,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The crews `namespace` needs in a consumer of region `local`.
-    pub fn of(namespace: Namespace, local: &str) -> Vec<Plan> {
+    /// The crews `namespace` needs in a consumer of region `local` that replicates to the
+    /// regions `only` (every destination when empty).
+    pub fn of(namespace: Namespace, local: &str, only: &[String]) -> Vec<Plan> {
         if !Replica::replicated(&namespace) {
             return vec![Plan {
                 key: namespace.name.clone(),
@@ -43,9 +45,12 @@ impl Plan {
                 replica: None,
             }];
         }
-        let replicas = Replica::of(&namespace, local);
+        let replicas: Vec<Replica> = Replica::of(&namespace, local)
+            .into_iter()
+            .filter(|r| only.is_empty() || only.iter().any(|o| same_region(o, &r.region)))
+            .collect();
         if replicas.is_empty() {
-            tracing::warn!(namespace = %namespace.name, region = %local, "the namespace replicates to no region but this one; nothing is read");
+            tracing::warn!(namespace = %namespace.name, region = %local, ?only, "the namespace replicates to no region this consumer serves; nothing is read");
         }
         replicas
             .into_iter()

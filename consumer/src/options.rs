@@ -56,6 +56,12 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_REGION", default_value = "local")]
     pub region: String,
 
+    /// Replicate only to these destination regions (comma-separated), so each region's readers
+    /// can run in a deployment of their own (the chart's consumer group per region). Unset:
+    /// every destination region of each replicated namespace but --region.
+    #[arg(long, env = "WAL_REPLICATE_TO", value_delimiter = ',')]
+    pub replicate_to: Vec<String>,
+
     /// Kafka bootstrap servers for kafka targets (the cluster map's default cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
@@ -130,6 +136,7 @@ impl ConsumerOptions {
             clients,
             clusters,
             region: self.region.clone(),
+            replicate_to: self.replicate_to.clone(),
             stack: self.consumer_stack.clone(),
             max_in_flight: self.max_in_flight,
             max_held: self.max_held,

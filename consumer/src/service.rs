@@ -94,7 +94,7 @@ impl Consumer {
         let next_namespaces = next.clone();
         let plans: Vec<Plan> = next
             .into_iter()
-            .flat_map(|ns| Plan::of(ns, &self.settings.region))
+            .flat_map(|ns| Plan::of(ns, &self.settings.region, &self.settings.replicate_to))
             .collect();
         let unchanged = |plan: &Plan| running.get(&plan.key) == Some(&plan.namespace);
         let leaving = running

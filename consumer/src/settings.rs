@@ -17,6 +17,8 @@ pub struct ConsumerSettings {
     /// This consumer's region: a replicated namespace is sent to every destination region but
     /// this one.
     pub region: String,
+    /// The destination regions whose readers run here; empty: every one.
+    pub replicate_to: Vec<String>,
     /// The consumer stack served: only namespaces naming it; `None`, every namespace.
     pub stack: Option<String>,
     /// Entries being applied or settled at once per queue.

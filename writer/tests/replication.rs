@@ -397,3 +397,86 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
     producer.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// How long the down region's writer stays away.
+const OUTAGE: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_region_down_for_minutes_holds_back_no_other_region_and_drains_when_back() {
+    let caches = region_caches();
+    let mut down = TestWriter::start("regionb", &caches[0]).await;
+    let mut others = [
+        TestWriter::start("regionc", &caches[1]).await,
+        TestWriter::start("regiond", &caches[2]).await,
+    ];
+    let target = region_target(&[&down, &others[0], &others[1]]);
+    let namespace = namespace_with_target(Backend::Kafka, 2, &target, QUICK);
+    let name = namespace.name.clone();
+    let mut producer = producer_in("regiona", vec![namespace.clone()]).await;
+    let consumer = consumer_in("regiona", vec![namespace]).await;
+    let prefix = wal_testkit::unique("down");
+
+    // Steady load all along: a key a write, about 20 a second.
+    let load = {
+        let client = producer.client.clone();
+        let (name, prefix) = (name.clone(), prefix.clone());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut written = 0usize;
+            while !stopped.is_cancelled() {
+                let key = format!("{prefix}-{written}");
+                wal_testkit::write_true(&client, keyed(&name, &key, &cache_set(&key, "v"))).await;
+                written += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            written
+        });
+        (stop, task)
+    };
+    let until = |n: usize| -> BTreeMap<String, Option<String>> {
+        (0..n)
+            .map(|i| (format!("{prefix}-{i}"), Some("v".to_owned())))
+            .collect()
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let address = down.address;
+    down.stop().await;
+    let outage = tokio::time::Instant::now();
+
+    // Meanwhile the other regions keep up: what was written well into the outage reaches them
+    // while region b is still away, and does not reach b.
+    tokio::time::sleep(OUTAGE / 2).await;
+    let written_midway = until(OUTAGE.as_secs() as usize * 20 / 4);
+    for cache in &caches[1..] {
+        cache_converges(cache, &written_midway).await;
+    }
+    assert!(
+        outage.elapsed() < OUTAGE,
+        "the other regions were checked during the outage"
+    );
+    let cache_b = AsyncMetaClient::connect(caches[0].as_str()).await.unwrap();
+    let last_midway = format!("{prefix}-{}", written_midway.len() - 1);
+    assert_eq!(
+        cached(&cache_b, &last_midway).await,
+        None,
+        "b's writer is down"
+    );
+
+    tokio::time::sleep(OUTAGE.saturating_sub(outage.elapsed())).await;
+    let mut back = TestWriter::start_at("regionb", &caches[0], address).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (stop, task) = load;
+    stop.cancel();
+    let written = task.await.unwrap();
+    // Nothing lost: region b drains its backlog, and every region holds every write.
+    for cache in &caches {
+        cache_converges(cache, &until(written)).await;
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    back.stop().await;
+    for writer in &mut others {
+        writer.stop().await;
+    }
+}

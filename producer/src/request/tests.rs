@@ -308,3 +308,46 @@ fn jitter_spreads_a_burst_uniformly_across_the_window() {
         "chi-square {chi_square:.1} over {SLICES} slices: {counts:?}"
     );
 }
+
+#[test]
+fn a_replicated_namespace_takes_writes_without_a_target_of_their_own() {
+    let replicated = wal_namespaces::parse(
+        r#"{"namespace": "evcache_x",
+            "persistence_configurations": {"persistence_configuration": [
+              {"physical_storage": {"type": "KAFKA"},
+               "config": {"wal-kafka-topics": ["evcache_x"],
+                          "target": {"type": "evc-replication", "useast1": "writer.us-east-1.example"}}}]}}"#,
+        "test",
+    )
+    .expect("valid namespace");
+    let check = |request| {
+        super::check(
+            &replicated,
+            request,
+            NOW,
+            "us-west-2",
+            HashMap::new(),
+            &mut StdRng::seed_from_u64(7),
+        )
+    };
+    let plain = WriteToLogRequest {
+        namespace: "evcache_x".into(),
+        ..request(b"{}")
+    };
+    let written = check(plain.clone()).expect("accepted");
+    assert_eq!(
+        written.entry.target.map(|t| t.kind),
+        Some("region".to_owned())
+    );
+    let with_target = WriteToLogRequest {
+        target: Some(Target {
+            kind: "cache".into(),
+            settings_json: String::new(),
+        }),
+        ..plain
+    };
+    assert_eq!(
+        check(with_target).map(drop).map_err(|e| e.to_string()),
+        Err("target: namespace 'evcache_x' replicates every write to its regions; expected a write that names no target".to_owned())
+    );
+}

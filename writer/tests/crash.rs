@@ -1,0 +1,85 @@
+//! A region's writer killed with SIGKILL mid-stream: the sending consumer holds the region's
+//! entries in place while it is away (its calls fail; nothing is acknowledged without its
+//! answer), and once a new writer answers on the same address the region ends equal to the
+//! source.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use memcache::exp::AsyncMetaClient;
+use wal_testkit::{
+    Backend, TestProducer, cache_converges, cache_set, cached, cargo_bin, eventually, keyed,
+    namespace_with_target, region_caches, start_consumer, unique, write_all_durably,
+};
+
+const KEYS: usize = 1_000;
+const ROUNDS: usize = 5;
+
+/// A `wal-writer` process for `region` on `address`, applying to `memcached`.
+fn writer_process(region: &str, address: SocketAddr, memcached: &str) -> Child {
+    Command::new(cargo_bin("wal-writer"))
+        .env("WAL_WRITER_LISTEN", address.to_string())
+        .env("WAL_WRITER_METRICS_LISTEN", "127.0.0.1:0")
+        .env("WAL_REGION", region)
+        .env("WAL_MEMCACHED", memcached)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wal-writer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
+    let cache_at = region_caches()[0].clone();
+    let address = wal_testkit::refusing_address();
+    let mut writer = writer_process("regionb", address, &cache_at);
+    let target = format!(
+        r#"{{"kind": "region", "settings": {{"regions": {{"regionb": {{"writer": "{address}"}}}}}}}}"#
+    );
+    let unlimited = r#""rate_limit": {"writes_per_second": 100000, "burst": 100000}"#;
+    let namespace = namespace_with_target(Backend::Kafka, 1, &target, unlimited);
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let prefix = unique("writer-crash");
+    let mut expected = BTreeMap::new();
+    for round in 0..ROUNDS {
+        let value = format!("v{round}");
+        let writes = (0..KEYS)
+            .map(|k| {
+                let key = format!("{prefix}-{k}");
+                expected.insert(key.clone(), Some(value.clone()));
+                keyed(&name, &key, &cache_set(&key, &value))
+            })
+            .collect();
+        write_all_durably(&producer.client, writes, 500, 2).await;
+    }
+
+    let consumer = start_consumer(vec![namespace]).await;
+    let cache = AsyncMetaClient::connect(cache_at.as_str()).await.unwrap();
+    eventually(
+        Duration::from_secs(120),
+        "the writer to apply some entries",
+        || async { cached(&cache, &format!("{prefix}-0")).await.map(drop) },
+    )
+    .await;
+    writer.kill().unwrap(); // SIGKILL mid-stream.
+    writer.wait().unwrap();
+    let last_key = format!("{prefix}-{}", KEYS - 1);
+    assert_ne!(
+        cached(&cache, &last_key).await.as_deref(),
+        Some("v4"),
+        "the kill landed before the backlog was applied"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut back = writer_process("regionb", address, &cache_at);
+    cache_converges(&cache_at, &expected).await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    back.kill().unwrap();
+    back.wait().unwrap();
+}
