@@ -114,14 +114,21 @@ impl Consumer {
         Ok((crews, changes, leaving))
     }
 
-    /// The queues this consumer reads, as `namespace/queue`.
+    /// The queues this consumer reads, as `namespace/queue` (`namespace/queue to region` for a
+    /// destination region's reader).
     pub fn queues(&self) -> Vec<String> {
         self.crews
             .iter()
             .flat_map(|crew| &crew.workers)
             .map(|w| {
+                let to = w
+                    .context
+                    .replica
+                    .as_ref()
+                    .map(|r| format!(" to {}", r.region))
+                    .unwrap_or_default();
                 format!(
-                    "{}/{}",
+                    "{}/{}{to}",
                     w.context.namespace.name,
                     w.context.queue.spec().name
                 )
