@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The platform's image: wal-producer, wal-consumer, wal-control-plane and walctl in
+# The platform's image: wal-producer, wal-consumer, wal-control-plane, wal-writer and walctl in
 # /usr/local/bin, on Debian slim, run as an unprivileged user (uid 10001, as the Helm chart's
 # securityContext expects). The chart sets each container's command.
 #
@@ -13,10 +13,10 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
-      -p wal-producer -p wal-consumer -p wal-control-plane -p walctl --bins \
+      -p wal-producer -p wal-consumer -p wal-control-plane -p wal-writer -p walctl --bins \
  && mkdir /out \
  && cp target/release/wal-producer target/release/wal-consumer \
-       target/release/wal-control-plane target/release/walctl /out/
+       target/release/wal-control-plane target/release/wal-writer target/release/walctl /out/
 
 FROM debian:bookworm-slim
 # zlib for librdkafka; CA certificates for TLS to AWS and other HTTPS endpoints.
@@ -28,5 +28,5 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 USER 10001:10001
 # The gRPC and metrics ports the binaries listen on inside a pod (the chart sets the addresses).
-EXPOSE 50051 50052 50060 9464 9465
+EXPOSE 50051 50052 50060 50070 9464 9465 9470
 CMD ["wal-producer", "--help"]

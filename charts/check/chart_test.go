@@ -96,10 +96,71 @@ func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.
 			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 				t.Errorf("%s %s: root filesystem writable", values, d.Name)
 			}
-			if v, _ := env(d, "WAL_CLUSTERS"); v != "/etc/wal/clusters/clusters.json" {
+			// The writer reads no cluster map: it applies what it is sent to its region's stores.
+			if v, _ := env(d, "WAL_CLUSTERS"); v != "/etc/wal/clusters/clusters.json" && !isWriter(d) {
 				t.Errorf("%s %s: WAL_CLUSTERS is %q", values, d.Name, v)
 			}
 		}
+	}
+}
+
+func isWriter(d *appsv1.Deployment) bool {
+	return d.Spec.Template.Labels["app.kubernetes.io/component"] == "writer"
+}
+
+func TestReplicationRunsAWriterAndAConsumerDeploymentPerDestinationRegion(t *testing.T) {
+	values := filepath.Join(chart, "ci", "replication-values.yaml")
+	regions := map[string]string{}
+	writers := 0
+	for _, d := range deployments(t, "-f", values) {
+		if strings.Contains(d.Name, "control-plane") {
+			continue // it keeps configs; it neither writes entries nor replicates them
+		}
+		region, _ := env(d, "WAL_REGION")
+		if region != "eu-west-1" {
+			t.Errorf("%s: WAL_REGION %q, want the release's region eu-west-1", d.Name, region)
+		}
+		if isWriter(d) {
+			writers++
+			c := d.Spec.Template.Spec.Containers[0]
+			if len(c.Command) != 1 || c.Command[0] != "wal-writer" {
+				t.Errorf("%s: command %v", d.Name, c.Command)
+			}
+			if v, _ := env(d, "WAL_WRITER_LISTEN"); v != "0.0.0.0:50070" {
+				t.Errorf("%s: WAL_WRITER_LISTEN %q", d.Name, v)
+			}
+			if v, _ := env(d, "WAL_MEMCACHED"); v != "evcache-foobar:11211" {
+				t.Errorf("%s: WAL_MEMCACHED %q", d.Name, v)
+			}
+			continue
+		}
+		if strings.Contains(d.Name, "-consumer-") {
+			to, _ := env(d, "WAL_REPLICATE_TO")
+			regions[d.Name] = to
+		}
+	}
+	if writers != 1 {
+		t.Errorf("%d writer Deployments, want 1", writers)
+	}
+	want := map[string]string{
+		"t-wal-consumer-to-us-east-1": "us-east-1",
+		"t-wal-consumer-to-us-west-2": "us-west-2",
+		"t-wal-consumer-main":         "",
+	}
+	if len(regions) != len(want) {
+		t.Fatalf("consumer Deployments %v, want %v", regions, want)
+	}
+	for name, to := range want {
+		if regions[name] != to {
+			t.Errorf("%s replicates to %q, want %q", name, regions[name], to)
+		}
+	}
+	out, err := render(t, "-f", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "port: 50070") || !strings.Contains(out, "name: t-wal-writer") {
+		t.Errorf("no writer Service on port 50070 rendered")
 	}
 }
 

@@ -44,7 +44,7 @@ func TestTheDockerfileBuildsInStagesAndRunsAsAnUnprivilegedUser(t *testing.T) {
 	if user == "0" || user == "root" || strings.Trim(user, "0123456789") != "" {
 		t.Errorf("final USER %q: want a numeric unprivileged uid (the chart's runAsNonRoot checks a number)", user)
 	}
-	for _, binary := range []string{"wal-producer", "wal-consumer", "wal-control-plane", "walctl"} {
+	for _, binary := range []string{"wal-producer", "wal-consumer", "wal-control-plane", "walctl", "wal-writer"} {
 		if !strings.Contains(string(text), "target/release/"+binary) {
 			t.Errorf("the image does not carry %s, which the chart runs", binary)
 		}
