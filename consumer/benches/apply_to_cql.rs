@@ -23,23 +23,8 @@ use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
+use wal_testkit::measure::{cpu_seconds, median};
 use wal_testkit::stack;
-
-/// CPU seconds this process has used so far (user + system), from /proc.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the parenthesis.
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 /// Busy and total CPU time of the whole machine so far, in ticks, from /proc/stat.
 fn machine_ticks() -> (f64, f64) {
@@ -59,11 +44,6 @@ fn machine_ticks() -> (f64, f64) {
 fn busy_since(start: (f64, f64)) -> f64 {
     let (busy, total) = machine_ticks();
     (busy - start.0) / (total - start.1).max(1.0)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// One side's figures: rows per second, and this process's CPU per row (the consumer's, or

@@ -5,14 +5,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
 use wal_namespaces::Backend;
 use wal_testkit::{
-    TestProducer, TestWriter, cache_converges, cache_set, cached, eventually, keyed,
-    namespace_json, region_caches, region_target, unique, write_all_durably,
+    TestProducer, TestWriter, cache_converges, cached, eventually, namespace_json, region_caches,
+    region_target, unique, write_cache_rounds,
 };
 
 const KEYS: usize = 1_000;
@@ -41,18 +40,7 @@ async fn a_replicating_consumer_killed_mid_stream_leaves_every_region_equal_to_t
 
     // The backlog first: each key written five times, round after round.
     let prefix = unique("crash");
-    let mut expected = BTreeMap::new();
-    for round in 0..ROUNDS {
-        let value = format!("v{round}");
-        let writes = (0..KEYS)
-            .map(|k| {
-                let key = format!("{prefix}-{k}");
-                expected.insert(key.clone(), Some(value.clone()));
-                keyed(&name, &key, &cache_set(&key, &value))
-            })
-            .collect();
-        write_all_durably(&producer.client, writes, 500, 2).await;
-    }
+    let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
 
     let mut first = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     let cache_b = AsyncMetaClient::connect(caches[0].as_str()).await.unwrap();

@@ -14,6 +14,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod backends;
+pub mod measure;
 pub mod stack;
 
 #[cfg(feature = "fleet")]
@@ -76,5 +77,5 @@ pub use upstream::{Received, Upstream};
 #[cfg(feature = "fleet")]
 pub use writer::{
     TestWriter, cache_converges, cache_delete, cache_set, cached, keyed, region_caches,
-    region_target,
+    region_target, write_cache_rounds,
 };

@@ -129,3 +129,28 @@ pub async fn cache_converges(cache_at: &str, expected: &BTreeMap<String, Option<
     })
     .await;
 }
+
+/// Writes `rounds` values (`v0`, `v1`, ...) of each of `keys` keys (`{prefix}-{k}`) as cache sets
+/// through `client`, round after round (each stored before the next begins, so each key's writes
+/// have one order); returns each key's last value, as [`cache_converges`] takes it.
+pub async fn write_cache_rounds(
+    client: &wal_proto::v1::write_ahead_log_client::WriteAheadLogClient<tonic::transport::Channel>,
+    namespace: &str,
+    prefix: &str,
+    keys: usize,
+    rounds: usize,
+) -> BTreeMap<String, Option<String>> {
+    let mut expected = BTreeMap::new();
+    for round in 0..rounds {
+        let value = format!("v{round}");
+        let writes = (0..keys)
+            .map(|k| {
+                let key = format!("{prefix}-{k}");
+                expected.insert(key.clone(), Some(value.clone()));
+                keyed(namespace, &key, &cache_set(&key, &value))
+            })
+            .collect();
+        crate::write_all_durably(client, writes, 500, 2).await;
+    }
+    expected
+}

@@ -38,6 +38,7 @@ use wal_consumer::ConsumerHandle;
 use wal_core::entry::{self, Body, Entry};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
+use wal_testkit::measure::{cpu_seconds, median, percentile};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_set, env_u64, keyed, namespace_with_target,
     region_caches, region_target, start_consumer_with, unique,
@@ -45,31 +46,6 @@ use wal_testkit::{
 
 const IN_FLIGHT: usize = 256;
 const SAMPLE_EVERY: u64 = 20;
-
-/// CPU seconds this process has used so far (user + system), from /proc.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let at = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values.get(at).copied().unwrap_or(f64::NAN)
-}
 
 /// Puts `entries` cache sets (keys `{prefix}-{i}`) on `topic`, made as the producer would.
 async fn fill(namespace: &wal_namespaces::Namespace, prefix: &str, entries: u64) {

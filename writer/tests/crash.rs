@@ -5,15 +5,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
 use wal_testkit::{
-    Backend, TestProducer, cache_converges, cache_set, cached, cargo_bin, eventually, keyed,
-    namespace_with_target, region_caches, start_consumer, unique, write_all_durably,
+    Backend, TestProducer, cache_converges, cached, cargo_bin, eventually, namespace_with_target,
+    region_caches, start_consumer, unique, write_cache_rounds,
 };
 
 const KEYS: usize = 1_000;
@@ -45,18 +44,7 @@ async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let prefix = unique("writer-crash");
-    let mut expected = BTreeMap::new();
-    for round in 0..ROUNDS {
-        let value = format!("v{round}");
-        let writes = (0..KEYS)
-            .map(|k| {
-                let key = format!("{prefix}-{k}");
-                expected.insert(key.clone(), Some(value.clone()));
-                keyed(&name, &key, &cache_set(&key, &value))
-            })
-            .collect();
-        write_all_durably(&producer.client, writes, 500, 2).await;
-    }
+    let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
 
     let consumer = start_consumer(vec![namespace]).await;
     let cache = AsyncMetaClient::connect(cache_at.as_str()).await.unwrap();

@@ -27,19 +27,30 @@ pub(super) fn group_lag<C: ConsumerContext>(
 /// The namespace consumer group's lag on every partition of `topic`, read without joining the
 /// group (an offset fetch only, so running consumers are not disturbed). Blocks on the broker.
 pub(super) fn unfinished(settings: &KafkaSettings, topic: &str) -> Result<u64, KafkaError> {
+    let group = format!("{}{topic}", settings.group_prefix);
+    let (consumer, partitions) = group_view(settings, &group, topic)?;
+    if partitions.count() == 0 {
+        return Ok(0);
+    }
+    lag_of(&consumer, topic, partitions)
+}
+
+/// A client that reads `group`'s offsets without joining it, and every partition of `topic`.
+fn group_view(
+    settings: &KafkaSettings,
+    group: &str,
+    topic: &str,
+) -> Result<(BaseConsumer, TopicPartitionList), KafkaError> {
     let consumer: BaseConsumer = settings
         .client_config()
-        .set("group.id", format!("{}{topic}", settings.group_prefix))
+        .set("group.id", group)
         .set("enable.auto.commit", "false")
         .create()?;
     let mut partitions = TopicPartitionList::new();
     for id in partition_ids(&consumer, topic)? {
         partitions.add_partition(topic, id);
     }
-    if partitions.count() == 0 {
-        return Ok(0);
-    }
-    lag_of(&consumer, topic, partitions)
+    Ok((consumer, partitions))
 }
 
 fn lag_of<C: Consumer<X>, X: ConsumerContext>(
@@ -86,15 +97,7 @@ pub(super) fn positions(
     group: &str,
     topic: &str,
 ) -> Result<Vec<Position>, KafkaError> {
-    let consumer: BaseConsumer = settings
-        .client_config()
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()?;
-    let mut partitions = TopicPartitionList::new();
-    for id in partition_ids(&consumer, topic)? {
-        partitions.add_partition(topic, id);
-    }
+    let (consumer, partitions) = group_view(settings, group, topic)?;
     if partitions.count() == 0 {
         return Ok(Vec::new());
     }

@@ -1,0 +1,30 @@
+//! What the benchmarks measure with: this process's CPU time, and medians and percentiles.
+
+/// CPU seconds this process has used so far (user + system), from /proc.
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the parenthesis.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The value at fraction `p` (0 to 1) of `values` once sorted; NaN for none.
+pub fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let at = ((values.len().saturating_sub(1)) as f64 * p).round() as usize;
+    values.get(at).copied().unwrap_or(f64::NAN)
+}
+
+/// The middle value of `values` (the upper one of an even count).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
