@@ -1,7 +1,7 @@
-//! A replicating consumer killed with SIGKILL mid-stream: restarted, it replays from its
-//! regions' committed positions, and every destination ends equal to the source's last write of
-//! each key (a key's writes are applied again in their order, so a replay cannot leave an older
-//! value behind).
+//! A replicating consumer killed with SIGKILL mid-stream (writes still coming): restarted, it
+//! replays from its regions' committed positions, and every destination ends equal to the
+//! source's last write of each key (a key's writes are applied again in their order, so a replay
+//! cannot leave an older value behind).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -15,7 +15,8 @@ use wal_testkit::{
 };
 
 const KEYS: usize = 1_000;
-const ROUNDS: usize = 5;
+/// Enough rounds that writing them outlasts the first consumer's start by seconds.
+const ROUNDS: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicating_consumer_killed_mid_stream_leaves_every_region_equal_to_the_source() {
@@ -38,26 +39,31 @@ async fn a_replicating_consumer_killed_mid_stream_leaves_every_region_equal_to_t
     std::fs::write(dir.join(format!("{name}.json")), &config).unwrap();
     let mut producer = TestProducer::start(vec![namespace]).await;
 
-    // The backlog first: each key written five times, round after round.
+    // Writes go on while the consumer dies: the kill lands mid-stream however fast it applies.
     let prefix = unique("crash");
-    let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
-
+    let written = std::sync::atomic::AtomicBool::new(false);
+    let writing = async {
+        let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
+        written.store(true, std::sync::atomic::Ordering::Relaxed);
+        expected
+    };
     let mut first = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     let cache_b = AsyncMetaClient::connect(caches[0].as_str()).await.unwrap();
-    let last_key = format!("{prefix}-{}", KEYS - 1);
-    eventually(
-        Duration::from_secs(120),
-        "the first consumer to replicate some entries",
-        || async { cached(&cache_b, &format!("{prefix}-0")).await.map(drop) },
-    )
-    .await;
-    first.kill().unwrap(); // SIGKILL: no commit, no cleanup.
-    first.wait().unwrap();
-    assert_ne!(
-        cached(&cache_b, &last_key).await.as_deref(),
-        Some("v4"),
-        "the kill landed before the backlog was replicated"
-    );
+    let killing = async {
+        eventually(
+            Duration::from_secs(120),
+            "the first consumer to replicate some entries",
+            || async { cached(&cache_b, &format!("{prefix}-0")).await.map(drop) },
+        )
+        .await;
+        first.kill().unwrap(); // SIGKILL: no commit, no cleanup.
+        first.wait().unwrap();
+        assert!(
+            !written.load(std::sync::atomic::Ordering::Relaxed),
+            "the kill landed while writes went on"
+        );
+    };
+    let (expected, ()) = tokio::join!(writing, killing);
 
     let mut second = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     for cache in &caches[..2] {

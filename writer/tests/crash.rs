@@ -16,7 +16,8 @@ use wal_testkit::{
 };
 
 const KEYS: usize = 1_000;
-const ROUNDS: usize = 5;
+/// Enough rounds that writing them outlasts the first apply by seconds.
+const ROUNDS: usize = 20;
 
 /// A `wal-writer` process for `region` on `address`, applying to `memcached`.
 fn writer_process(region: &str, address: SocketAddr, memcached: &str) -> Child {
@@ -44,24 +45,31 @@ async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let prefix = unique("writer-crash");
-    let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
-
     let consumer = start_consumer(vec![namespace]).await;
+
+    // Writes go on while the writer dies: the kill lands mid-stream however fast it applies.
+    let written = std::sync::atomic::AtomicBool::new(false);
+    let writing = async {
+        let expected = write_cache_rounds(&producer.client, &name, &prefix, KEYS, ROUNDS).await;
+        written.store(true, std::sync::atomic::Ordering::Relaxed);
+        expected
+    };
     let cache = AsyncMetaClient::connect(cache_at.as_str()).await.unwrap();
-    eventually(
-        Duration::from_secs(120),
-        "the writer to apply some entries",
-        || async { cached(&cache, &format!("{prefix}-0")).await.map(drop) },
-    )
-    .await;
-    writer.kill().unwrap(); // SIGKILL mid-stream.
-    writer.wait().unwrap();
-    let last_key = format!("{prefix}-{}", KEYS - 1);
-    assert_ne!(
-        cached(&cache, &last_key).await.as_deref(),
-        Some("v4"),
-        "the kill landed before the backlog was applied"
-    );
+    let killing = async {
+        eventually(
+            Duration::from_secs(120),
+            "the writer to apply some entries",
+            || async { cached(&cache, &format!("{prefix}-0")).await.map(drop) },
+        )
+        .await;
+        writer.kill().unwrap(); // SIGKILL mid-stream.
+        writer.wait().unwrap();
+        assert!(
+            !written.load(std::sync::atomic::Ordering::Relaxed),
+            "the kill landed while writes went on"
+        );
+    };
+    let (expected, ()) = tokio::join!(writing, killing);
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let mut back = writer_process("regionb", address, &cache_at);
