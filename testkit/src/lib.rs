@@ -77,5 +77,5 @@ pub use upstream::{Received, Upstream};
 #[cfg(feature = "fleet")]
 pub use writer::{
     TestWriter, cache_converges, cache_delete, cache_set, cached, keyed, region_caches,
-    region_target, write_cache_rounds,
+    region_target, write_cache_rounds_until,
 };

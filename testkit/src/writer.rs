@@ -130,27 +130,46 @@ pub async fn cache_converges(cache_at: &str, expected: &BTreeMap<String, Option<
     .await;
 }
 
-/// Writes `rounds` values (`v0`, `v1`, ...) of each of `keys` keys (`{prefix}-{k}`) as cache sets
-/// through `client`, round after round (each stored before the next begins, so each key's writes
-/// have one order); returns each key's last value, as [`cache_converges`] takes it.
-pub async fn write_cache_rounds(
+/// One round of [`write_cache_rounds_until`]: every key `{prefix}-{k}` set to `v{round}`,
+/// recorded in `expected`.
+async fn write_round(
     client: &wal_proto::v1::write_ahead_log_client::WriteAheadLogClient<tonic::transport::Channel>,
     namespace: &str,
     prefix: &str,
     keys: usize,
-    rounds: usize,
+    round: usize,
+    expected: &mut BTreeMap<String, Option<String>>,
+) {
+    let value = format!("v{round}");
+    let writes = (0..keys)
+        .map(|k| {
+            let key = format!("{prefix}-{k}");
+            expected.insert(key.clone(), Some(value.clone()));
+            keyed(namespace, &key, &cache_set(&key, &value))
+        })
+        .collect();
+    crate::write_all_durably(client, writes, 500, 2).await;
+}
+
+/// Writes `keys` keys (`{prefix}-{k}`) as cache sets through `client`, round after round (`v0`,
+/// `v1`, ...; each round stored before the next begins, so each key's writes have one order)
+/// until `stop` is set, and one round more: writes that go on before, while and after whatever
+/// the caller does meanwhile (a kill). Returns each key's last value, as [`cache_converges`]
+/// takes it.
+pub async fn write_cache_rounds_until(
+    client: &wal_proto::v1::write_ahead_log_client::WriteAheadLogClient<tonic::transport::Channel>,
+    namespace: &str,
+    prefix: &str,
+    keys: usize,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> BTreeMap<String, Option<String>> {
     let mut expected = BTreeMap::new();
-    for round in 0..rounds {
-        let value = format!("v{round}");
-        let writes = (0..keys)
-            .map(|k| {
-                let key = format!("{prefix}-{k}");
-                expected.insert(key.clone(), Some(value.clone()));
-                keyed(namespace, &key, &cache_set(&key, &value))
-            })
-            .collect();
-        crate::write_all_durably(client, writes, 500, 2).await;
+    for round in 0.. {
+        let last = stop.load(std::sync::atomic::Ordering::Relaxed);
+        write_round(client, namespace, prefix, keys, round, &mut expected).await;
+        if last {
+            break;
+        }
     }
     expected
 }
