@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 const chart = "../wal"
@@ -96,6 +98,11 @@ func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.
 			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 				t.Errorf("%s %s: root filesystem writable", values, d.Name)
 			}
+			if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil ||
+				len(c.SecurityContext.Capabilities.Drop) != 1 || c.SecurityContext.Capabilities.Drop[0] != "ALL" ||
+				c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
+				t.Errorf("%s %s: keeps capabilities or may escalate", values, d.Name)
+			}
 			// The writer reads no cluster map: it applies what it is sent to its region's stores.
 			if v, _ := env(d, "WAL_CLUSTERS"); v != "/etc/wal/clusters/clusters.json" && !isWriter(d) {
 				t.Errorf("%s %s: WAL_CLUSTERS is %q", values, d.Name, v)
@@ -122,21 +129,16 @@ func TestReplicationRunsAWriterAndAConsumerDeploymentPerDestinationRegion(t *tes
 		}
 		if isWriter(d) {
 			writers++
-			c := d.Spec.Template.Spec.Containers[0]
-			if len(c.Command) != 1 || c.Command[0] != "wal-writer" {
-				t.Errorf("%s: command %v", d.Name, c.Command)
-			}
-			if v, _ := env(d, "WAL_WRITER_LISTEN"); v != "0.0.0.0:50070" {
-				t.Errorf("%s: WAL_WRITER_LISTEN %q", d.Name, v)
-			}
-			if v, _ := env(d, "WAL_MEMCACHED"); v != "evcache-foobar:11211" {
-				t.Errorf("%s: WAL_MEMCACHED %q", d.Name, v)
-			}
+			checkWriter(t, d)
 			continue
 		}
 		if strings.Contains(d.Name, "-consumer-") {
 			to, _ := env(d, "WAL_REPLICATE_TO")
 			regions[d.Name] = to
+			// The value set's groups name no replicas: each runs one, said, not left null.
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+				t.Errorf("%s: replicas %v, want 1 for a group that names none", d.Name, d.Spec.Replicas)
+			}
 		}
 	}
 	if writers != 1 {
@@ -155,12 +157,113 @@ func TestReplicationRunsAWriterAndAConsumerDeploymentPerDestinationRegion(t *tes
 			t.Errorf("%s replicates to %q, want %q", name, regions[name], to)
 		}
 	}
-	out, err := render(t, "-f", values)
+}
+
+// checkWriter holds the writer's Deployment to what wal-writer needs in a pod.
+func checkWriter(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	if len(c.Command) != 1 || c.Command[0] != "wal-writer" {
+		t.Errorf("%s: command %v", d.Name, c.Command)
+	}
+	for name, want := range map[string]string{
+		"WAL_WRITER_LISTEN":           "0.0.0.0:50070",
+		"WAL_WRITER_METRICS_LISTEN":   "0.0.0.0:9470",
+		"WAL_MEMCACHED":               "evcache-foobar:11211",
+		"WAL_WRITER_MAX_IN_FLIGHT":    "4096",
+		"WAL_WRITER_APPLY_TIMEOUT_MS": "5000",
+	} {
+		if v, _ := env(d, name); v != want {
+			t.Errorf("%s: %s %q, want %q", d.Name, name, v, want)
+		}
+	}
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.GRPC == nil || p.GRPC.Port != 50070 {
+			t.Errorf("%s: a probe not on the gRPC health service at 50070: %+v", d.Name, p)
+		}
+	}
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil ||
+		strings.Join(c.Lifecycle.PreStop.Exec.Command, " ") != "sleep 5" {
+		t.Errorf("%s: no preStop pause of 5 s: %+v", d.Name, c.Lifecycle)
+	}
+	if pod := d.Spec.Template.Spec.SecurityContext; pod == nil || pod.RunAsUser == nil || *pod.RunAsUser != 10001 {
+		t.Errorf("%s: not uid 10001, the image's user", d.Name)
+	}
+}
+
+func TestTheWritersServiceCarriesGRPCOnlyAndItsMetricsAreScrapedInside(t *testing.T) {
+	out, err := render(t, "-f", filepath.Join(chart, "ci", "replication-values.yaml"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	manifests, err := Decode(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "port: 50070") || !strings.Contains(out, "name: t-wal-writer") {
-		t.Errorf("no writer Service on port 50070 rendered")
+	services := map[string]*corev1.Service{}
+	var policy *networkingv1.NetworkPolicy
+	for _, m := range manifests {
+		switch o := m.Object.(type) {
+		case *corev1.Service:
+			services[o.Name] = o
+		case *networkingv1.NetworkPolicy:
+			if o.Name == "t-wal-writer" {
+				policy = o
+			}
+		}
+	}
+	grpc := services["t-wal-writer"]
+	if grpc == nil {
+		t.Fatal("no writer Service")
+	}
+	if grpc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(grpc.Spec.Ports) != 1 ||
+		grpc.Spec.Ports[0].Port != 50070 || grpc.Spec.Ports[0].TargetPort.String() != "grpc" {
+		t.Errorf("writer Service: %s %+v, want a LoadBalancer of port 50070 to grpc alone", grpc.Spec.Type, grpc.Spec.Ports)
+	}
+	metrics := services["t-wal-writer-metrics"]
+	if metrics == nil || metrics.Spec.Type != "" || len(metrics.Spec.Ports) != 1 ||
+		metrics.Spec.Ports[0].Name != "metrics" || metrics.Spec.Ports[0].Port != 9470 ||
+		metrics.Spec.Selector["app.kubernetes.io/component"] != "writer" {
+		t.Errorf("writer metrics Service: %+v", metrics)
+	}
+	if policy == nil {
+		t.Fatal("networkPolicy.enabled, and no NetworkPolicy for the writer")
+	}
+	ports := map[int32]int{}
+	for _, rule := range policy.Spec.Ingress {
+		for _, p := range rule.Ports {
+			ports[p.Port.IntVal] = len(rule.From)
+			if p.Port.IntVal == 50070 && (len(rule.From) != 1 || rule.From[0].IPBlock == nil || rule.From[0].IPBlock.CIDR != "10.0.0.0/8") {
+				t.Errorf("writer gRPC ingress from %+v, want writer.allowedFrom", rule.From)
+			}
+		}
+	}
+	if _, ok := ports[50070]; !ok {
+		t.Errorf("writer NetworkPolicy opens no gRPC port: %v", ports)
+	}
+	if _, ok := ports[9470]; !ok {
+		t.Errorf("writer NetworkPolicy opens no metrics port: %v", ports)
+	}
+}
+
+func TestTheWriterIsOffUnlessEnabled(t *testing.T) {
+	out, err := render(t, "--set", "networkPolicy.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(out, "wal-writer") || strings.Contains(out, "component: writer") {
+		t.Error("the defaults render a writer")
+	}
+}
+
+func TestAGroupReplicatingToTheReleasesOwnRegionIsRefused(t *testing.T) {
+	values := filepath.Join(chart, "ci", "replication-values.yaml")
+	// The platform compares region names without case, '-' or '_': us-east-1 is USEast1.
+	for _, region := range []string{"us-east-1", "USEast1"} {
+		out, err := render(t, "-f", values, "--set", "region="+region)
+		if err == nil || !strings.Contains(out, "replicateTo names us-east-1, the release's own region") {
+			t.Errorf("region %s: rendered, or said: %v %s", region, err, out)
+		}
 	}
 }
 
@@ -234,6 +337,10 @@ func TestTheSchemaRefusesWrongValuesAtTemplateTime(t *testing.T) {
 		{"producer.replica=2", "additional properties 'replica' not allowed"},
 		{"feed.mode=files", "value must be one of"},
 		{"consumer.groups[0].name=Not_A_Name", "does not match pattern"},
+		{"consumer.groups[0].replicateTo[0]=us east 1", "does not match pattern"},
+		{"writer.metricPort=9470", "additional properties 'metricPort' not allowed"},
+		{"writer.allowedFrom[0].cidr=10.0.0.0/8", "additional properties 'cidr' not allowed"},
+		{"writer.maxInFlight=0", "minimum"},
 	}
 	for _, c := range cases {
 		out, err := render(t, "--set", c.set)

@@ -26,6 +26,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* A region name as the platform compares them: case, '-' and '_' aside (eu-west-1 is euwest1). */}}
+{{- define "wal.regionKey" -}}
+{{- . | replace "-" "" | replace "_" "" | lower -}}
+{{- end -}}
+
 {{- define "wal.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
