@@ -120,13 +120,14 @@ impl Crew {
             }
             let context = |queue: Arc<dyn Queue>, replica: Option<Arc<Replica>>| QueueContext {
                 namespace: Arc::clone(&namespace),
-                metrics: Arc::new(QueueMetrics::new(
-                    &namespace.name,
-                    &match &replica {
-                        Some(replica) => format!("{} to {}", queue.spec().name, replica.region),
-                        None => queue.spec().name.clone(),
-                    },
-                )),
+                metrics: Arc::new(match &replica {
+                    Some(replica) => QueueMetrics::new(
+                        &namespace.name,
+                        &format!("{} to {}", queue.spec().name, replica.region),
+                        Some(&replica.region),
+                    ),
+                    None => QueueMetrics::new(&namespace.name, &queue.spec().name, None),
+                }),
                 queue,
                 default_target: default_target.clone(),
                 in_flight: Arc::new(Semaphore::new(settings.max_in_flight as usize)),

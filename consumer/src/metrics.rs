@@ -7,6 +7,7 @@ use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
     gauge, histogram,
 };
+use wal_core::process::series::{self, SeriesGuard};
 
 pub const DELIVERED: &str = "wal_consumer_delivered_total";
 pub const RETRIED: &str = "wal_consumer_retried_total";
@@ -124,6 +125,10 @@ pub fn describe() {
 #[derive(Debug)]
 pub struct QueueMetrics {
     namespace: String,
+    /// The destination region of a replicating reader's queue: its series carry it, and end
+    /// with the reader (the region removed).
+    region: Option<String>,
+    _series: Option<SeriesGuard>,
     pub in_flight: Gauge,
     pub held: Gauge,
     pub backlog: Gauge,
@@ -147,13 +152,18 @@ pub struct KindMetrics {
 }
 
 impl QueueMetrics {
-    pub fn new(namespace: &str, queue: &str) -> Self {
-        let labels = [
+    /// The handles of `queue`, read for destination `region` when it replicates.
+    pub fn new(namespace: &str, queue: &str, region: Option<&str>) -> Self {
+        let mut labels = vec![
             ("namespace", namespace.to_owned()),
             ("queue", queue.to_owned()),
         ];
+        labels.extend(region.map(|region| ("region", region.to_owned())));
         Self {
             namespace: namespace.to_owned(),
+            region: region.map(str::to_owned),
+            _series: region
+                .map(|region| series::hold(&[("namespace", namespace), ("region", region)])),
             in_flight: gauge!(IN_FLIGHT, &labels),
             held: gauge!(HELD, &labels),
             backlog: gauge!(BACKLOG, &labels),
@@ -171,10 +181,11 @@ impl QueueMetrics {
         {
             return Arc::clone(metrics);
         }
-        let labels = [
+        let mut labels = vec![
             ("namespace", self.namespace.clone()),
             ("target", kind.to_owned()),
         ];
+        labels.extend(self.region.clone().map(|region| ("region", region)));
         let dead = |class: &str| {
             let mut labels = labels.to_vec();
             labels.push(("class", class.to_owned()));
@@ -235,13 +246,15 @@ impl BreakerMetrics {
     }
 }
 
-/// A destination region's replication gauges.
-#[derive(Debug, Clone)]
+/// A destination region's replication gauges. They leave the scrape once the region's reader
+/// stops (the region removed), so a region that is gone raises no lag alert.
+#[derive(Debug)]
 pub struct ReplicationMetrics {
     pub lag_entries: Gauge,
     pub lag_seconds: Gauge,
     pub connected: Gauge,
     pub heartbeats: Counter,
+    _series: SeriesGuard,
 }
 
 impl ReplicationMetrics {
@@ -255,6 +268,7 @@ impl ReplicationMetrics {
             lag_seconds: gauge!(REPLICATION_LAG_SECONDS, &labels),
             connected: gauge!(REPLICATION_CONNECTED, &labels),
             heartbeats: counter!(REPLICATION_HEARTBEATS, &labels),
+            _series: series::hold(&[("namespace", namespace), ("region", region)]),
         }
     }
 }

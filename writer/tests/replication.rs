@@ -5,7 +5,7 @@
 //! memcached, memcached2 and memcached3), all on loopback.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
@@ -314,9 +314,33 @@ async fn members(group: String) -> Vec<String> {
     .unwrap()
 }
 
+/// The process's metrics scrape, which the in-process consumer records into once installed
+/// (handles made before are no-ops: install it first).
+fn scrape() -> String {
+    static HANDLE: OnceLock<wal_core::process::MetricsHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| wal_core::process::install_metrics(&[1.0]).unwrap())
+        .render()
+}
+
+/// How many samples of the scrape carry namespace `namespace` and region `region`.
+fn region_samples(namespace: &str, region: &str) -> usize {
+    let (namespace, region) = (
+        format!("namespace=\"{namespace}\""),
+        format!("region=\"{region}\""),
+    );
+    scrape()
+        .lines()
+        .filter(|line| {
+            !line.starts_with('#') && line.contains(&namespace) && line.contains(&region)
+        })
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader() {
     use wal_namespaces::feed::{Feed, Source};
+    scrape();
     let caches = region_caches();
     let b = TestWriter::start("regionb", &caches[0]).await;
     let c = TestWriter::start("regionc", &caches[1]).await;
@@ -375,6 +399,11 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
         "c's reader was not restarted"
     );
     let member_d = members(group("regiond")).await;
+    eventually(LIMIT, "region d's replication metrics scraped", || async {
+        (region_samples(&name, "regiond") > 0).then_some(())
+    })
+    .await;
+    assert!(region_samples(&name, "regionc") > 0, "{}", scrape());
 
     // Region c removed: its reader stops; b's and d's go on.
     let removed = text.replace(&region_target(&[&b, &c]), &region_target(&[&b, &d]));
@@ -384,6 +413,15 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
     })
     .await;
     written(&format!("{prefix}-3"), &[&caches[0], &caches[2]]).await;
+    eventually(LIMIT, "region c's metrics gone from the scrape", || async {
+        (region_samples(&name, "regionc") == 0).then_some(())
+    })
+    .await;
+    assert!(
+        region_samples(&name, "regionb") > 0 && region_samples(&name, "regiond") > 0,
+        "b's and d's metrics stay: {}",
+        scrape()
+    );
     assert_eq!(members(group("regionb")).await, member_b);
     assert_eq!(members(group("regiond")).await, member_d);
     let cache_c = AsyncMetaClient::connect(caches[1].as_str()).await.unwrap();

@@ -4,6 +4,8 @@
 
 mod flags;
 mod grpc;
+mod scrape;
+pub mod series;
 mod telemetry;
 
 use std::future::Future;
@@ -13,7 +15,9 @@ use wal_namespaces::feed::{Feed, FeedError, Source};
 
 pub use flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
 pub use grpc::{ReflectionError, ServeError, standard_services};
-pub use telemetry::{DEFAULT_LOG_FILTER, init_tracing, serve_metrics};
+pub use telemetry::{
+    DEFAULT_LOG_FILTER, MetricsError, MetricsHandle, init_tracing, install_metrics, serve_metrics,
+};
 
 /// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
 /// with the binary's name, and gives the exit code: 2 for configs that do not validate (fix

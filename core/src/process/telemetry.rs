@@ -2,8 +2,12 @@
 
 use std::net::SocketAddr;
 
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
+
+use super::{scrape, series};
 
 /// Logs to stderr as `RUST_LOG` says; `default_filter` when it is unset. The CQL driver's own
 /// INFO lines (every connection it opens) are left out of the defaults.
@@ -18,11 +22,59 @@ pub fn init_tracing(default_filter: &str) {
 /// The default log filter of the platform's services.
 pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn";
 
-/// Serves Prometheus metrics (GET /metrics) on `listen`, every histogram named `*_seconds` with
-/// `buckets`.
-pub fn serve_metrics(listen: SocketAddr, buckets: &[f64]) -> Result<(), BuildError> {
-    PrometheusBuilder::new()
-        .with_http_listener(listen)
+/// Why metrics could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("histogram buckets: {0}")]
+    Buckets(#[from] BuildError),
+    #[error("a metrics recorder is already installed in this process")]
+    AlreadyInstalled,
+    #[error("listening: {0}")]
+    Listen(#[from] std::io::Error),
+}
+
+/// The installed recorder's scrape: the Prometheus text format, without the series of label sets
+/// nobody holds any more ([`super::series`]).
+#[derive(Debug, Clone)]
+pub struct MetricsHandle {
+    prometheus: PrometheusHandle,
+}
+
+impl MetricsHandle {
+    pub fn render(&self) -> String {
+        series::scrape_filter(&self.prometheus.render())
+    }
+}
+
+/// Installs the process's metrics recorder, every histogram named `*_seconds` with `buckets`,
+/// and keeps its histograms drained (every 5 s) while the current tokio runtime runs.
+pub fn install_metrics(buckets: &[f64]) -> Result<MetricsHandle, MetricsError> {
+    let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), buckets)?
-        .install()
+        .build_recorder();
+    let prometheus = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
+    // A scrape drains the histograms too; outside a runtime (a test's) it is left to them.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let upkeep = prometheus.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                upkeep.run_upkeep();
+            }
+        });
+    }
+    Ok(MetricsHandle { prometheus })
+}
+
+/// Installs the recorder ([`install_metrics`]) and serves its scrape over HTTP on `listen`
+/// (any path answers, as Prometheus exporters do).
+pub fn serve_metrics(listen: SocketAddr, buckets: &[f64]) -> Result<(), MetricsError> {
+    // Bound here, so a port in use fails the start rather than a background task.
+    let listener = std::net::TcpListener::bind(listen)?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let handle = install_metrics(buckets)?;
+    tokio::spawn(scrape::serve(listener, handle));
+    Ok(())
 }
