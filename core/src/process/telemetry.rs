@@ -25,11 +25,11 @@ pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn";
 /// Why metrics could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
-    #[error("histogram buckets: {0}")]
+    #[error("bad histogram buckets")]
     Buckets(#[from] BuildError),
     #[error("a metrics recorder is already installed in this process")]
     AlreadyInstalled,
-    #[error("listening: {0}")]
+    #[error("cannot listen")]
     Listen(#[from] std::io::Error),
 }
 
