@@ -25,14 +25,26 @@ pub fn describe() {
     );
 }
 
-pub(crate) fn entry(namespace: &str, origin: &str, result: ApplyResult) {
-    let result = match result {
-        ApplyResult::Applied => "applied",
-        ApplyResult::Retryable => "retryable",
-        ApplyResult::Unavailable => "unavailable",
-        ApplyResult::Permanent | ApplyResult::Unspecified => "permanent",
-    };
-    counter!("wal_writer_entries_total", "namespace" => namespace.to_owned(), "origin" => origin.to_owned(), "result" => result).increment(1);
+/// Counts a call's answers: once per namespace, origin and result, not once per entry (a
+/// counter looked up by its labels costs about as much as the rest of an entry's bookkeeping).
+pub(crate) fn entries<'a>(answered: impl Iterator<Item = (&'a str, &'a str, ApplyResult)>) {
+    let mut counts: Vec<((&str, &str, &'static str), u64)> = Vec::new();
+    for (namespace, origin, result) in answered {
+        let result = match result {
+            ApplyResult::Applied => "applied",
+            ApplyResult::Retryable => "retryable",
+            ApplyResult::Unavailable => "unavailable",
+            ApplyResult::Permanent | ApplyResult::Unspecified => "permanent",
+        };
+        let labels = (namespace, origin, result);
+        match counts.iter_mut().find(|(seen, _)| *seen == labels) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((labels, 1)),
+        }
+    }
+    for ((namespace, origin, result), count) in counts {
+        counter!("wal_writer_entries_total", "namespace" => namespace.to_owned(), "origin" => origin.to_owned(), "result" => result).increment(count);
+    }
 }
 
 pub(crate) fn overloaded(source: &str) {

@@ -93,9 +93,9 @@ impl RegionWriterService {
         }
         let payload = match &entry.body {
             Some(Body::Payload(payload)) => payload,
-            Some(Body::ClaimCheck(_)) | None => {
+            Some(Body::ClaimCheck(_) | Body::Transaction(_)) | None => {
                 return Err(TargetError::permanent(
-                    "the entry carries no payload; the sender resolves claim checks before replicating",
+                    "the entry carries no payload; the sender resolves claim checks before replicating, and replicates no transaction markers",
                 ));
             }
         };
@@ -143,19 +143,31 @@ impl RegionWriter for RegionWriterService {
         let started = Instant::now();
         let applied =
             futures::future::join_all(request.entries.iter().map(|e| self.apply(e))).await;
-        let outcomes = request
+        let outcomes: Vec<ApplyOutcome> = request
             .entries
             .iter()
             .zip(applied)
             .map(|(entry, applied)| {
                 let outcome = outcome(applied);
-                metrics::entry(&entry.namespace, &entry.origin_region, outcome.result());
                 if outcome.result() == ApplyResult::Permanent {
                     tracing::warn!(namespace = %entry.namespace, entry_id = %entry.id, origin = %entry.origin_region, reason = %outcome.reason, "replicated entry refused");
                 }
                 outcome
             })
             .collect();
+        metrics::entries(
+            request
+                .entries
+                .iter()
+                .zip(&outcomes)
+                .map(|(entry, outcome)| {
+                    (
+                        entry.namespace.as_str(),
+                        entry.origin_region.as_str(),
+                        outcome.result(),
+                    )
+                }),
+        );
         metrics::call_seconds(started.elapsed());
         Ok(Response::new(ApplyReplicatedResponse { outcomes }))
     }
