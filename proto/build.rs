@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "wal/v1/target.proto",
         "wal/v1/control.proto",
         "wal/v1/writer.proto",
+        "wal/v1/transaction.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -54,6 +54,10 @@ impl Applier {
         spec: Option<&TargetSpec>,
         traceparent: Option<&str>,
     ) -> Result<(), TargetError> {
+        if let Some(Body::Transaction(marker)) = &entry.body {
+            // Boxed: it applies many items; every delivery's future would carry its size.
+            return Box::pin(self.apply_transaction(namespace, entry, marker, traceparent)).await;
+        }
         let spec = spec.ok_or_else(|| {
             TargetError::permanent(
                 "the entry names no target and its namespace has no default target",
@@ -92,6 +96,10 @@ impl Applier {
             Some(Body::ClaimCheck(check)) => Box::pin(self.claim_check(namespace, entry, check))
                 .await
                 .map(Cow::Owned),
+            Some(Body::Transaction(marker)) => Err(TargetError::permanent(format!(
+                "entry {} is the commit marker of transaction {}: its items are staged, it has no payload of its own",
+                entry.id, marker.transaction_id
+            ))),
         }
     }
 

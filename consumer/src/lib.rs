@@ -18,6 +18,7 @@ pub mod settings;
 pub mod target;
 pub mod tier;
 pub mod trace;
+pub mod transaction;
 pub mod worker;
 
 pub use options::ConsumerOptions;

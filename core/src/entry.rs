@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use prost::Message as _;
 
-pub use wal_proto::v1::{ClaimCheck, Entry, ErrorClass, Target, entry::Body};
+pub use wal_proto::v1::{ClaimCheck, Entry, ErrorClass, Target, TransactionMarker, entry::Body};
 
 /// The envelope version this build writes and the newest it can read.
 pub const ENTRY_VERSION: u32 = 1;

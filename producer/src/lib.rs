@@ -12,6 +12,7 @@ pub mod server;
 pub mod service;
 pub mod settings;
 mod status;
+pub mod transactions;
 
 pub use options::ProducerOptions;
 pub use server::Producer;

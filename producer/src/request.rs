@@ -141,7 +141,7 @@ fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid>
     }
 }
 
-fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
+pub(crate) fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
     let default = namespace.default_target.as_ref();
     let replicated = default.is_some_and(|d| d.kind == wal_targets::Kind::Region);
     let names_region = requested

@@ -9,12 +9,14 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use wal_core::process::{ServeError, standard_services};
 use wal_namespaces::Namespace;
+use wal_proto::v1::transactions_server::TransactionsServer;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
 
 use crate::live::LiveRegistry;
 use crate::registry::Registry;
 use crate::service::WriteService;
 use crate::settings::ProducerSettings;
+use crate::transactions::TransactionService;
 
 /// Room in a request beyond its payload: the envelope, or the other writes of a batch.
 const REQUEST_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -76,6 +78,10 @@ impl Producer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
+        let transactions = TransactionsServer::new(TransactionService::new(self.service.clone()))
+            .max_decoding_message_size(
+                crate::transactions::MAX_BYTES_PER_CALL + REQUEST_OVERHEAD_BYTES,
+            );
         let writes = WriteAheadLogServer::new(self.service)
             .max_decoding_message_size(self.max_request_bytes);
         let server = Server::builder()
@@ -84,6 +90,9 @@ impl Producer {
         let (health, router) = standard_services(server)?;
         health
             .set_serving::<WriteAheadLogServer<WriteService>>()
+            .await;
+        health
+            .set_serving::<TransactionsServer<TransactionService>>()
             .await;
         // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
         // the client's delayed ACK (40 ms on Linux) before its tail is sent.
@@ -94,9 +103,13 @@ impl Producer {
             health
                 .set_not_serving::<WriteAheadLogServer<WriteService>>()
                 .await;
+            health
+                .set_not_serving::<TransactionsServer<TransactionService>>()
+                .await;
         };
         router
             .add_service(writes)
+            .add_service(transactions)
             .serve_with_incoming_shutdown(incoming, signal)
             .await?;
         Ok(())

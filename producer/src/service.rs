@@ -45,6 +45,33 @@ impl WriteService {
         }
     }
 
+    /// The namespace's runtime, if this producer serves it.
+    pub(crate) fn runtime(&self, name: &str) -> Option<Arc<NamespaceRuntime>> {
+        self.registry.current().get(name).cloned()
+    }
+
+    /// The region this producer writes from.
+    pub(crate) fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// An entry the platform made (a transaction's commit marker): admitted, fitted and enqueued
+    /// as a write is, and answered the same way.
+    pub(crate) async fn write_entry(
+        &self,
+        runtime: &NamespaceRuntime,
+        entry: Entry,
+    ) -> Result<WriteToLogResponse, Status> {
+        self.write(
+            runtime,
+            request::Write {
+                entry,
+                payload_len: 0,
+            },
+        )
+        .await
+    }
+
     async fn write(
         &self,
         runtime: &NamespaceRuntime,

@@ -19,7 +19,7 @@ use rand::Rng as _;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
-use wal_core::entry::{self, Entry, Target as TargetSpec};
+use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_core::queue::{Delivery, Queue};
 use wal_namespaces::Namespace;
 
@@ -145,13 +145,19 @@ impl Deliverer {
         entry: &Entry,
         shutdown: &CancellationToken,
     ) {
+        // A transaction's commit marker has no target of its own: each item names its own,
+        // and the marker is retried as a whole (see `transaction`).
+        let marker = matches!(entry.body, Some(Body::Transaction(_)));
         let spec = match &context.replica {
+            _ if marker => None,
             Some(replica) => Some(&replica.target),
             None => entry.target.as_ref().or(context.default_target.as_ref()),
         };
         let kind = spec.map_or("none", |s| s.kind.as_str());
         // Kinds come from entries; only those the registry knows become metric labels.
-        let metrics = context.metrics.kind(if self.targets().knows(kind) {
+        let metrics = context.metrics.kind(if marker {
+            "transaction"
+        } else if self.targets().knows(kind) {
             kind
         } else {
             "unknown"

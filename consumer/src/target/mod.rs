@@ -74,6 +74,15 @@ impl TargetError {
         Self::Permanent(reason.to_string())
     }
 
+    /// The same failure with its reason rewritten.
+    pub fn map_reason(self, reason: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Retryable(r) => Self::Retryable(reason(r)),
+            Self::Unavailable(r) => Self::Unavailable(reason(r)),
+            Self::Permanent(r) => Self::Permanent(reason(r)),
+        }
+    }
+
     /// Whether trying again later may succeed: a transient failure, or an unavailable target.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Retryable(_) | Self::Unavailable(_))

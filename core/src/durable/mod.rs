@@ -8,6 +8,7 @@
 //! platform leaves it alone.
 
 mod archive;
+mod staging;
 
 use std::time::Duration;
 
@@ -17,12 +18,23 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::prepared::PreparedStatement;
+pub use staging::{ITEM_PAGE, StagedItem, Txn, TxnState};
 
 use crate::entry::{ClaimCheck, now_micros};
 
 /// Added to a claim check's lifetime beyond the entry's last possible delivery attempt, for DLQ
 /// inspection and redrive (SQS keeps a DLQ message 14 days at most).
 pub const CLAIM_CHECK_MARGIN: Duration = Duration::from_secs(14 * 24 * 3600);
+/// How long a transaction may stay open (appended to, not committed) before it expires.
+pub const TRANSACTION_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// How long a namespace's staged transactions are kept: open for [`TRANSACTION_LIFETIME`], then
+/// the commit marker's whole retry horizon, then the DLQ's retention (as for claim checks), so
+/// a marker never outlives its items.
+pub fn staging_keep(namespace: &wal_namespaces::Namespace) -> Duration {
+    TRANSACTION_LIFETIME + namespace.retry.horizon() + CLAIM_CHECK_MARGIN
+}
+
 /// CQL's longest TTL (20 years).
 const MAX_TTL: Duration = Duration::from_secs(630_720_000);
 
@@ -103,6 +115,7 @@ pub struct DurableStorage {
     put_claim_check: PreparedStatement,
     get_claim_check: PreparedStatement,
     archive: archive::ArchiveStatements,
+    staging: staging::StagingStatements,
 }
 
 impl DurableStorage {
@@ -127,7 +140,8 @@ impl DurableStorage {
         })?;
         let tables = schema(keyspace, settings.replication_factor)
             .into_iter()
-            .chain(archive::schema(keyspace));
+            .chain(archive::schema(keyspace))
+            .chain(staging::schema(keyspace));
         for statement in tables {
             session
                 .query_unpaged(statement, &[])
@@ -148,12 +162,14 @@ impl DurableStorage {
             .await
             .map_err(|e| cql("prepare")(&e))?;
         let archive = archive::ArchiveStatements::prepare(&session, keyspace).await?;
+        let staging = staging::StagingStatements::prepare(&session, keyspace).await?;
         Ok(Self {
             session,
             keyspace: keyspace.to_owned(),
             put_claim_check,
             get_claim_check,
             archive,
+            staging,
         })
     }
 

@@ -239,6 +239,10 @@ fn detail_json(dead: &DeadLetters, found: &Found) -> Value {
             json!({"table": check.table, "id": check.id, "size": check.size}),
             "claim check",
         ),
+        Some(Body::Transaction(marker)) => (
+            json!({"transaction_id": marker.transaction_id, "item_count": marker.item_count}),
+            "transaction marker",
+        ),
         None => (Value::Null, "none"),
     };
     if let Value::Object(fields) = &mut value {

@@ -28,6 +28,10 @@ pub(super) fn sample(entry: &wal_core::entry::Entry) -> serde_json::Value {
             String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned()
         }
         Some(wal_core::entry::Body::ClaimCheck(check)) => format!("claim check in {}", check.table),
+        Some(wal_core::entry::Body::Transaction(marker)) => format!(
+            "transaction {} of {} items",
+            marker.transaction_id, marker.item_count
+        ),
         None => String::new(),
     };
     json!({

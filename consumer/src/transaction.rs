@@ -1,0 +1,245 @@
+//! Applying a two-phase write: the consumer takes a transaction's commit marker from the queue,
+//! reads the staged items from the namespace's durable storage in sequence order, a page at a
+//! time, and applies each to its own target.
+//!
+//! Progress is recorded in the transaction's row after each page and at a failure, so a retry,
+//! a redrive or a restart resumes at the first item not known to be applied (an item may be
+//! applied again after a crash mid-page: delivery is at least once, as for every entry). A
+//! marker that finds fewer items than its count fails retryably instead of applying a part;
+//! the marker's outcome is the deliverer's to act on (retry with backoff, or the DLQ).
+//!
+//! Each item is applied as an entry of its own: id `<transaction id>/<sequence>`, original
+//! write time the commit's plus the sequence in microseconds, so CQL rows written by later items
+//! of one transaction win over earlier ones (USING TIMESTAMP), however often a page is applied
+//! again.
+
+use futures::StreamExt as _;
+use wal_core::durable::{DurableStorage, StagedItem, TxnState, staging_keep};
+use wal_core::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
+use wal_namespaces::Namespace;
+
+use crate::apply::Applier;
+use crate::target::TargetError;
+
+/// How long an apply holds a transaction without recording progress; a consumer that died
+/// mid-apply holds it back this long.
+const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn lease_until() -> i64 {
+    wal_core::entry::now_micros().saturating_add(LEASE.as_micros() as i64)
+}
+
+/// Items applied between two progress records.
+const PROGRESS_EVERY: u64 = wal_core::durable::ITEM_PAGE as u64;
+
+impl Applier {
+    /// Applies every item of the transaction `marker` commits, from where an earlier attempt
+    /// stopped.
+    pub async fn apply_transaction(
+        &self,
+        namespace: &Namespace,
+        marker_entry: &Entry,
+        marker: &TransactionMarker,
+        traceparent: Option<&str>,
+    ) -> Result<(), TargetError> {
+        let id = marker.transaction_id.as_str();
+        let Some(durable) = &namespace.durable_storage else {
+            return Err(TargetError::permanent(format!(
+                "transaction {id}: namespace '{}' has no durable_storage to read its items from",
+                namespace.name
+            )));
+        };
+        let storage = self.clients().durable(durable).await?;
+        let txn = storage
+            .transaction(&namespace.name, id)
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?
+            .ok_or_else(|| {
+                TargetError::permanent(format!(
+                    "transaction {id}: no staged record (expired, or never staged in keyspace '{}')",
+                    durable.keyspace
+                ))
+            })?;
+        if txn.state == TxnState::Applied {
+            // A second marker (a commit retried after UNKNOWN) or a redrive of an applied one.
+            return Ok(());
+        }
+        if !txn.state.committed() {
+            return Err(TargetError::permanent(format!(
+                "transaction {id} is {}, not committed; its marker is not applied",
+                txn.state.name()
+            )));
+        }
+        let keep = staging_keep(namespace);
+        // One apply at a time: a second marker (a commit sent again) waits its backoff and
+        // finds the transaction applied.
+        let applier = wal_core::entry::new_entry_id();
+        let claimed = storage
+            .claim_apply(&namespace.name, id, &applier, lease_until(), keep)
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+        if !claimed {
+            return Err(TargetError::retryable(format!(
+                "transaction {id} is being applied by another attempt (its lease runs {} s at most)",
+                LEASE.as_secs()
+            )));
+        }
+        let mut progress = Progress {
+            storage: &storage,
+            namespace: &namespace.name,
+            id,
+            applier: &applier,
+            keep,
+            applied_through: txn.applied_through,
+            recorded: txn.applied_through,
+        };
+        let mut items = match storage
+            .items_from(&namespace.name, id, txn.applied_through)
+            .await
+        {
+            Ok(items) => items,
+            Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
+        };
+        while let Some(item) = items.next().await {
+            let item = match item {
+                Ok(item) => item,
+                Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
+            };
+            if item.sequence >= marker.item_count {
+                break;
+            }
+            if item.sequence != progress.applied_through {
+                let missing = progress.applied_through;
+                return Err(progress
+                    .failed(TargetError::retryable(format!(
+                        "item {missing} of {} is not staged (yet); the commit saw it, so it is retried",
+                        marker.item_count
+                    )))
+                    .await);
+            }
+            let entry = item_entry(marker_entry, id, &item);
+            let applied = self
+                .apply(namespace, &entry, entry.target.as_ref(), traceparent)
+                .await;
+            if let Err(error) = applied {
+                // The marker has no breaker of its own (its items' targets differ): an item's
+                // target that is away makes the whole marker wait its backoff and come back.
+                let error = match error {
+                    TargetError::Unavailable(reason) => TargetError::Retryable(reason),
+                    other => other,
+                };
+                return Err(progress.failed(error).await);
+            }
+            progress.applied_through += 1;
+            if progress.applied_through - progress.recorded >= PROGRESS_EVERY {
+                progress.record().await?;
+            }
+        }
+        if progress.applied_through < marker.item_count {
+            let found = progress.applied_through;
+            return Err(progress
+                .failed(TargetError::retryable(format!(
+                    "found items up to {found} of {}; a marker never applies a part",
+                    marker.item_count
+                )))
+                .await);
+        }
+        let finished = storage
+            .finish_transaction(
+                &namespace.name,
+                id,
+                &applier,
+                TxnState::Applied,
+                marker.item_count,
+                None,
+                keep,
+            )
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+        if finished {
+            Ok(())
+        } else {
+            Err(TargetError::retryable(format!(
+                "transaction {id}: its lease ran out before the apply finished; another attempt finishes it"
+            )))
+        }
+    }
+}
+
+/// How far a transaction's apply got, and what of it is recorded.
+struct Progress<'a> {
+    storage: &'a DurableStorage,
+    namespace: &'a str,
+    id: &'a str,
+    applier: &'a str,
+    keep: std::time::Duration,
+    applied_through: u64,
+    recorded: u64,
+}
+
+impl Progress<'_> {
+    /// Records the progress and extends the lease; an apply whose lease was taken over stops.
+    async fn record(&mut self) -> Result<(), TargetError> {
+        let id = self.id;
+        let held = self
+            .storage
+            .record_progress(
+                self.namespace,
+                id,
+                self.applier,
+                self.applied_through,
+                lease_until(),
+                self.keep,
+            )
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+        if !held {
+            return Err(TargetError::retryable(format!(
+                "transaction {id}: its lease ran out and another attempt took it over"
+            )));
+        }
+        self.recorded = self.applied_through;
+        Ok(())
+    }
+
+    /// The error a failure at the current item ends the attempt with, naming how far it got;
+    /// the progress is recorded first where the storage answers.
+    async fn failed(&mut self, error: TargetError) -> TargetError {
+        if self.applied_through > self.recorded {
+            // Best effort: unrecorded, the next attempt re-applies from the last record.
+            let _ = self.record().await;
+        }
+        // Best effort too: unreleased, the next attempt waits for the lease to run out.
+        let _ = self
+            .storage
+            .release_apply(self.namespace, self.id, self.applier, self.keep)
+            .await;
+        self.failed_now(error)
+    }
+
+    fn failed_now(&self, error: TargetError) -> TargetError {
+        let at = self.applied_through;
+        let id = self.id;
+        error.map_reason(|reason| {
+            format!("transaction {id}: applied items 0..{at}, stopped at item {at}: {reason}")
+        })
+    }
+}
+
+/// One staged item as the entry its target applies.
+fn item_entry(marker: &Entry, id: &str, item: &StagedItem) -> Entry {
+    Entry {
+        id: format!("{id}/{}", item.sequence),
+        key: id.to_owned(),
+        body: Some(Body::Payload(item.payload.clone())),
+        target: Some(TargetSpec {
+            kind: item.target_kind.clone(),
+            settings_json: item.target_settings.clone(),
+        }),
+        original_write_time_micros: marker
+            .original_write_time_micros
+            .saturating_add(item.sequence as i64),
+        trace_context: Default::default(),
+        ..marker.clone()
+    }
+}

@@ -1,0 +1,466 @@
+//! The Transactions service (proto/wal/v1/transaction.proto): items staged in the namespace's
+//! durable storage, then one commit marker on its queue. The commit answers TRUE only once the
+//! broker acknowledged the marker; from then on the consumer applies every item.
+//!
+//! A commit moves the transaction `open` -> `committing` with a compare-and-set before the
+//! marker is sent, so a commit racing an abort, or another commit, has one winner; a commit of a
+//! transaction already `committing` or further sends the marker again (the first may have been
+//! lost or its answer UNKNOWN): the consumer applies a transaction once, whichever marker comes
+//! first, and acknowledges the other.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use tonic::{Request, Response, Status};
+use wal_core::durable::{
+    DurableError, DurableStorage, StagedItem, TRANSACTION_LIFETIME, Txn, TxnState, staging_keep,
+};
+use wal_core::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
+use wal_proto::v1::transactions_server::Transactions;
+use wal_proto::v1::{
+    AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
+    CommitTransactionRequest, TransactionItem, WriteToLogResponse, WriteTransactionRequest,
+};
+
+use crate::registry::NamespaceRuntime;
+use crate::service::WriteService;
+use crate::{request, status};
+
+/// The most items one call may carry.
+pub const MAX_ITEMS_PER_CALL: usize = 1000;
+/// The most payload bytes one call may carry.
+pub const MAX_BYTES_PER_CALL: usize = 16 * 1024 * 1024;
+/// The most items one transaction may have.
+pub const MAX_ITEMS_PER_TRANSACTION: u64 = 100_000;
+/// The longest transaction id.
+const MAX_ID_BYTES: usize = 128;
+/// Missing sequences named in a refused commit's message; the rest are counted.
+const MISSING_NAMED: usize = 20;
+
+#[derive(Debug, Clone)]
+pub struct TransactionService {
+    writes: WriteService,
+}
+
+impl TransactionService {
+    pub fn new(writes: WriteService) -> Self {
+        Self { writes }
+    }
+
+    /// The namespace's runtime and durable storage, or why a transaction cannot use it.
+    fn namespace(
+        &self,
+        name: &str,
+        id: &str,
+    ) -> Result<(Arc<NamespaceRuntime>, Arc<DurableStorage>), Status> {
+        let runtime = self
+            .writes
+            .runtime(name)
+            .ok_or_else(|| status::unknown_namespace(name))?;
+        let durable = runtime.durable.clone().ok_or_else(|| {
+            Status::failed_precondition(format!(
+                "namespace '{name}' has no durable_storage; two-phase writes stage their items there"
+            ))
+        })?;
+        check_id(id)?;
+        Ok((runtime, durable))
+    }
+
+    async fn append(
+        &self,
+        runtime: &NamespaceRuntime,
+        durable: &DurableStorage,
+        id: &str,
+        items: Vec<TransactionItem>,
+    ) -> Result<AppendItemsResponse, Status> {
+        let namespace = &runtime.config;
+        let items = check_items(namespace, items)?;
+        let keep = staging_keep(namespace);
+        let txn = durable
+            .open_transaction(&namespace.name, id, keep)
+            .await
+            .map_err(unavailable)?;
+        refuse_unless_open(&namespace.name, id, &txn)?;
+        let sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
+        let staged = durable
+            .staged_items(&namespace.name, id, &sequences)
+            .await
+            .map_err(unavailable)?;
+        let mut fresh = Vec::with_capacity(items.len());
+        let mut unchanged = 0;
+        for item in items {
+            match staged.iter().find(|s| s.sequence == item.sequence) {
+                Some(same) if *same == item => unchanged += 1,
+                Some(_) => {
+                    return Err(Status::already_exists(format!(
+                        "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
+                        item.sequence
+                    )));
+                }
+                None => fresh.push(item),
+            }
+        }
+        durable
+            .stage_items(&namespace.name, id, &fresh, keep)
+            .await
+            .map_err(unavailable)?;
+        Ok(AppendItemsResponse {
+            staged: fresh.len() as u32,
+            unchanged,
+        })
+    }
+
+    async fn commit(
+        &self,
+        runtime: &NamespaceRuntime,
+        durable: &DurableStorage,
+        id: &str,
+        item_count: u64,
+    ) -> Result<WriteToLogResponse, Status> {
+        let namespace = &runtime.config;
+        let name = &namespace.name;
+        if item_count == 0 || item_count > MAX_ITEMS_PER_TRANSACTION {
+            return Err(Status::invalid_argument(format!(
+                "item_count is {item_count}; expected 1 to {MAX_ITEMS_PER_TRANSACTION} (the transaction item limit)"
+            )));
+        }
+        let keep = staging_keep(namespace);
+        let txn = durable
+            .transaction(name, id)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "transaction '{id}' of namespace '{name}' has no staged item"
+                ))
+            })?;
+        let txn = if txn.state == TxnState::Open {
+            if expired(&txn) {
+                durable
+                    .move_transaction(
+                        name,
+                        id,
+                        TxnState::Open,
+                        TxnState::Expired,
+                        Some("not committed within its lifetime"),
+                        keep,
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                return Err(refused(name, id, TxnState::Expired));
+            }
+            check_complete(durable, name, id, item_count).await?;
+            if !durable
+                .begin_commit(name, id, item_count, keep)
+                .await
+                .map_err(unavailable)?
+            {
+                tracing::debug!(namespace = %name, transaction = %id, "commit raced another change");
+            }
+            durable
+                .transaction(name, id)
+                .await
+                .map_err(unavailable)?
+                .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
+        } else {
+            txn
+        };
+        if !txn.state.committed() {
+            return Err(refused(name, id, txn.state));
+        }
+        let committed_count = txn.item_count.unwrap_or(item_count);
+        if committed_count != item_count {
+            return Err(Status::failed_precondition(format!(
+                "transaction '{id}' was committed with {committed_count} items, not {item_count}"
+            )));
+        }
+        // The marker is sent again only while the commit may not have reached the broker.
+        if txn.state != TxnState::Committing {
+            return Ok(WriteToLogResponse {
+                durable: wal_proto::v1::Trilean::True as i32,
+                message: String::new(),
+                entry_id: marker_id(id),
+            });
+        }
+        let marker = marker(runtime, id, item_count, &txn, self.writes.region());
+        let answer = self.writes.write_entry(runtime, marker).await?;
+        if answer.durable() == wal_proto::v1::Trilean::True && txn.state == TxnState::Committing {
+            // Only a label for operators: the consumer applies a committing one as well.
+            let _ = durable
+                .move_transaction(
+                    name,
+                    id,
+                    TxnState::Committing,
+                    TxnState::Committed,
+                    None,
+                    keep,
+                )
+                .await;
+        }
+        Ok(answer)
+    }
+}
+
+/// The commit marker's entry id: one per transaction, so a marker sent twice is one entry.
+fn marker_id(id: &str) -> String {
+    format!("txn:{id}")
+}
+
+fn marker(runtime: &NamespaceRuntime, id: &str, item_count: u64, txn: &Txn, region: &str) -> Entry {
+    let now = now_micros();
+    let committed = txn.committed_at_micros.unwrap_or(now);
+    Entry {
+        version: ENTRY_VERSION,
+        id: marker_id(id),
+        namespace: runtime.config.name.clone(),
+        key: id.to_owned(),
+        body: Some(Body::Transaction(TransactionMarker {
+            transaction_id: id.to_owned(),
+            item_count,
+        })),
+        original_write_time_micros: committed,
+        deliver_at_micros: now,
+        enqueued_at_micros: now,
+        origin_region: region.to_owned(),
+        ..Entry::default()
+    }
+}
+
+fn expired(txn: &Txn) -> bool {
+    now_micros().saturating_sub(txn.opened_at_micros) > TRANSACTION_LIFETIME.as_micros() as i64
+}
+
+fn refuse_unless_open(namespace: &str, id: &str, txn: &Txn) -> Result<(), Status> {
+    if txn.state == TxnState::Open && !expired(txn) {
+        return Ok(());
+    }
+    let state = if txn.state == TxnState::Open {
+        TxnState::Expired
+    } else {
+        txn.state
+    };
+    Err(refused(namespace, id, state))
+}
+
+fn refused(namespace: &str, id: &str, state: TxnState) -> Status {
+    let why = match state {
+        TxnState::Expired => format!(
+            "expired: it was not committed within {} s of its first append",
+            TRANSACTION_LIFETIME.as_secs()
+        ),
+        TxnState::Aborted => "aborted".to_owned(),
+        other => format!("already {}", other.name()),
+    };
+    Status::failed_precondition(format!(
+        "transaction '{id}' of namespace '{namespace}' is {why}"
+    ))
+}
+
+fn unavailable(error: DurableError) -> Status {
+    Status::unavailable(format!("the staging store: {error}"))
+}
+
+/// Refuses the commit unless sequences 0..count are all staged and none beyond, reading the
+/// staged sequences a page at a time.
+async fn check_complete(
+    durable: &DurableStorage,
+    namespace: &str,
+    id: &str,
+    count: u64,
+) -> Result<(), Status> {
+    let mut items = durable
+        .items_from(namespace, id, 0)
+        .await
+        .map_err(unavailable)?;
+    let (mut next, mut missing, mut named, mut beyond) = (0u64, 0u64, Vec::new(), None);
+    while let Some(item) = items.next().await {
+        let sequence = item.map_err(unavailable)?.sequence;
+        if sequence >= count {
+            beyond = Some(sequence);
+            break;
+        }
+        for gap in next..sequence {
+            missing += 1;
+            if named.len() < MISSING_NAMED {
+                named.push(gap);
+            }
+        }
+        next = sequence + 1;
+    }
+    for gap in next..count {
+        missing += 1;
+        if named.len() < MISSING_NAMED {
+            named.push(gap);
+        }
+        if named.len() >= MISSING_NAMED {
+            missing += count - gap - 1;
+            break;
+        }
+    }
+    if missing > 0 {
+        return Err(Status::failed_precondition(format!(
+            "transaction '{id}': {missing} of {count} items are not staged: sequences {named:?}{}; nothing was queued",
+            if missing > named.len() as u64 {
+                " and more"
+            } else {
+                ""
+            }
+        )));
+    }
+    if let Some(sequence) = beyond {
+        return Err(Status::failed_precondition(format!(
+            "transaction '{id}': sequence {sequence} is staged but the commit counts {count} items (0 to {}); nothing was queued",
+            count - 1
+        )));
+    }
+    Ok(())
+}
+
+fn check_id(id: &str) -> Result<(), Status> {
+    let fine = !id.is_empty()
+        && id.len() <= MAX_ID_BYTES
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+    if fine {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "transaction_id {id:?}: expected 1 to {MAX_ID_BYTES} letters, digits or '-', '_', '.', ':'"
+        )))
+    }
+}
+
+/// A call's items, checked as WriteToLog checks a write's payload and target, resolved to what
+/// is staged.
+fn check_items(
+    namespace: &wal_namespaces::Namespace,
+    items: Vec<TransactionItem>,
+) -> Result<Vec<StagedItem>, Status> {
+    if items.is_empty() || items.len() > MAX_ITEMS_PER_CALL {
+        return Err(Status::invalid_argument(format!(
+            "items: {} in one call; expected 1 to {MAX_ITEMS_PER_CALL} (the per-call item limit)",
+            items.len()
+        )));
+    }
+    let bytes: usize = items.iter().map(|i| i.payload.len()).sum();
+    if bytes > MAX_BYTES_PER_CALL {
+        return Err(Status::invalid_argument(format!(
+            "items carry {bytes} payload bytes in one call; expected at most {MAX_BYTES_PER_CALL} (the per-call byte limit)"
+        )));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(at, item)| {
+            let place = |what: String| {
+                Status::invalid_argument(format!("items[{at}] (sequence {}): {what}", item.sequence))
+            };
+            if item.sequence >= MAX_ITEMS_PER_TRANSACTION {
+                return Err(place(format!(
+                    "sequence beyond the transaction item limit; expected below {MAX_ITEMS_PER_TRANSACTION}"
+                )));
+            }
+            if item.payload.is_empty() {
+                return Err(place("payload is empty; an item must carry its mutation".to_owned()));
+            }
+            if item.payload.len() > namespace.payload_limit_bytes {
+                return Err(place(format!(
+                    "payload of {} bytes exceeds the namespace's limit of {} bytes",
+                    item.payload.len(),
+                    namespace.payload_limit_bytes
+                )));
+            }
+            let target = request::target(namespace, item.target.clone())
+                .map_err(|invalid| place(invalid.to_string()))?;
+            Ok(StagedItem {
+                sequence: item.sequence,
+                target_kind: target.kind,
+                target_settings: target.settings_json,
+                payload: item.payload,
+            })
+        })
+        .collect()
+}
+
+#[tonic::async_trait]
+impl Transactions for TransactionService {
+    async fn append_items(
+        &self,
+        request: Request<AppendItemsRequest>,
+    ) -> Result<Response<AppendItemsResponse>, Status> {
+        let request = request.into_inner();
+        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        self.append(&runtime, &durable, &request.transaction_id, request.items)
+            .await
+            .map(Response::new)
+    }
+
+    async fn commit_transaction(
+        &self,
+        request: Request<CommitTransactionRequest>,
+    ) -> Result<Response<WriteToLogResponse>, Status> {
+        let request = request.into_inner();
+        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        self.commit(
+            &runtime,
+            &durable,
+            &request.transaction_id,
+            request.item_count,
+        )
+        .await
+        .map(Response::new)
+    }
+
+    async fn write_transaction(
+        &self,
+        request: Request<WriteTransactionRequest>,
+    ) -> Result<Response<WriteToLogResponse>, Status> {
+        let request = request.into_inner();
+        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let count = request.items.len() as u64;
+        if let Some(item) = request.items.iter().find(|i| i.sequence >= count) {
+            return Err(Status::invalid_argument(format!(
+                "items: sequence {} in a transaction of {count} items; expected sequences 0 to {}",
+                item.sequence,
+                count.saturating_sub(1)
+            )));
+        }
+        let id = &request.transaction_id;
+        self.append(&runtime, &durable, id, request.items).await?;
+        self.commit(&runtime, &durable, id, count)
+            .await
+            .map(Response::new)
+    }
+
+    async fn abort_transaction(
+        &self,
+        request: Request<AbortTransactionRequest>,
+    ) -> Result<Response<AbortTransactionResponse>, Status> {
+        let request = request.into_inner();
+        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let (name, id) = (&runtime.config.name, &request.transaction_id);
+        let Some(txn) = durable.transaction(name, id).await.map_err(unavailable)? else {
+            return Ok(Response::new(AbortTransactionResponse {}));
+        };
+        if txn.state.committed() {
+            return Err(refused(name, id, txn.state));
+        }
+        if txn.state == TxnState::Open {
+            let keep = staging_keep(&runtime.config);
+            let moved = durable
+                .move_transaction(name, id, TxnState::Open, TxnState::Aborted, None, keep)
+                .await
+                .map_err(unavailable)?;
+            if !moved {
+                // A commit won the race.
+                let now = durable.transaction(name, id).await.map_err(unavailable)?;
+                if let Some(txn) = now.filter(|t| t.state.committed()) {
+                    return Err(refused(name, id, txn.state));
+                }
+            }
+        }
+        durable.drop_items(name, id).await.map_err(unavailable)?;
+        Ok(Response::new(AbortTransactionResponse {}))
+    }
+}

@@ -1,0 +1,269 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! Two-phase writes on the real stack: items staged in Cassandra through the producer's
+//! Transactions service, the commit marker on Kafka, the consumer applying every item.
+
+use std::time::Duration;
+
+use rand::seq::SliceRandom as _;
+use tonic::Code;
+use tonic::transport::Channel;
+use wal_namespaces::Backend;
+use wal_proto::v1::transactions_client::TransactionsClient;
+use wal_proto::v1::{
+    AbortTransactionRequest, AppendItemsRequest, CommitTransactionRequest, Target, TransactionItem,
+    Trilean, WriteTransactionRequest,
+};
+use wal_testkit::{
+    Cql, Fleet, Upstream, cql_target, eventually, namespace_with_target, put, unique,
+};
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// The staging keyspace of the tests' namespaces.
+const STAGING: &str = "wal_txn_test";
+
+/// A Kafka namespace with durable storage (where transactions are staged), its default target
+/// `target`.
+fn staged_namespace(target: &str) -> wal_namespaces::Namespace {
+    let mut namespace = namespace_with_target(Backend::Kafka, 1, target, "");
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
+        keyspace: STAGING.into(),
+        shard: None,
+        archive: None,
+    });
+    namespace
+}
+
+fn client(fleet: &Fleet) -> TransactionsClient<Channel> {
+    TransactionsClient::new(fleet.producer.channel.clone())
+}
+
+fn cql_item(sequence: u64, table: &str, payload: Vec<u8>) -> TransactionItem {
+    let target: serde_json::Value = serde_json::from_str(&cql_target(table)).unwrap();
+    TransactionItem {
+        sequence,
+        target: Some(Target {
+            kind: "cql".into(),
+            settings_json: target["settings"].to_string(),
+        }),
+        payload,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_items_over_three_tables_appended_shuffled_end_as_their_last_sequence_says() {
+    const ITEMS: u64 = 1000;
+    const KEYS: u64 = 200;
+    let cql = Cql::connect().await;
+    let tables = [cql.table().await, cql.table().await, cql.table().await];
+    let fleet = Fleet::start(staged_namespace(&cql_target(&tables[0]))).await;
+    let mut client = client(&fleet);
+    let name = fleet.namespace.name.clone();
+    let id = unique("txn");
+    // Item i puts key i % 200 of table (i / 7) % 3 to "v<i>": each key of a table is written
+    // several times, and only applying in sequence order leaves the last one.
+    let item = |i: u64| {
+        let table = &tables[((i / 7) % 3) as usize];
+        cql_item(i, table, put(&format!("k{}", i % KEYS), &format!("v{i}")))
+    };
+    let mut items: Vec<TransactionItem> = (0..ITEMS).map(item).collect();
+    items.shuffle(&mut rand::rng());
+    for chunk in items.chunks(150) {
+        let appended = client
+            .append_items(AppendItemsRequest {
+                namespace: name.clone(),
+                transaction_id: id.clone(),
+                items: chunk.to_vec(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(appended.staged as usize, chunk.len());
+    }
+    let answer = client
+        .commit_transaction(CommitTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            item_count: ITEMS,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+
+    // What sequence order leaves: for each (table, key), the value of its highest sequence.
+    let mut expected = vec![std::collections::BTreeMap::new(); 3];
+    for i in 0..ITEMS {
+        expected[((i / 7) % 3) as usize].insert(format!("k{}", i % KEYS), Some(format!("v{i}")));
+    }
+    for (table, expected) in tables.iter().zip(&expected) {
+        eventually(LIMIT, "every row as its last item left it", || async {
+            (cql.rows(table).await == *expected).then_some(())
+        })
+        .await;
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice() {
+    let upstream = Upstream::start(|_| 200).await;
+    let fleet = Fleet::start(staged_namespace(&upstream.target())).await;
+    let mut client = client(&fleet);
+    let name = fleet.namespace.name.clone();
+    let id = unique("txn");
+    let item = |i: u64, body: &str| TransactionItem {
+        sequence: i,
+        target: None,
+        payload: body.as_bytes().to_vec(),
+    };
+    let append = |items: Vec<TransactionItem>| AppendItemsRequest {
+        namespace: name.clone(),
+        transaction_id: id.clone(),
+        items,
+    };
+    let commit = |count: u64| CommitTransactionRequest {
+        namespace: name.clone(),
+        transaction_id: id.clone(),
+        item_count: count,
+    };
+
+    // 50 items, sequence 17 held back.
+    let mut items: Vec<TransactionItem> = (0..50)
+        .filter(|i| *i != 17)
+        .map(|i| item(i, &format!("item-{i}")))
+        .collect();
+    items.reverse();
+    client.append_items(append(items)).await.unwrap();
+    let refused = client.commit_transaction(commit(50)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains("[17]"),
+        "names the missing sequence: {}",
+        refused.message()
+    );
+
+    // The same item again changes nothing; another item under a taken sequence is refused.
+    let again = client
+        .append_items(append(vec![item(3, "item-3"), item(17, "item-17")]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((again.staged, again.unchanged), (1, 1));
+    let clash = client
+        .append_items(append(vec![item(4, "something else")]))
+        .await
+        .unwrap_err();
+    assert_eq!(clash.code(), Code::AlreadyExists, "{clash:?}");
+    assert!(
+        clash.message().contains("sequence 4"),
+        "{}",
+        clash.message()
+    );
+
+    // Committed twice: TRUE both times, applied once, in sequence order.
+    for _ in 0..2 {
+        let answer = client
+            .commit_transaction(commit(50))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    eventually(LIMIT, "the 50 items upstream", || async {
+        (upstream.received().len() >= 50).then_some(())
+    })
+    .await;
+    // Give a second (wrong) application time to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let bodies: Vec<String> = upstream
+        .received()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    let expected: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
+    assert_eq!(bodies, expected, "each item once, in sequence order");
+
+    // A committed transaction cannot be aborted or appended to.
+    let abort = client
+        .abort_transaction(AbortTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(abort.code(), Code::FailedPrecondition, "{abort:?}");
+    let late = client
+        .append_items(append(vec![item(50, "late")]))
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), Code::FailedPrecondition, "{late:?}");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_transaction_is_never_applied_and_its_commit_is_refused() {
+    let upstream = Upstream::start(|_| 200).await;
+    let fleet = Fleet::start(staged_namespace(&upstream.target())).await;
+    let mut client = client(&fleet);
+    let name = fleet.namespace.name.clone();
+    let id = unique("txn");
+    let items = vec![TransactionItem {
+        sequence: 0,
+        target: None,
+        payload: b"aborted".to_vec(),
+    }];
+    client
+        .append_items(AppendItemsRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            items: items.clone(),
+        })
+        .await
+        .unwrap();
+    client
+        .abort_transaction(AbortTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let commit = client
+        .commit_transaction(CommitTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            item_count: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(commit.code(), Code::FailedPrecondition, "{commit:?}");
+    assert!(commit.message().contains("aborted"), "{}", commit.message());
+
+    // A small transaction in one call goes through on the same namespace.
+    let answer = client
+        .write_transaction(WriteTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: unique("txn"),
+            items: vec![TransactionItem {
+                sequence: 0,
+                target: None,
+                payload: b"one call".to_vec(),
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    eventually(LIMIT, "the one-call transaction upstream", || async {
+        (!upstream.received().is_empty()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let bodies: Vec<Vec<u8>> = upstream.received().iter().map(|r| r.body.clone()).collect();
+    assert_eq!(
+        bodies,
+        vec![b"one call".to_vec()],
+        "the aborted item never arrives"
+    );
+    fleet.stop().await;
+}
