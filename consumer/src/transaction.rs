@@ -79,11 +79,25 @@ impl Applier {
             .await
             .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
         if !claimed {
+            // Applied by another attempt since the read above, or being applied now.
+            let now = storage
+                .transaction(&namespace.name, id)
+                .await
+                .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+            if now.is_some_and(|t| t.state == TxnState::Applied) {
+                return Ok(());
+            }
             return Err(TargetError::retryable(format!(
                 "transaction {id} is being applied by another attempt (its lease runs {} s at most)",
                 LEASE.as_secs()
             )));
         }
+        // Read again under the lease: the attempt that held it before may have got further.
+        let txn = storage
+            .transaction(&namespace.name, id)
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?
+            .unwrap_or(txn);
         let mut progress = Progress {
             storage: &storage,
             namespace: &namespace.name,
@@ -92,6 +106,7 @@ impl Applier {
             keep,
             applied_through: txn.applied_through,
             recorded: txn.applied_through,
+            recorded_at: std::time::Instant::now(),
         };
         let mut items = match storage
             .items_from(&namespace.name, id, txn.applied_through)
@@ -131,7 +146,10 @@ impl Applier {
                 return Err(progress.failed(error).await);
             }
             progress.applied_through += 1;
-            if progress.applied_through - progress.recorded >= PROGRESS_EVERY {
+            // Recorded by count, and by time so the lease never runs out while items are slow.
+            if progress.applied_through - progress.recorded >= PROGRESS_EVERY
+                || progress.recorded_at.elapsed() >= LEASE / 3
+            {
                 progress.record().await?;
             }
         }
@@ -175,6 +193,7 @@ struct Progress<'a> {
     keep: std::time::Duration,
     applied_through: u64,
     recorded: u64,
+    recorded_at: std::time::Instant,
 }
 
 impl Progress<'_> {
@@ -199,6 +218,7 @@ impl Progress<'_> {
             )));
         }
         self.recorded = self.applied_through;
+        self.recorded_at = std::time::Instant::now();
         Ok(())
     }
 

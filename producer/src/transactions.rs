@@ -28,8 +28,9 @@ use crate::{request, status};
 
 /// The most items one call may carry.
 pub const MAX_ITEMS_PER_CALL: usize = 1000;
-/// The most payload bytes one call may carry.
-pub const MAX_BYTES_PER_CALL: usize = 16 * 1024 * 1024;
+/// The most payload bytes one call may carry: its items are staged in one CQL batch, which must
+/// stay under Cassandra's largest mutation (half a 32 MiB commit log segment by default).
+pub const MAX_BYTES_PER_CALL: usize = 4 * 1024 * 1024;
 /// The most items one transaction may have.
 pub const MAX_ITEMS_PER_TRANSACTION: u64 = 100_000;
 /// The longest transaction id.
@@ -183,7 +184,19 @@ impl TransactionService {
             });
         }
         let marker = marker(runtime, id, item_count, &txn, self.writes.region());
-        let answer = self.writes.write_entry(runtime, marker).await?;
+        let answer = match self.writes.write_entry(runtime, marker).await {
+            Ok(answer) => answer,
+            Err(refused) => {
+                // Shed or refused before anything was sent: not committed after all.
+                self.uncommit(durable, name, id, keep).await;
+                return Err(refused);
+            }
+        };
+        if answer.durable() == wal_proto::v1::Trilean::False {
+            // The marker is certainly not on the queue: the transaction is open again, as FALSE
+            // promises (nothing applied; a later commit may succeed).
+            self.uncommit(durable, name, id, keep).await;
+        }
         if answer.durable() == wal_proto::v1::Trilean::True && txn.state == TxnState::Committing {
             // Only a label for operators: the consumer applies a committing one as well.
             let _ = durable
@@ -198,6 +211,25 @@ impl TransactionService {
                 .await;
         }
         Ok(answer)
+    }
+}
+
+impl TransactionService {
+    /// Moves a transaction whose marker was certainly not queued back to open.
+    async fn uncommit(
+        &self,
+        durable: &DurableStorage,
+        name: &str,
+        id: &str,
+        keep: std::time::Duration,
+    ) {
+        let moved = durable
+            .move_transaction(name, id, TxnState::Committing, TxnState::Open, None, keep)
+            .await;
+        if let Err(error) = moved {
+            // It stays committing; the next commit sends the marker again.
+            tracing::warn!(namespace = %name, transaction = %id, %error, "a commit answered FALSE could not reopen its transaction");
+        }
     }
 }
 
@@ -343,6 +375,14 @@ fn check_items(
             items.len()
         )));
     }
+    let mut sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
+    sequences.sort_unstable();
+    if let Some(twice) = sequences.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Status::invalid_argument(format!(
+            "items: sequence {} appears twice in one call; expected each sequence once",
+            twice[0]
+        )));
+    }
     let bytes: usize = items.iter().map(|i| i.payload.len()).sum();
     if bytes > MAX_BYTES_PER_CALL {
         return Err(Status::invalid_argument(format!(
@@ -427,7 +467,15 @@ impl Transactions for TransactionService {
             )));
         }
         let id = &request.transaction_id;
-        self.append(&runtime, &durable, id, request.items).await?;
+        // Sent again after UNKNOWN: the items are staged and committed already, and only the
+        // commit (its marker) is repeated.
+        let txn = durable
+            .transaction(&runtime.config.name, id)
+            .await
+            .map_err(unavailable)?;
+        if !txn.is_some_and(|t| t.state.committed()) {
+            self.append(&runtime, &durable, id, request.items).await?;
+        }
         self.commit(&runtime, &durable, id, count)
             .await
             .map(Response::new)

@@ -193,7 +193,8 @@ impl StagingStatements {
             .await?,
             claim: prepare(format!(
                 "UPDATE {keyspace}.transactions USING TTL ? SET applier = ?, lease_until = ? \
-                 WHERE namespace = ? AND id = ? IF lease_until < ?"
+                 WHERE namespace = ? AND id = ? \
+                 IF state IN ('committing', 'committed', 'dead_lettered') AND lease_until < ?"
             ))
             .await?,
             release: prepare(format!(
@@ -316,18 +317,25 @@ impl DurableStorage {
         id: &str,
         sequences: &[u64],
     ) -> Result<Vec<StagedItem>, DurableError> {
-        let sequences: Vec<i64> = sequences.iter().map(|s| *s as i64).collect();
-        let rows = self
-            .session
-            .execute_unpaged(&self.staging.items_in, (namespace, id, sequences))
-            .await
-            .map_err(|e| cql("transaction items read")(&e))?
-            .into_rows_result()
-            .map_err(|e| cql("transaction items read")(&e))?;
-        rows.rows::<ItemRow>()
-            .map_err(|e| cql("transaction items read")(&e))?
-            .map(|row| row.map(item).map_err(|e| cql("transaction items read")(&e)))
-            .collect()
+        let mut found = Vec::new();
+        // ScyllaDB takes at most 100 clustering keys in one IN by default.
+        for chunk in sequences.chunks(100) {
+            let chunk: Vec<i64> = chunk.iter().map(|s| *s as i64).collect();
+            let rows = self
+                .session
+                .execute_unpaged(&self.staging.items_in, (namespace, id, chunk))
+                .await
+                .map_err(|e| cql("transaction items read")(&e))?
+                .into_rows_result()
+                .map_err(|e| cql("transaction items read")(&e))?;
+            for row in rows
+                .rows::<ItemRow>()
+                .map_err(|e| cql("transaction items read")(&e))?
+            {
+                found.push(item(row.map_err(|e| cql("transaction items read")(&e))?));
+            }
+        }
+        Ok(found)
     }
 
     /// Stages `items` in one batch (they share a partition, so the batch is atomic and cheap).
@@ -458,7 +466,8 @@ impl DurableStorage {
     }
 
     /// Takes the transaction's apply for `applier` until `lease_until_micros`, unless someone
-    /// holds an unexpired lease: one apply at a time, however many markers a transaction has.
+    /// holds an unexpired lease or it is no longer waiting to be applied (applied meanwhile):
+    /// one apply at a time, however many markers a transaction has.
     pub async fn claim_apply(
         &self,
         namespace: &str,
