@@ -229,12 +229,30 @@ impl Progress<'_> {
             // Best effort: unrecorded, the next attempt re-applies from the last record.
             let _ = self.record().await;
         }
+        let error = self.failed_now(error);
+        if let TargetError::Permanent(reason) = &error {
+            // A permanent failure sends the marker to the DLQ: the row says so, and why, until
+            // a redrive claims it again. This also gives the lease back.
+            let _ = self
+                .storage
+                .finish_transaction(
+                    self.namespace,
+                    self.id,
+                    self.applier,
+                    TxnState::DeadLettered,
+                    self.recorded,
+                    Some(reason),
+                    self.keep,
+                )
+                .await;
+            return error;
+        }
         // Best effort too: unreleased, the next attempt waits for the lease to run out.
         let _ = self
             .storage
             .release_apply(self.namespace, self.id, self.applier, self.keep)
             .await;
-        self.failed_now(error)
+        error
     }
 
     fn failed_now(&self, error: TargetError) -> TargetError {

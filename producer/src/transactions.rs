@@ -35,6 +35,8 @@ pub const MAX_BYTES_PER_CALL: usize = 4 * 1024 * 1024;
 pub const MAX_ITEMS_PER_TRANSACTION: u64 = 100_000;
 /// The longest transaction id.
 const MAX_ID_BYTES: usize = 128;
+/// How often an append that lost a race for its sequences reads them again.
+const APPEND_TRIES: usize = 5;
 /// Missing sequences named in a refused commit's message; the rest are counted.
 const MISSING_NAMED: usize = 20;
 
@@ -83,32 +85,42 @@ impl TransactionService {
             .map_err(unavailable)?;
         refuse_unless_open(&namespace.name, id, &txn)?;
         let sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
-        let staged = durable
-            .staged_items(&namespace.name, id, &sequences)
-            .await
-            .map_err(unavailable)?;
-        let mut fresh = Vec::with_capacity(items.len());
-        let mut unchanged = 0;
-        for item in items {
-            match staged.iter().find(|s| s.sequence == item.sequence) {
-                Some(same) if *same == item => unchanged += 1,
-                Some(_) => {
-                    return Err(Status::already_exists(format!(
-                        "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
-                        item.sequence
-                    )));
+        // Staged all or nothing, each sequence only if free: an append racing another with a
+        // different item under the same sequence loses with ALREADY_EXISTS instead of
+        // overwriting it. A lost race is read again and compared.
+        for _ in 0..APPEND_TRIES {
+            let staged = durable
+                .staged_items(&namespace.name, id, &sequences)
+                .await
+                .map_err(unavailable)?;
+            let mut fresh = Vec::with_capacity(items.len());
+            let mut unchanged = 0;
+            for item in &items {
+                match staged.iter().find(|s| s.sequence == item.sequence) {
+                    Some(same) if same == item => unchanged += 1,
+                    Some(_) => {
+                        return Err(Status::already_exists(format!(
+                            "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
+                            item.sequence
+                        )));
+                    }
+                    None => fresh.push(item.clone()),
                 }
-                None => fresh.push(item),
+            }
+            if durable
+                .stage_items(&namespace.name, id, &fresh, keep)
+                .await
+                .map_err(unavailable)?
+            {
+                return Ok(AppendItemsResponse {
+                    staged: fresh.len() as u32,
+                    unchanged,
+                });
             }
         }
-        durable
-            .stage_items(&namespace.name, id, &fresh, keep)
-            .await
-            .map_err(unavailable)?;
-        Ok(AppendItemsResponse {
-            staged: fresh.len() as u32,
-            unchanged,
-        })
+        Err(Status::aborted(format!(
+            "transaction '{id}': other appends kept staging the same sequences ({APPEND_TRIES} tries); send this call again"
+        )))
     }
 
     async fn commit(
@@ -488,14 +500,30 @@ impl Transactions for TransactionService {
         let request = request.into_inner();
         let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
         let (name, id) = (&runtime.config.name, &request.transaction_id);
-        let Some(txn) = durable.transaction(name, id).await.map_err(unavailable)? else {
-            return Ok(Response::new(AbortTransactionResponse {}));
+        let keep = staging_keep(&runtime.config);
+        let txn = match durable.transaction(name, id).await.map_err(unavailable)? {
+            Some(txn) => txn,
+            None => {
+                // Recorded as aborted, so an append still on its way cannot open it afterwards.
+                if durable
+                    .abort_unknown(name, id, keep)
+                    .await
+                    .map_err(unavailable)?
+                {
+                    return Ok(Response::new(AbortTransactionResponse {}));
+                }
+                // Opened meanwhile: aborted as an open one.
+                durable
+                    .transaction(name, id)
+                    .await
+                    .map_err(unavailable)?
+                    .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
+            }
         };
         if txn.state.committed() {
             return Err(refused(name, id, txn.state));
         }
         if txn.state == TxnState::Open {
-            let keep = staging_keep(&runtime.config);
             let moved = durable
                 .move_transaction(name, id, TxnState::Open, TxnState::Aborted, None, keep)
                 .await

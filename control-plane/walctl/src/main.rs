@@ -16,6 +16,7 @@ mod output;
 mod replay;
 mod replication;
 mod time;
+mod txn;
 mod write;
 
 use std::process::ExitCode;
@@ -66,6 +67,8 @@ enum Command {
     Clusters(clusters::Clusters),
     /// Cross-region replication: how far each destination region trails, and any gap.
     Replication(replication::Replication),
+    /// Two-phase writes: where a transaction stands (state, staged items, apply progress).
+    Txn(txn::Txn),
 }
 
 /// mimalloc rather than the system allocator: a replay allocates each record on the Kafka
@@ -89,6 +92,7 @@ async fn main() -> ExitCode {
         Command::Replication(command) => {
             replication::run(command, &cli.control_plane, cli.output).await
         }
+        Command::Txn(command) => txn::run(command, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -118,6 +118,8 @@ pub(super) struct StagingStatements {
     progress: PreparedStatement,
     claim: PreparedStatement,
     release: PreparedStatement,
+    abort_unknown: PreparedStatement,
+    count_items: PreparedStatement,
     finish: PreparedStatement,
     drop_items: PreparedStatement,
 }
@@ -167,7 +169,7 @@ impl StagingStatements {
             put_item: prepare(format!(
                 "INSERT INTO {keyspace}.transaction_items \
                  (namespace, id, sequence, target_kind, target_settings, payload) \
-                 VALUES (?, ?, ?, ?, ?, ?) USING TTL ?"
+                 VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
             ))
             .await?,
             items_from,
@@ -195,6 +197,15 @@ impl StagingStatements {
                 "UPDATE {keyspace}.transactions USING TTL ? SET applier = ?, lease_until = ? \
                  WHERE namespace = ? AND id = ? \
                  IF state IN ('committing', 'committed', 'dead_lettered') AND lease_until < ?"
+            ))
+            .await?,
+            count_items: prepare(format!(
+                "SELECT COUNT(*) FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
+            ))
+            .await?,
+            abort_unknown: prepare(format!(
+                "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
+                 VALUES (?, ?, 'aborted', 0, ?, 0) IF NOT EXISTS USING TTL ?"
             ))
             .await?,
             release: prepare(format!(
@@ -310,6 +321,38 @@ impl DurableStorage {
             .ok_or_else(|| cql("transaction open")(&"the row is missing right after its insert"))
     }
 
+    /// Records a transaction nobody opened as aborted, so a late first append cannot open it;
+    /// false when it exists (opened meanwhile: abort it as an open one).
+    pub async fn abort_unknown(
+        &self,
+        namespace: &str,
+        id: &str,
+        keep: std::time::Duration,
+    ) -> Result<bool, DurableError> {
+        let at = CqlTimestamp(now_micros() / 1000);
+        let result = self
+            .session
+            .execute_unpaged(&self.staging.abort_unknown, (namespace, id, at, ttl(keep)))
+            .await
+            .map_err(|e| cql("transaction abort")(&e))?;
+        lwt_applied(result)
+    }
+
+    /// How many items of the transaction are staged.
+    pub async fn staged_count(&self, namespace: &str, id: &str) -> Result<u64, DurableError> {
+        let rows = self
+            .session
+            .execute_unpaged(&self.staging.count_items, (namespace, id))
+            .await
+            .map_err(|e| cql("transaction items count")(&e))?
+            .into_rows_result()
+            .map_err(|e| cql("transaction items count")(&e))?;
+        let (count,) = rows
+            .first_row::<(i64,)>()
+            .map_err(|e| cql("transaction items count")(&e))?;
+        Ok(count.max(0) as u64)
+    }
+
     /// The staged items among `sequences`.
     pub async fn staged_items(
         &self,
@@ -338,16 +381,18 @@ impl DurableStorage {
         Ok(found)
     }
 
-    /// Stages `items` in one batch (they share a partition, so the batch is atomic and cheap).
+    /// Stages `items` in one conditional batch: all of them, or none when any of their
+    /// sequences was staged meanwhile (false; read them again and compare). They share a
+    /// partition, so the batch is one lightweight transaction however many items it holds.
     pub async fn stage_items(
         &self,
         namespace: &str,
         id: &str,
         items: &[StagedItem],
         keep: std::time::Duration,
-    ) -> Result<(), DurableError> {
+    ) -> Result<bool, DurableError> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let mut batch = Batch::new(BatchType::Unlogged);
         let mut values = Vec::with_capacity(items.len());
@@ -363,11 +408,12 @@ impl DurableStorage {
                 ttl(keep),
             ));
         }
-        self.session
+        let result = self
+            .session
             .batch(&batch, values)
             .await
             .map_err(|e| cql("transaction items write")(&e))?;
-        Ok(())
+        lwt_applied(result)
     }
 
     /// The staged items from `from` on, in sequence order, a page at a time.

@@ -1,0 +1,140 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! A two-phase write whose target fails permanently part of the way: the commit marker goes to
+//! the DLQ saying how far it got, `walctl dlq show` says so too, and after the fix a redrive
+//! applies the rest, from where it stopped, without applying the first part again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use wal_proto::v1::transactions_client::TransactionsClient;
+use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
+use wal_testkit::{
+    Backend, TestProducer, Upstream, apply_config, control_plane_at, eventually, json_of,
+    namespace_json, start_consumer, unique, walctl_at as walctl,
+};
+
+const ITEMS: u64 = 1000;
+const FAILS_AT: u64 = 500;
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where_it_stopped() {
+    // The upstream refuses item 500 (400: permanent) until it is fixed, and keeps the bodies it
+    // accepted, in order.
+    let fixed = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let upstream = {
+        let (fixed, accepted) = (Arc::clone(&fixed), Arc::clone(&accepted));
+        Upstream::start(move |request| {
+            let body = String::from_utf8_lossy(&request.body).into_owned();
+            if body == format!("item-{FAILS_AT}") && !fixed.load(Ordering::SeqCst) {
+                return 400;
+            }
+            accepted.lock().unwrap().push(body);
+            200
+        })
+        .await
+    };
+    let (mut registry, url) = control_plane_at().await;
+    let mut config: Value =
+        serde_json::from_str(&namespace_json(Backend::Kafka, 1, &upstream.target(), "")).unwrap();
+    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] =
+        serde_json::json!({"namespace": "wal_txn_test", "type": "kv"});
+    let namespace = apply_config(&mut registry, &config.to_string()).await;
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    let id = unique("txn");
+    let answer = TransactionsClient::new(producer.channel.clone())
+        .write_transaction(WriteTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            items: (0..ITEMS)
+                .map(|i| TransactionItem {
+                    sequence: i,
+                    target: None,
+                    payload: format!("item-{i}").into_bytes(),
+                })
+                .collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+
+    // The marker is dead-lettered, naming the transaction and where it stopped.
+    let dlq = |args: &'static [&'static str]| {
+        let (url, name) = (url.clone(), name.clone());
+        async move {
+            let args = [
+                &["dlq"],
+                &args[..1],
+                &[name.as_str()],
+                &args[1..],
+                &["-o", "json"],
+            ]
+            .concat();
+            json_of(&walctl(&url, &args).await)
+        }
+    };
+    let listed = eventually(LIMIT, "the marker in the DLQ", || async {
+        let listed = dlq(&["list"]).await;
+        (listed["total"] == 1).then_some(listed)
+    })
+    .await;
+    let reason = listed["reasons"][0]["reason"].as_str().unwrap().to_owned();
+    assert!(
+        reason.contains(&format!("transaction {id}"))
+            && reason.contains(&format!("stopped at item {FAILS_AT}")),
+        "{listed:#}"
+    );
+    assert_eq!(listed["reasons"][0]["class"], "permanent", "{listed:#}");
+    let marker = format!("txn:{id}");
+    let shown = json_of(&walctl(&url, &["dlq", "show", &name, &marker, "-o", "json"]).await);
+    assert_eq!(
+        shown[0]["payload"]["transaction_id"],
+        id.as_str(),
+        "{shown:#}"
+    );
+    assert_eq!(shown[0]["payload"]["item_count"], ITEMS, "{shown:#}");
+    let txn = json_of(&walctl(&url, &["txn", "show", &name, &id, "-o", "json"]).await);
+    assert_eq!(txn["state"], "dead_lettered", "{txn:#}");
+    assert_eq!(txn["applied_through"], FAILS_AT, "{txn:#}");
+    assert_eq!(txn["item_count"], ITEMS, "{txn:#}");
+    assert_eq!(txn["staged_items"], ITEMS, "{txn:#}");
+    assert!(txn["reason"].as_str().unwrap().contains("400"), "{txn:#}");
+    let before: Vec<String> = (0..FAILS_AT).map(|i| format!("item-{i}")).collect();
+    assert_eq!(
+        *accepted.lock().unwrap(),
+        before,
+        "items 0..500 applied, in order, once"
+    );
+
+    // Fixed, then redriven: items 500..999 follow, and 0..499 are not applied again.
+    fixed.store(true, Ordering::SeqCst);
+    let redriven = dlq(&["redrive", "--since", "1h"]).await;
+    assert_eq!(redriven["redriven"], 1, "{redriven:#}");
+    eventually(LIMIT, "the rest of the transaction applied", || async {
+        (accepted.lock().unwrap().len() as u64 >= ITEMS).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let all: Vec<String> = (0..ITEMS).map(|i| format!("item-{i}")).collect();
+    assert_eq!(
+        *accepted.lock().unwrap(),
+        all,
+        "each item once, in sequence order"
+    );
+    let txn = json_of(&walctl(&url, &["txn", "show", &name, &id, "-o", "json"]).await);
+    assert_eq!(txn["state"], "applied", "{txn:#}");
+    assert_eq!(txn["applied_through"], ITEMS, "{txn:#}");
+    let unknown = walctl(&url, &["txn", "show", &name, "no-such-txn"]).await;
+    assert_eq!(unknown.status.code(), Some(4), "not found");
+
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
