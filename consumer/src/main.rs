@@ -13,6 +13,13 @@ use wal_namespaces::feed::Feed;
 /// The name the health service reports under.
 const HEALTH_SERVICE: &str = "wal.consumer";
 
+/// mimalloc rather than the system allocator: an entry is received on rdkafka's thread and
+/// freed on a runtime thread, and glibc's malloc and free took about a tenth of the replication
+/// path's time (perf, the replicate bench); with mimalloc its throughput went from 0.55-0.72 to
+/// 0.78-0.97 of the hand-written baseline (which ran on mimalloc too).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     process::init_tracing(process::DEFAULT_LOG_FILTER);
