@@ -30,6 +30,9 @@ pub const REPLICATION_LAG_ENTRIES: &str = "wal_replication_lag_entries";
 pub const REPLICATION_LAG_SECONDS: &str = "wal_replication_lag_seconds";
 pub const REPLICATION_CONNECTED: &str = "wal_replication_connected";
 pub const REPLICATION_HEARTBEATS: &str = "wal_replication_heartbeats_total";
+pub const TRANSACTIONS_APPLIED: &str = "wal_transactions_applied_total";
+pub const TRANSACTION_ITEMS_APPLIED: &str = "wal_transaction_items_applied_total";
+pub const TRANSACTION_APPLY_LAG: &str = "wal_transaction_apply_lag_seconds";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -55,6 +58,19 @@ pub fn describe() {
     describe_counter!(
         REPLICATION_HEARTBEATS,
         "Heartbeats written on a replicated namespace's topic for a destination region."
+    );
+    describe_counter!(
+        TRANSACTIONS_APPLIED,
+        "Two-phase writes whose every item was applied, by namespace."
+    );
+    describe_counter!(
+        TRANSACTION_ITEMS_APPLIED,
+        "Items of two-phase writes applied, by namespace (an item applied again after a restart counts again)."
+    );
+    describe_histogram!(
+        TRANSACTION_APPLY_LAG,
+        Unit::Seconds,
+        "From a two-phase write's commit to its last item applied, by namespace."
     );
     describe_counter!(
         DELIVERED,
@@ -271,4 +287,11 @@ impl ReplicationMetrics {
             _series: series::hold(&[("namespace", namespace), ("region", region)]),
         }
     }
+}
+
+/// A two-phase write finished: `items` applied by this attempt, `lag` since its commit.
+pub fn transaction_applied(namespace: &str, items: u64, lag: std::time::Duration) {
+    counter!(TRANSACTIONS_APPLIED, "namespace" => namespace.to_owned()).increment(1);
+    counter!(TRANSACTION_ITEMS_APPLIED, "namespace" => namespace.to_owned()).increment(items);
+    histogram!(TRANSACTION_APPLY_LAG, "namespace" => namespace.to_owned()).record(lag);
 }

@@ -175,6 +175,14 @@ impl Applier {
             .await
             .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
         if finished {
+            let lag = wal_core::entry::now_micros()
+                .saturating_sub(marker_entry.original_write_time_micros)
+                .max(0);
+            crate::metrics::transaction_applied(
+                &namespace.name,
+                marker.item_count.saturating_sub(txn.applied_through),
+                std::time::Duration::from_micros(lag as u64),
+            );
             Ok(())
         } else {
             Err(TargetError::retryable(format!(

@@ -227,11 +227,10 @@ async fn an_entry_the_archive_did_not_take_is_not_acknowledged() {
     let upstream = Upstream::start(|_| 200).await;
     let mut namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), RETRY_THRICE);
     namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
-        keyspace: "wal_test".into(),
-        shard: None,
         archive: Some(wal_namespaces::ArchiveConfig {
             retention: Duration::from_secs(86_400),
         }),
+        ..wal_namespaces::DurableStorageConfig::keyspace("wal_test")
     });
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;

@@ -187,11 +187,7 @@ async fn a_claim_checked_payload_is_resolved_before_delivery() {
         &upstream.target(),
         r#""payload_limit_bytes": 1048576"#,
     );
-    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
-        keyspace: keyspace.into(),
-        shard: None,
-        archive: None,
-    });
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(keyspace));
     let name = namespace.name.clone();
     let fleet = Fleet::start(namespace.clone()).await;
 

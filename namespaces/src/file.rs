@@ -132,6 +132,11 @@ pub struct DurableStorageFile {
     /// consumed, and Kafka keeps only its retention. Off when unset.
     #[serde(default)]
     pub archive: Option<ArchiveFile>,
+    /// How long a two-phase write may stay open (items appended, not committed) before it
+    /// expires, in seconds from its first append (3600 when unset; 60 to 604800).
+    #[serde(default, alias = "transactionLifetimeSecs")]
+    #[schemars(range(min = 60, max = 604800))]
+    pub transaction_lifetime_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -97,7 +97,24 @@ pub struct DurableStorageConfig {
     pub shard: Option<String>,
     /// Every entry also kept in the keyspace's archive table, for replay.
     pub archive: Option<ArchiveConfig>,
+    /// How long a two-phase write may stay open before it expires.
+    pub transaction_lifetime: Duration,
 }
+
+impl DurableStorageConfig {
+    /// A keyspace on the default shard, no archive, the default transaction lifetime.
+    pub fn keyspace(keyspace: &str) -> Self {
+        Self {
+            keyspace: keyspace.to_owned(),
+            shard: None,
+            archive: None,
+            transaction_lifetime: DEFAULT_TRANSACTION_LIFETIME,
+        }
+    }
+}
+
+/// How long a two-phase write may stay open when the namespace does not say.
+pub const DEFAULT_TRANSACTION_LIFETIME: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchiveConfig {

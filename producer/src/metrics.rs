@@ -14,6 +14,9 @@ pub const REQUESTS: &str = "wal_producer_requests_total";
 pub const WRITE_SECONDS: &str = "wal_producer_write_seconds";
 pub const CLAIM_CHECKS: &str = "wal_producer_claim_checks_total";
 pub const IN_FLIGHT: &str = "wal_producer_in_flight";
+pub const TRANSACTIONS: &str = "wal_transactions_committed_total";
+pub const TRANSACTIONS_EXPIRED: &str = "wal_transactions_expired_total";
+pub const TRANSACTION_ITEMS_STAGED: &str = "wal_transaction_items_staged_total";
 
 /// The namespace label of requests that named no configured namespace.
 pub const UNKNOWN_NAMESPACE: &str = "_unknown";
@@ -73,6 +76,31 @@ pub fn describe() {
         "payloads stored in durable storage because they were too large for the queue"
     );
     describe_gauge!(IN_FLIGHT, "writes of the namespace in flight now");
+    describe_counter!(
+        TRANSACTIONS,
+        "Two-phase commits by namespace and outcome (true, false, unknown, refused)"
+    );
+    describe_counter!(
+        TRANSACTIONS_EXPIRED,
+        "Two-phase writes never committed within the namespace's transaction lifetime"
+    );
+    describe_counter!(
+        TRANSACTION_ITEMS_STAGED,
+        "Items of two-phase writes staged in durable storage"
+    );
+}
+
+/// A commit answered: `outcome` is true, false, unknown or refused.
+pub fn transaction_committed(namespace: &str, outcome: &'static str) {
+    counter!(TRANSACTIONS, "namespace" => namespace.to_owned(), "outcome" => outcome).increment(1);
+}
+
+pub fn transactions_expired(namespace: &str, count: u64) {
+    counter!(TRANSACTIONS_EXPIRED, "namespace" => namespace.to_owned()).increment(count);
+}
+
+pub fn transaction_items_staged(namespace: &str, count: u64) {
+    counter!(TRANSACTION_ITEMS_STAGED, "namespace" => namespace.to_owned()).increment(count);
 }
 
 /// One namespace's metric handles.

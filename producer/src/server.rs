@@ -107,11 +107,14 @@ impl Producer {
                 .set_not_serving::<TransactionsServer<TransactionService>>()
                 .await;
         };
-        router
+        let sweeping = tokio::spawn(crate::expiry::sweep(Arc::clone(&self.live)));
+        let served = router
             .add_service(writes)
             .add_service(transactions)
             .serve_with_incoming_shutdown(incoming, signal)
-            .await?;
+            .await;
+        sweeping.abort();
+        served?;
         Ok(())
     }
 }

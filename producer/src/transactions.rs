@@ -13,9 +13,10 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use tonic::{Request, Response, Status};
 use wal_core::durable::{
-    DurableError, DurableStorage, StagedItem, TRANSACTION_LIFETIME, Txn, TxnState, staging_keep,
+    DurableError, DurableStorage, StagedItem, Txn, TxnState, staging_keep, transaction_lifetime,
 };
 use wal_core::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
+use wal_namespaces::Namespace;
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
     AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
@@ -83,7 +84,7 @@ impl TransactionService {
             .open_transaction(&namespace.name, id, keep)
             .await
             .map_err(unavailable)?;
-        refuse_unless_open(&namespace.name, id, &txn)?;
+        refuse_unless_open(namespace, id, &txn)?;
         let sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
         // Staged all or nothing, each sequence only if free: an append racing another with a
         // different item under the same sequence loses with ALREADY_EXISTS instead of
@@ -112,6 +113,7 @@ impl TransactionService {
                 .await
                 .map_err(unavailable)?
             {
+                crate::metrics::transaction_items_staged(&namespace.name, fresh.len() as u64);
                 return Ok(AppendItemsResponse {
                     staged: fresh.len() as u32,
                     unchanged,
@@ -148,7 +150,7 @@ impl TransactionService {
                 ))
             })?;
         let txn = if txn.state == TxnState::Open {
-            if expired(&txn) {
+            if expired(namespace, &txn) {
                 durable
                     .move_transaction(
                         name,
@@ -160,14 +162,18 @@ impl TransactionService {
                     )
                     .await
                     .map_err(unavailable)?;
-                return Err(refused(name, id, TxnState::Expired));
+                return Err(refused(namespace, id, TxnState::Expired));
             }
             check_complete(durable, name, id, item_count).await?;
-            if !durable
+            if durable
                 .begin_commit(name, id, item_count, keep)
                 .await
                 .map_err(unavailable)?
             {
+                // No longer open: the expiry sweep need not look at it. Best effort: the sweep
+                // leaves a committed one alone anyway.
+                let _ = durable.unindex_open(name, id, &txn).await;
+            } else {
                 tracing::debug!(namespace = %name, transaction = %id, "commit raced another change");
             }
             durable
@@ -179,7 +185,7 @@ impl TransactionService {
             txn
         };
         if !txn.state.committed() {
-            return Err(refused(name, id, txn.state));
+            return Err(refused(namespace, id, txn.state));
         }
         let committed_count = txn.item_count.unwrap_or(item_count);
         if committed_count != item_count {
@@ -245,6 +251,23 @@ impl TransactionService {
     }
 }
 
+/// `answer`, counted in the commit metric.
+fn counted(
+    namespace: &str,
+    answer: Result<WriteToLogResponse, Status>,
+) -> Result<WriteToLogResponse, Status> {
+    let outcome = match &answer {
+        Ok(response) => match response.durable() {
+            wal_proto::v1::Trilean::True => "true",
+            wal_proto::v1::Trilean::False => "false",
+            _ => "unknown",
+        },
+        Err(_) => "refused",
+    };
+    crate::metrics::transaction_committed(namespace, outcome);
+    answer
+}
+
 /// The commit marker's entry id: one per transaction, so a marker sent twice is one entry.
 fn marker_id(id: &str) -> String {
     format!("txn:{id}")
@@ -270,12 +293,13 @@ fn marker(runtime: &NamespaceRuntime, id: &str, item_count: u64, txn: &Txn, regi
     }
 }
 
-fn expired(txn: &Txn) -> bool {
-    now_micros().saturating_sub(txn.opened_at_micros) > TRANSACTION_LIFETIME.as_micros() as i64
+fn expired(namespace: &Namespace, txn: &Txn) -> bool {
+    now_micros().saturating_sub(txn.opened_at_micros)
+        > transaction_lifetime(namespace).as_micros() as i64
 }
 
-fn refuse_unless_open(namespace: &str, id: &str, txn: &Txn) -> Result<(), Status> {
-    if txn.state == TxnState::Open && !expired(txn) {
+fn refuse_unless_open(namespace: &Namespace, id: &str, txn: &Txn) -> Result<(), Status> {
+    if txn.state == TxnState::Open && !expired(namespace, txn) {
         return Ok(());
     }
     let state = if txn.state == TxnState::Open {
@@ -286,17 +310,18 @@ fn refuse_unless_open(namespace: &str, id: &str, txn: &Txn) -> Result<(), Status
     Err(refused(namespace, id, state))
 }
 
-fn refused(namespace: &str, id: &str, state: TxnState) -> Status {
+fn refused(namespace: &Namespace, id: &str, state: TxnState) -> Status {
     let why = match state {
         TxnState::Expired => format!(
             "expired: it was not committed within {} s of its first append",
-            TRANSACTION_LIFETIME.as_secs()
+            transaction_lifetime(namespace).as_secs()
         ),
         TxnState::Aborted => "aborted".to_owned(),
         other => format!("already {}", other.name()),
     };
     Status::failed_precondition(format!(
-        "transaction '{id}' of namespace '{namespace}' is {why}"
+        "transaction '{id}' of namespace '{}' is {why}",
+        namespace.name
     ))
 }
 
@@ -378,7 +403,7 @@ fn check_id(id: &str) -> Result<(), Status> {
 /// A call's items, checked as WriteToLog checks a write's payload and target, resolved to what
 /// is staged.
 fn check_items(
-    namespace: &wal_namespaces::Namespace,
+    namespace: &Namespace,
     items: Vec<TransactionItem>,
 ) -> Result<Vec<StagedItem>, Status> {
     if items.is_empty() || items.len() > MAX_ITEMS_PER_CALL {
@@ -454,14 +479,15 @@ impl Transactions for TransactionService {
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let request = request.into_inner();
         let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
-        self.commit(
-            &runtime,
-            &durable,
-            &request.transaction_id,
-            request.item_count,
-        )
-        .await
-        .map(Response::new)
+        let answer = self
+            .commit(
+                &runtime,
+                &durable,
+                &request.transaction_id,
+                request.item_count,
+            )
+            .await;
+        counted(&runtime.config.name, answer).map(Response::new)
     }
 
     async fn write_transaction(
@@ -488,9 +514,8 @@ impl Transactions for TransactionService {
         if !txn.is_some_and(|t| t.state.committed()) {
             self.append(&runtime, &durable, id, request.items).await?;
         }
-        self.commit(&runtime, &durable, id, count)
-            .await
-            .map(Response::new)
+        let answer = self.commit(&runtime, &durable, id, count).await;
+        counted(&runtime.config.name, answer).map(Response::new)
     }
 
     async fn abort_transaction(
@@ -521,18 +546,20 @@ impl Transactions for TransactionService {
             }
         };
         if txn.state.committed() {
-            return Err(refused(name, id, txn.state));
+            return Err(refused(&runtime.config, id, txn.state));
         }
         if txn.state == TxnState::Open {
             let moved = durable
                 .move_transaction(name, id, TxnState::Open, TxnState::Aborted, None, keep)
                 .await
                 .map_err(unavailable)?;
-            if !moved {
+            if moved {
+                let _ = durable.unindex_open(name, id, &txn).await;
+            } else {
                 // A commit won the race.
                 let now = durable.transaction(name, id).await.map_err(unavailable)?;
                 if let Some(txn) = now.filter(|t| t.state.committed()) {
-                    return Err(refused(name, id, txn.state));
+                    return Err(refused(&runtime.config, id, txn.state));
                 }
             }
         }

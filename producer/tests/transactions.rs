@@ -26,11 +26,7 @@ const STAGING: &str = "wal_txn_test";
 /// `target`.
 fn staged_namespace(target: &str) -> wal_namespaces::Namespace {
     let mut namespace = namespace_with_target(Backend::Kafka, 1, target, "");
-    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig {
-        keyspace: STAGING.into(),
-        shard: None,
-        archive: None,
-    });
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(STAGING));
     namespace
 }
 
@@ -265,5 +261,65 @@ async fn an_aborted_transaction_is_never_applied_and_its_commit_is_refused() {
         vec![b"one call".to_vec()],
         "the aborted item never arrives"
     );
+    fleet.stop().await;
+}
+
+/// The process's metrics scrape (the in-process producer records into it once installed).
+fn scrape() -> String {
+    static HANDLE: std::sync::OnceLock<wal_core::process::MetricsHandle> =
+        std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| wal_core::process::install_metrics(&[1.0]).unwrap())
+        .render()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_transaction_expires_is_counted_and_its_late_commit_is_refused() {
+    scrape();
+    let upstream = Upstream::start(|_| 200).await;
+    let mut namespace = staged_namespace(&upstream.target());
+    // Shorter than a namespace file may say (60 s at least), so the test does not wait long.
+    namespace
+        .durable_storage
+        .as_mut()
+        .unwrap()
+        .transaction_lifetime = Duration::from_secs(3);
+    let fleet = Fleet::start(namespace).await;
+    let mut client = client(&fleet);
+    let name = fleet.namespace.name.clone();
+    let id = unique("txn");
+    client
+        .append_items(AppendItemsRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            items: vec![TransactionItem {
+                sequence: 0,
+                target: None,
+                payload: b"abandoned".to_vec(),
+            }],
+        })
+        .await
+        .unwrap();
+
+    // Counted by the producer's sweep once its minute and its lifetime are past.
+    let counted = format!("wal_transactions_expired_total{{namespace=\"{name}\"}} 1");
+    eventually(
+        Duration::from_secs(180),
+        "the expired transaction counted",
+        || async { scrape().contains(&counted).then_some(()) },
+    )
+    .await;
+    let late = client
+        .commit_transaction(CommitTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            item_count: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), Code::FailedPrecondition, "{late:?}");
+    assert!(late.message().contains("expired"), "{}", late.message());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(upstream.received().is_empty(), "nothing of it applied");
     fleet.stop().await;
 }

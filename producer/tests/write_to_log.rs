@@ -354,11 +354,7 @@ async fn several_queues_spread_writes_by_key_and_keep_a_key_on_one_queue() {
 #[tokio::test]
 async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit() {
     let mut with_storage = namespace(Backend::Sqs, 1, "");
-    with_storage.durable_storage = Some(wal_namespaces::DurableStorageConfig {
-        keyspace: "wal_test".into(),
-        shard: None,
-        archive: None,
-    });
+    with_storage.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace("wal_test"));
     let without = namespace(Backend::Sqs, 1, "");
     let mut producer = TestProducer::start(vec![with_storage.clone(), without.clone()]).await;
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();

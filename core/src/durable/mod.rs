@@ -18,21 +18,29 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::prepared::PreparedStatement;
-pub use staging::{ITEM_PAGE, StagedItem, Txn, TxnState};
+pub use staging::{ITEM_PAGE, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
 
 use crate::entry::{ClaimCheck, now_micros};
 
 /// Added to a claim check's lifetime beyond the entry's last possible delivery attempt, for DLQ
 /// inspection and redrive (SQS keeps a DLQ message 14 days at most).
 pub const CLAIM_CHECK_MARGIN: Duration = Duration::from_secs(14 * 24 * 3600);
-/// How long a transaction may stay open (appended to, not committed) before it expires.
-pub const TRANSACTION_LIFETIME: Duration = Duration::from_secs(3600);
+/// How long a transaction of `namespace` may stay open (appended to, not committed) before it
+/// expires: its durable storage's `transaction_lifetime_secs`.
+pub fn transaction_lifetime(namespace: &wal_namespaces::Namespace) -> Duration {
+    namespace
+        .durable_storage
+        .as_ref()
+        .map_or(wal_namespaces::DEFAULT_TRANSACTION_LIFETIME, |d| {
+            d.transaction_lifetime
+        })
+}
 
-/// How long a namespace's staged transactions are kept: open for [`TRANSACTION_LIFETIME`], then
-/// the commit marker's whole retry horizon, then the DLQ's retention (as for claim checks), so
-/// a marker never outlives its items.
+/// How long a namespace's staged transactions are kept: open for their lifetime, then the commit
+/// marker's whole retry horizon, then the DLQ's retention (as for claim checks), so a marker
+/// never outlives its items.
 pub fn staging_keep(namespace: &wal_namespaces::Namespace) -> Duration {
-    TRANSACTION_LIFETIME + namespace.retry.horizon() + CLAIM_CHECK_MARGIN
+    transaction_lifetime(namespace) + namespace.retry.horizon() + CLAIM_CHECK_MARGIN
 }
 
 /// CQL's longest TTL (20 years).

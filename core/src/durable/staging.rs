@@ -120,12 +120,23 @@ pub(super) struct StagingStatements {
     release: PreparedStatement,
     abort_unknown: PreparedStatement,
     count_items: PreparedStatement,
+    index_open: PreparedStatement,
+    unindex_open: PreparedStatement,
+    opened_in: PreparedStatement,
     finish: PreparedStatement,
     drop_items: PreparedStatement,
 }
 
-pub(super) fn schema(keyspace: &str) -> [String; 2] {
+/// The width of the open-transactions index's buckets: a transaction opened in bucket b can be
+/// swept once bucket b and its lifetime are past.
+pub const OPEN_BUCKET_MICROS: i64 = 60_000_000;
+
+pub(super) fn schema(keyspace: &str) -> [String; 3] {
     [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.open_transactions (\
+             namespace text, bucket bigint, id text, PRIMARY KEY ((namespace, bucket), id))"
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.transactions (\
              namespace text, id text, state text, item_count bigint, applied_through bigint, \
@@ -199,6 +210,18 @@ impl StagingStatements {
                  IF state IN ('committing', 'committed', 'dead_lettered') AND lease_until < ?"
             ))
             .await?,
+            index_open: prepare(format!(
+                "INSERT INTO {keyspace}.open_transactions (namespace, bucket, id) VALUES (?, ?, ?) USING TTL ?"
+            ))
+            .await?,
+            unindex_open: prepare(format!(
+                "DELETE FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ? AND id = ?"
+            ))
+            .await?,
+            opened_in: prepare(format!(
+                "SELECT id FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ?"
+            ))
+            .await?,
             count_items: prepare(format!(
                 "SELECT COUNT(*) FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
             ))
@@ -224,6 +247,11 @@ impl StagingStatements {
             .await?,
         })
     }
+}
+
+/// The open-transactions index bucket of a transaction opened at `micros`.
+pub fn open_bucket(micros: i64) -> i64 {
+    micros.div_euclid(OPEN_BUCKET_MICROS)
 }
 
 /// A TTL in seconds for CQL, capped at its 20-year maximum.
@@ -311,11 +339,24 @@ impl DurableStorage {
         if let Some(txn) = self.transaction(namespace, id).await? {
             return Ok(txn);
         }
-        let opened = CqlTimestamp(now_micros() / 1000);
-        self.session
+        let now = now_micros();
+        let opened = CqlTimestamp(now / 1000);
+        let result = self
+            .session
             .execute_unpaged(&self.staging.open, (namespace, id, opened, ttl(keep)))
             .await
             .map_err(|e| cql("transaction open")(&e))?;
+        if lwt_applied(result)? {
+            // Indexed by when it opened, so an abandoned one is found and counted once expired.
+            // The row's own opened_at is in milliseconds: the bucket is taken from those.
+            self.session
+                .execute_unpaged(
+                    &self.staging.index_open,
+                    (namespace, open_bucket(now / 1000 * 1000), id, ttl(keep)),
+                )
+                .await
+                .map_err(|e| cql("transaction open")(&e))?;
+        }
         self.transaction(namespace, id)
             .await?
             .ok_or_else(|| cql("transaction open")(&"the row is missing right after its insert"))
@@ -336,6 +377,81 @@ impl DurableStorage {
             .await
             .map_err(|e| cql("transaction abort")(&e))?;
         lwt_applied(result)
+    }
+
+    /// Drops the transaction from the open-transactions index (committed or aborted).
+    pub async fn unindex_open(
+        &self,
+        namespace: &str,
+        id: &str,
+        txn: &Txn,
+    ) -> Result<(), DurableError> {
+        self.session
+            .execute_unpaged(
+                &self.staging.unindex_open,
+                (namespace, open_bucket(txn.opened_at_micros), id),
+            )
+            .await
+            .map_err(|e| cql("transaction index")(&e))?;
+        Ok(())
+    }
+
+    /// The ids of the transactions opened in `bucket` and still indexed.
+    pub async fn opened_in(
+        &self,
+        namespace: &str,
+        bucket: i64,
+    ) -> Result<Vec<String>, DurableError> {
+        let rows = self
+            .session
+            .execute_unpaged(&self.staging.opened_in, (namespace, bucket))
+            .await
+            .map_err(|e| cql("transaction index")(&e))?
+            .into_rows_result()
+            .map_err(|e| cql("transaction index")(&e))?;
+        rows.rows::<(String,)>()
+            .map_err(|e| cql("transaction index")(&e))?
+            .map(|row| {
+                row.map(|(id,)| id)
+                    .map_err(|e| cql("transaction index")(&e))
+            })
+            .collect()
+    }
+
+    /// Expires the transactions opened in `bucket` that are still open: each moved to
+    /// `expired` (a compare-and-set, so of several sweepers one counts it) and dropped from the
+    /// index. Returns how many this call expired.
+    pub async fn expire_bucket(
+        &self,
+        namespace: &str,
+        bucket: i64,
+        keep: std::time::Duration,
+    ) -> Result<u64, DurableError> {
+        let mut expired = 0;
+        for id in self.opened_in(namespace, bucket).await? {
+            let Some(txn) = self.transaction(namespace, &id).await? else {
+                continue;
+            };
+            if txn.state == TxnState::Open
+                && self
+                    .move_transaction(
+                        namespace,
+                        &id,
+                        TxnState::Open,
+                        TxnState::Expired,
+                        Some("not committed within its lifetime"),
+                        keep,
+                    )
+                    .await?
+            {
+                expired += 1;
+            }
+            self.session
+                .execute_unpaged(&self.staging.unindex_open, (namespace, bucket, &id))
+                .await
+                .map_err(|e| cql("transaction index")(&e))?;
+        }
+        Ok(expired)
     }
 
     /// How many items of the transaction are staged.

@@ -43,10 +43,15 @@ pub(super) fn durable_storage(
             retention: Duration::from_millis(days.saturating_mul(DAY_MS)),
         }
     });
+    let lifetime = durable.transaction_lifetime_secs.map(|secs| {
+        let field = format!("{path}.{}", spelling.name("transaction_lifetime_secs"));
+        Duration::from_secs(in_range(problems, field, secs, 60..=604_800))
+    });
     ok.then(|| DurableStorageConfig {
         keyspace: keyspace.clone(),
         shard: durable.shard.clone(),
         archive,
+        transaction_lifetime: lifetime.unwrap_or(crate::model::DEFAULT_TRANSACTION_LIFETIME),
     })
 }
 

@@ -2,7 +2,7 @@
 //! staging tables.
 
 use serde_json::json;
-use wal_core::durable::{DurableSettings, DurableStorage, TRANSACTION_LIFETIME, TxnState};
+use wal_core::durable::{DurableSettings, DurableStorage, TxnState, transaction_lifetime};
 use wal_core::process::{BrokerFlags, CqlFlags};
 
 use crate::Failure;
@@ -59,7 +59,7 @@ pub async fn run(
         .map_err(failed)?;
     let expired = txn.state == TxnState::Open
         && wal_core::entry::now_micros().saturating_sub(txn.opened_at_micros)
-            > TRANSACTION_LIFETIME.as_micros() as i64;
+            > transaction_lifetime(&namespace).as_micros() as i64;
     let state = if expired { "expired" } else { txn.state.name() };
     let applied = match txn.item_count {
         Some(count) => format!("{} of {count}", txn.applied_through),
