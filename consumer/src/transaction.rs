@@ -25,6 +25,9 @@ use crate::target::TargetError;
 /// mid-apply holds it back this long.
 const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How often an attempt waiting for another's lease tries to take it.
+const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn lease_until() -> i64 {
     wal_core::entry::now_micros().saturating_add(LEASE.as_micros() as i64)
 }
@@ -71,14 +74,21 @@ impl Applier {
             )));
         }
         let keep = staging_keep(namespace);
-        // One apply at a time: a second marker (a commit sent again) waits its backoff and
-        // finds the transaction applied.
+        // One apply at a time: a second marker (a commit sent again, a redelivery) waits for
+        // the lease and finds the transaction applied.
         let applier = wal_core::entry::new_entry_id();
-        let claimed = storage
-            .claim_apply(&namespace.name, id, &applier, lease_until(), keep)
-            .await
-            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
-        if !claimed {
+        // Waited for in place when another attempt holds the lease: a consumer killed mid-apply
+        // holds it until it runs out, and retrying with the namespace's backoff instead could
+        // spend every attempt before then and dead-letter a healthy transaction.
+        let waiting_since = std::time::Instant::now();
+        loop {
+            let claimed = storage
+                .claim_apply(&namespace.name, id, &applier, lease_until(), keep)
+                .await
+                .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+            if claimed {
+                break;
+            }
             // Applied by another attempt since the read above, or being applied now.
             let now = storage
                 .transaction(&namespace.name, id)
@@ -87,10 +97,13 @@ impl Applier {
             if now.is_some_and(|t| t.state == TxnState::Applied) {
                 return Ok(());
             }
-            return Err(TargetError::retryable(format!(
-                "transaction {id} is being applied by another attempt (its lease runs {} s at most)",
-                LEASE.as_secs()
-            )));
+            if waiting_since.elapsed() > LEASE + CLAIM_EVERY {
+                return Err(TargetError::retryable(format!(
+                    "transaction {id} is being applied by another attempt, which kept its lease for {} s",
+                    LEASE.as_secs()
+                )));
+            }
+            tokio::time::sleep(CLAIM_EVERY).await;
         }
         // Read again under the lease: the attempt that held it before may have got further.
         let txn = storage
