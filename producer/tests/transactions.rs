@@ -323,3 +323,110 @@ async fn an_abandoned_transaction_expires_is_counted_and_its_late_commit_is_refu
     assert!(upstream.received().is_empty(), "nothing of it applied");
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_a_limit_are_refused_naming_it_and_stage_nothing() {
+    let upstream = Upstream::start(|_| 200).await;
+    let namespace = staged_namespace(&upstream.target());
+    let plain = namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
+    let mut producer =
+        wal_testkit::TestProducer::start(vec![namespace.clone(), plain.clone()]).await;
+    let mut client = TransactionsClient::new(producer.channel.clone());
+    let item = |sequence: u64, payload: Vec<u8>| TransactionItem {
+        sequence,
+        target: None,
+        payload,
+    };
+    let append = |namespace: &str, id: &str, items: Vec<TransactionItem>| AppendItemsRequest {
+        namespace: namespace.to_owned(),
+        transaction_id: id.to_owned(),
+        items,
+    };
+    let name = namespace.name.as_str();
+    let cases: Vec<(AppendItemsRequest, Code, &str)> = vec![
+        (
+            append(
+                name,
+                "t1",
+                (0..1001).map(|i| item(i, b"x".to_vec())).collect(),
+            ),
+            Code::InvalidArgument,
+            "per-call item limit",
+        ),
+        (
+            append(
+                name,
+                "t2",
+                (0..5).map(|i| item(i, vec![b'x'; 900_000])).collect(),
+            ),
+            Code::InvalidArgument,
+            "per-call byte limit",
+        ),
+        (
+            append(name, "t3", vec![item(100_000, b"x".to_vec())]),
+            Code::InvalidArgument,
+            "transaction item limit",
+        ),
+        (
+            append(
+                name,
+                "t4",
+                vec![item(1, b"x".to_vec()), item(1, b"x".to_vec())],
+            ),
+            Code::InvalidArgument,
+            "sequence 1 appears twice",
+        ),
+        (
+            append(name, "t5", vec![item(0, Vec::new())]),
+            Code::InvalidArgument,
+            "payload is empty",
+        ),
+        (
+            append(name, "bad id!", vec![item(0, b"x".to_vec())]),
+            Code::InvalidArgument,
+            "transaction_id",
+        ),
+        (
+            append(&plain.name, "t6", vec![item(0, b"x".to_vec())]),
+            Code::FailedPrecondition,
+            "has no durable_storage",
+        ),
+        (
+            append("no_such_namespace", "t7", vec![item(0, b"x".to_vec())]),
+            Code::NotFound,
+            "no_such_namespace",
+        ),
+    ];
+    for (request, code, names) in cases {
+        let refused = client.append_items(request).await.unwrap_err();
+        assert_eq!(refused.code(), code, "{refused:?}");
+        assert!(refused.message().contains(names), "{}", refused.message());
+    }
+    for count in [0, 100_001] {
+        let refused = client
+            .commit_transaction(CommitTransactionRequest {
+                namespace: name.to_owned(),
+                transaction_id: "t1".into(),
+                item_count: count,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+        assert!(
+            refused.message().contains("transaction item limit"),
+            "{}",
+            refused.message()
+        );
+    }
+    // Nothing of a refused call was staged: t1 has no item to commit.
+    let none = client
+        .commit_transaction(CommitTransactionRequest {
+            namespace: name.to_owned(),
+            transaction_id: "t1".into(),
+            item_count: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(none.code(), Code::NotFound, "{none:?}");
+    producer.shutdown().await;
+}
