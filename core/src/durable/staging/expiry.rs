@@ -1,0 +1,90 @@
+//! The index of open transactions by the minute they opened, which the producer's expiry
+//! sweep reads to find the abandoned ones.
+
+use super::{OPEN_BUCKET_MICROS, Txn, TxnState};
+use crate::durable::{DurableError, DurableStorage, cql};
+
+/// The open-transactions index bucket of a transaction opened at `micros`.
+pub fn open_bucket(micros: i64) -> i64 {
+    micros.div_euclid(OPEN_BUCKET_MICROS)
+}
+
+impl DurableStorage {
+    /// Drops the transaction from the open-transactions index (committed or aborted).
+    pub async fn unindex_open(
+        &self,
+        namespace: &str,
+        id: &str,
+        txn: &Txn,
+    ) -> Result<(), DurableError> {
+        self.run(
+            &self.staging.unindex_open,
+            (namespace, open_bucket(txn.opened_at_micros), id),
+            "transaction index",
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The ids of the transactions opened in `bucket` and still indexed.
+    pub async fn opened_in(
+        &self,
+        namespace: &str,
+        bucket: i64,
+    ) -> Result<Vec<String>, DurableError> {
+        let rows = self
+            .run(
+                &self.staging.opened_in,
+                (namespace, bucket),
+                "transaction index",
+            )
+            .await?
+            .into_rows_result()
+            .map_err(|e| cql("transaction index")(&e))?;
+        rows.rows::<(String,)>()
+            .map_err(|e| cql("transaction index")(&e))?
+            .map(|row| {
+                row.map(|(id,)| id)
+                    .map_err(|e| cql("transaction index")(&e))
+            })
+            .collect()
+    }
+
+    /// Expires the transactions opened in `bucket` that are still open: each moved to
+    /// `expired` (a compare-and-set, so of several sweepers one counts it) and dropped from the
+    /// index. Returns how many this call expired.
+    pub async fn expire_bucket(
+        &self,
+        namespace: &str,
+        bucket: i64,
+        keep: std::time::Duration,
+    ) -> Result<u64, DurableError> {
+        let mut expired = 0;
+        for id in self.opened_in(namespace, bucket).await? {
+            let Some(txn) = self.transaction(namespace, &id).await? else {
+                continue;
+            };
+            if txn.state == TxnState::Open
+                && self
+                    .move_transaction(
+                        namespace,
+                        &id,
+                        TxnState::Open,
+                        TxnState::Expired,
+                        Some("not committed within its lifetime"),
+                        keep,
+                    )
+                    .await?
+            {
+                expired += 1;
+            }
+            self.run(
+                &self.staging.unindex_open,
+                (namespace, bucket, &id),
+                "transaction index",
+            )
+            .await?;
+        }
+        Ok(expired)
+    }
+}

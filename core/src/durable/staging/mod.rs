@@ -1,0 +1,315 @@
+//! Staging for two-phase writes: a transaction's items kept in durable storage until its commit
+//! marker is taken from the queue and every item applied.
+//!
+//! Three tables in the namespace's keyspace:
+//! - `transactions`, one row per transaction (partition: namespace and transaction id): its
+//!   state, its item count once committed, and how far its apply got (`applied_through`: the
+//!   items below it are applied), so a retry or a restart resumes there;
+//! - `transaction_items`, one row per item (partition: namespace and transaction id, clustered by
+//!   sequence), read back in sequence order, a page at a time, so memory stays bounded however
+//!   large the transaction;
+//! - `open_transactions`, the open ones by the minute they opened, for the expiry sweep.
+//!
+//! States: `open` (items may be appended) -> `committing` (the commit checked the items and is
+//! putting the marker on the queue) -> `committed` (the broker acknowledged the marker) ->
+//! `applied`, or `dead_lettered` (the marker went to the DLQ; a redrive resumes from
+//! `applied_through`). `aborted` and `expired` end an open transaction. The moves out of `open`
+//! are lightweight transactions (compare-and-set), so a commit racing an abort or a second
+//! commit has one winner.
+//!
+//! Every row carries a TTL the producer chooses: at least the transaction's lifetime, plus the
+//! marker's whole retry horizon and the DLQ's retention, so a marker never outlives its items.
+
+mod expiry;
+mod items;
+mod lease;
+mod state;
+
+pub use expiry::open_bucket;
+
+use scylla::statement::prepared::PreparedStatement;
+use scylla::value::CqlTimestamp;
+
+use super::{DurableError, DurableStorage, MAX_TTL, cql};
+
+/// Items read per page while checking a commit or applying.
+pub const ITEM_PAGE: i32 = 256;
+
+/// Where a transaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnState {
+    Open,
+    Committing,
+    Committed,
+    Applied,
+    DeadLettered,
+    Aborted,
+    Expired,
+}
+
+impl TxnState {
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Open => "open",
+            TxnState::Committing => "committing",
+            TxnState::Committed => "committed",
+            TxnState::Applied => "applied",
+            TxnState::DeadLettered => "dead_lettered",
+            TxnState::Aborted => "aborted",
+            TxnState::Expired => "expired",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Self, DurableError> {
+        Ok(match name {
+            "open" => TxnState::Open,
+            "committing" => TxnState::Committing,
+            "committed" => TxnState::Committed,
+            "applied" => TxnState::Applied,
+            "dead_lettered" => TxnState::DeadLettered,
+            "aborted" => TxnState::Aborted,
+            "expired" => TxnState::Expired,
+            other => {
+                return Err(DurableError::Cql {
+                    operation: "transaction read",
+                    reason: format!("unknown transaction state '{other}' in the table"),
+                });
+            }
+        })
+    }
+
+    /// Whether the commit was accepted: the items will be applied.
+    pub fn committed(self) -> bool {
+        matches!(
+            self,
+            TxnState::Committing | TxnState::Committed | TxnState::Applied | TxnState::DeadLettered
+        )
+    }
+}
+
+/// A transaction's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub state: TxnState,
+    /// Set by the commit.
+    pub item_count: Option<u64>,
+    /// Items with a lower sequence are applied.
+    pub applied_through: u64,
+    pub opened_at_micros: i64,
+    pub committed_at_micros: Option<i64>,
+    /// Why it was dead-lettered, expired or aborted.
+    pub reason: Option<String>,
+}
+
+/// One staged item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedItem {
+    pub sequence: u64,
+    pub target_kind: String,
+    pub target_settings: String,
+    pub payload: Vec<u8>,
+}
+
+/// The staging statements, prepared once per session.
+#[derive(Debug)]
+pub(super) struct StagingStatements {
+    open: PreparedStatement,
+    read: PreparedStatement,
+    put_item: PreparedStatement,
+    items_from: PreparedStatement,
+    items_in: PreparedStatement,
+    move_state: PreparedStatement,
+    commit: PreparedStatement,
+    progress: PreparedStatement,
+    claim: PreparedStatement,
+    release: PreparedStatement,
+    abort_unknown: PreparedStatement,
+    count_items: PreparedStatement,
+    index_open: PreparedStatement,
+    unindex_open: PreparedStatement,
+    opened_in: PreparedStatement,
+    finish: PreparedStatement,
+    drop_items: PreparedStatement,
+}
+
+/// The width of the open-transactions index's buckets: a transaction opened in bucket b can be
+/// swept once bucket b and its lifetime are past.
+pub const OPEN_BUCKET_MICROS: i64 = 60_000_000;
+
+pub(super) fn schema(keyspace: &str) -> [String; 3] {
+    [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.open_transactions (\
+             namespace text, bucket bigint, id text, PRIMARY KEY ((namespace, bucket), id))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.transactions (\
+             namespace text, id text, state text, item_count bigint, applied_through bigint, \
+             opened_at timestamp, committed_at timestamp, finished_at timestamp, reason text, \
+             applier text, lease_until bigint, \
+             PRIMARY KEY ((namespace, id)))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.transaction_items (\
+             namespace text, id text, sequence bigint, target_kind text, target_settings text, \
+             payload blob, PRIMARY KEY ((namespace, id), sequence))"
+        ),
+    ]
+}
+
+impl StagingStatements {
+    pub(super) async fn prepare(
+        session: &scylla::client::session::Session,
+        keyspace: &str,
+    ) -> Result<Self, DurableError> {
+        let prepare = |text: String| async move {
+            session.prepare(text).await.map_err(|e| cql("prepare")(&e))
+        };
+        let mut items_from = prepare(format!(
+            "SELECT sequence, target_kind, target_settings, payload FROM {keyspace}.transaction_items \
+             WHERE namespace = ? AND id = ? AND sequence >= ?"
+        ))
+        .await?;
+        items_from.set_page_size(ITEM_PAGE);
+        Ok(Self {
+            open: prepare(format!(
+                "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
+                 VALUES (?, ?, 'open', 0, ?, 0) IF NOT EXISTS USING TTL ?"
+            ))
+            .await?,
+            read: prepare(format!(
+                "SELECT state, item_count, applied_through, opened_at, committed_at, reason \
+                 FROM {keyspace}.transactions WHERE namespace = ? AND id = ?"
+            ))
+            .await?,
+            put_item: prepare(format!(
+                "INSERT INTO {keyspace}.transaction_items \
+                 (namespace, id, sequence, target_kind, target_settings, payload) \
+                 VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
+            ))
+            .await?,
+            items_from,
+            items_in: prepare(format!(
+                "SELECT sequence, target_kind, target_settings, payload FROM {keyspace}.transaction_items \
+                 WHERE namespace = ? AND id = ? AND sequence IN ?"
+            ))
+            .await?,
+            move_state: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET state = ?, reason = ? \
+                 WHERE namespace = ? AND id = ? IF state = ?"
+            ))
+            .await?,
+            commit: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET state = 'committing', item_count = ?, committed_at = ? \
+                 WHERE namespace = ? AND id = ? IF state = 'open'"
+            ))
+            .await?,
+            progress: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET applied_through = ?, lease_until = ? \
+                 WHERE namespace = ? AND id = ? IF applier = ?"
+            ))
+            .await?,
+            claim: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET applier = ?, lease_until = ? \
+                 WHERE namespace = ? AND id = ? \
+                 IF state IN ('committing', 'committed', 'dead_lettered') AND lease_until < ?"
+            ))
+            .await?,
+            index_open: prepare(format!(
+                "INSERT INTO {keyspace}.open_transactions (namespace, bucket, id) VALUES (?, ?, ?) USING TTL ?"
+            ))
+            .await?,
+            unindex_open: prepare(format!(
+                "DELETE FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ? AND id = ?"
+            ))
+            .await?,
+            opened_in: prepare(format!(
+                "SELECT id FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ?"
+            ))
+            .await?,
+            count_items: prepare(format!(
+                "SELECT COUNT(*) FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
+            ))
+            .await?,
+            abort_unknown: prepare(format!(
+                "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
+                 VALUES (?, ?, 'aborted', 0, ?, 0) IF NOT EXISTS USING TTL ?"
+            ))
+            .await?,
+            release: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET lease_until = 0 \
+                 WHERE namespace = ? AND id = ? IF applier = ?"
+            ))
+            .await?,
+            finish: prepare(format!(
+                "UPDATE {keyspace}.transactions USING TTL ? SET state = ?, applied_through = ?, reason = ?, finished_at = ?, lease_until = 0 \
+                 WHERE namespace = ? AND id = ? IF applier = ?"
+            ))
+            .await?,
+            drop_items: prepare(format!(
+                "DELETE FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
+            ))
+            .await?,
+        })
+    }
+}
+
+/// A TTL in seconds for CQL, capped at its 20-year maximum.
+fn ttl(keep: std::time::Duration) -> i32 {
+    i32::try_from(keep.min(MAX_TTL).as_secs().max(1)).unwrap_or(i32::MAX)
+}
+
+fn micros(at: Option<CqlTimestamp>) -> Option<i64> {
+    at.map(|t| t.0 * 1000)
+}
+
+type TxnRow = (
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<CqlTimestamp>,
+    Option<CqlTimestamp>,
+    Option<String>,
+);
+
+type ItemRow = (i64, Option<String>, Option<String>, Option<Vec<u8>>);
+
+fn item(row: ItemRow) -> StagedItem {
+    let (sequence, kind, settings, payload) = row;
+    StagedItem {
+        sequence: sequence.max(0) as u64,
+        target_kind: kind.unwrap_or_default(),
+        target_settings: settings.unwrap_or_default(),
+        payload: payload.unwrap_or_default(),
+    }
+}
+
+/// Whether a lightweight transaction applied: its answer's first column, `[applied]` (the row as
+/// it was follows when it did not).
+fn lwt_applied(result: scylla::response::query_result::QueryResult) -> Result<bool, DurableError> {
+    let fail = |e: &dyn std::fmt::Display| cql("transaction update")(e);
+    let rows = result.into_rows_result().map_err(|e| fail(&e))?;
+    let row = rows
+        .maybe_first_row::<scylla::value::Row>()
+        .map_err(|e| fail(&e))?
+        .ok_or_else(|| fail(&"no answer row"))?;
+    match row.columns.first() {
+        Some(Some(scylla::value::CqlValue::Boolean(applied))) => Ok(*applied),
+        other => Err(fail(&format!("unexpected [applied] column {other:?}"))),
+    }
+}
+
+impl DurableStorage {
+    /// Runs a prepared staging statement; `operation` names it in the error.
+    async fn run(
+        &self,
+        statement: &PreparedStatement,
+        values: impl scylla::serialize::row::SerializeRow,
+        operation: &'static str,
+    ) -> Result<scylla::response::query_result::QueryResult, DurableError> {
+        self.session
+            .execute_unpaged(statement, values)
+            .await
+            .map_err(|e| cql(operation)(&e))
+    }
+}
