@@ -8,11 +8,13 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
-use wal_testkit::{TestProducer, Upstream, consumer_process, eventually, namespace_json, unique};
+use wal_testkit::{
+    TestProducer, Upstream, consumer_process, eventually, namespace_json, unique,
+    with_durable_storage,
+};
 
 const ITEMS: u64 = 1000;
 
@@ -20,11 +22,10 @@ const ITEMS: u64 = 1000;
 async fn a_consumer_killed_mid_transaction_and_restarted_finishes_it_from_its_progress() {
     // 10 ms an item: the apply takes about 10 s, so the kill lands in it.
     let upstream = Upstream::serve("127.0.0.1:0", |_| 200, Duration::from_millis(10)).await;
-    let mut config: Value =
-        serde_json::from_str(&namespace_json(Backend::Kafka, 1, &upstream.target(), "")).unwrap();
-    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] =
-        serde_json::json!({"namespace": "wal_txn_test", "type": "kv"});
-    let text = config.to_string();
+    let text = with_durable_storage(
+        &namespace_json(Backend::Kafka, 1, &upstream.target(), ""),
+        "wal_txn_test",
+    );
     let namespace = wal_namespaces::parse(&text, "test").unwrap();
     let name = namespace.name.clone();
     let dir = std::env::temp_dir().join(unique("txn-crash-namespaces"));

@@ -64,7 +64,9 @@ pub use fleet::Fleet;
 #[cfg(feature = "control-plane")]
 pub use grpc::{health_status, reflected_services};
 #[cfg(feature = "fleet")]
-pub use namespaces::{cql_target, delete, namespace, namespace_json, namespace_with_target, put};
+pub use namespaces::{
+    cql_target, delete, namespace, namespace_json, namespace_with_target, put, with_durable_storage,
+};
 #[cfg(feature = "fleet")]
 pub use producer::{TestProducer, delayed, write, write_all_durably, write_true};
 #[cfg(feature = "fleet")]

@@ -91,11 +91,7 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         .map_err(|s| Failure::from_status(&s, "write refused"))?
         .into_inner();
     let durable = response.durable();
-    let word = match durable {
-        Trilean::True => "TRUE",
-        Trilean::False => "FALSE",
-        _ => "UNKNOWN",
-    };
+    let word = durable_word(durable);
     match format {
         Format::Json => output::print_json(&json!({
             "namespace": write.namespace,
@@ -108,6 +104,21 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         }
         Format::Table => println!("{word} entry {}: {}", response.entry_id, response.message),
     }
+    exit_for(durable)
+}
+
+/// The durable answer as printed.
+pub fn durable_word(durable: Trilean) -> &'static str {
+    match durable {
+        Trilean::True => "TRUE",
+        Trilean::False => "FALSE",
+        _ => "UNKNOWN",
+    }
+}
+
+/// How walctl exits on a durable answer: 0 TRUE, 5 FALSE (retry freely), 6 UNKNOWN (retry with
+/// the same id).
+pub fn exit_for(durable: Trilean) -> Result<(), Failure> {
     match durable {
         Trilean::True => Ok(()),
         Trilean::False => Err(Failure::quiet(Exit::NotStored)),

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::{
     Backend, TestProducer, Upstream, apply_config, control_plane_at, eventually, json_of,
-    namespace_json, start_consumer, unique, walctl_at as walctl,
+    namespace_json, start_consumer, unique, walctl_at as walctl, with_durable_storage,
 };
 
 const ITEMS: u64 = 1000;
@@ -39,11 +38,11 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
         .await
     };
     let (mut registry, url) = control_plane_at().await;
-    let mut config: Value =
-        serde_json::from_str(&namespace_json(Backend::Kafka, 1, &upstream.target(), "")).unwrap();
-    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] =
-        serde_json::json!({"namespace": "wal_txn_test", "type": "kv"});
-    let namespace = apply_config(&mut registry, &config.to_string()).await;
+    let config = with_durable_storage(
+        &namespace_json(Backend::Kafka, 1, &upstream.target(), ""),
+        "wal_txn_test",
+    );
+    let namespace = apply_config(&mut registry, &config).await;
     let name = namespace.name.clone();
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;

@@ -11,12 +11,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{
-    AppendItemsRequest, CommitTransactionRequest, Target, TransactionItem, Trilean,
-    WriteTransactionRequest,
+    AppendItemsRequest, CommitTransactionRequest, Target, TransactionItem, WriteTransactionRequest,
 };
 
+use crate::Failure;
 use crate::output::{self, Format};
-use crate::{Exit, Failure};
 
 /// Items per call: the producer's per-call limit.
 const PER_CALL: usize = 1000;
@@ -133,11 +132,7 @@ pub async fn run(write: TxnWrite, format: Format) -> Result<(), Failure> {
     }
     .into_inner();
     let durable = response.durable();
-    let word = match durable {
-        Trilean::True => "TRUE",
-        Trilean::False => "FALSE",
-        _ => "UNKNOWN",
-    };
+    let word = crate::write::durable_word(durable);
     match format {
         Format::Json => output::print_json(&json!({
             "namespace": namespace,
@@ -154,9 +149,5 @@ pub async fn run(write: TxnWrite, format: Format) -> Result<(), Failure> {
             response.message
         ),
     }
-    match durable {
-        Trilean::True => Ok(()),
-        Trilean::False => Err(Failure::quiet(Exit::NotStored)),
-        _ => Err(Failure::quiet(Exit::Unknown)),
-    }
+    crate::write::exit_for(durable)
 }
