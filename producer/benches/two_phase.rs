@@ -1,0 +1,254 @@
+//! Two-phase writes against Cassandra's own atomic multi-partition write, side by side in one
+//! run on the local stack.
+//!
+//! Platform: a Kafka namespace with durable storage, its producer and consumer in this process;
+//! each transaction is one WriteTransaction of `BENCH_TXN_ITEMS` items spread over three tables,
+//! `BENCH_CONCURRENCY` transactions committed at once, and the rate is items per second from the
+//! first commit to the last row visible (every item applied). Baseline: the same items as one
+//! LOGGED batch per transaction, straight to Cassandra, at the same concurrency.
+//!
+//! Then, on the platform alone: commit latency (WriteTransaction answered TRUE) by transaction
+//! size, 10, 100 and 1,000 items, and the lag from a commit's TRUE to its last item visible.
+//!
+//! Run with:
+//!     scripts/stack up && cargo bench -p wal-producer --bench two_phase
+//! Tunables (environment): BENCH_TRANSACTIONS (200), BENCH_TXN_ITEMS (100),
+//! BENCH_CONCURRENCY (8), BENCH_ROUNDS (3), BENCH_LATENCY_TXNS (50).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use scylla::client::session::Session;
+use scylla::statement::batch::{Batch, BatchType};
+use wal_namespaces::Backend;
+use wal_proto::v1::transactions_client::TransactionsClient;
+use wal_proto::v1::{Target, TransactionItem, Trilean, WriteTransactionRequest};
+use wal_testkit::{Cql, Fleet, KEYSPACE, cql_target, namespace_with_target, put, unique};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn percentile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[((values.len() as f64 * q) as usize).min(values.len() - 1)]
+}
+
+/// Item `i` of transaction `t`: a put of row `t-i` in one of the three tables.
+fn item(tables: &[String; 3], t: usize, i: usize) -> TransactionItem {
+    let table = &tables[i % 3];
+    let settings: serde_json::Value = serde_json::from_str(&cql_target(table)).unwrap();
+    TransactionItem {
+        sequence: i as u64,
+        target: Some(Target {
+            kind: "cql".into(),
+            settings_json: settings["settings"].to_string(),
+        }),
+        payload: put(&format!("{t}-{i}"), "v"),
+    }
+}
+
+/// Rows in the three tables.
+async fn rows(cql: &Cql, tables: &[String; 3]) -> i64 {
+    let mut total = 0;
+    for table in tables {
+        total += cql.count(table).await;
+    }
+    total
+}
+
+async fn fresh_tables(cql: &Cql) -> [String; 3] {
+    [cql.table().await, cql.table().await, cql.table().await]
+}
+
+/// The platform's rate: items per second from the first commit to every item applied.
+async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> f64 {
+    let tables = fresh_tables(cql).await;
+    let mut namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&tables[0]), "");
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(
+        "wal_txn_bench",
+    ));
+    let fleet = Fleet::start(namespace).await;
+    let client = TransactionsClient::new(fleet.producer.channel.clone());
+    let name = fleet.namespace.name.clone();
+    let prefix = unique("b");
+    let started = Instant::now();
+    futures::stream::iter(0..transactions)
+        .for_each_concurrent(concurrency, |t| {
+            let (mut client, name, tables) = (client.clone(), name.clone(), tables.clone());
+            let id = format!("{prefix}-{t}");
+            async move {
+                let answer = client
+                    .write_transaction(WriteTransactionRequest {
+                        namespace: name,
+                        transaction_id: id,
+                        items: (0..items).map(|i| item(&tables, t, i)).collect(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+            }
+        })
+        .await;
+    let expected = (transactions * items) as i64;
+    while rows(cql, &tables).await < expected {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rate = expected as f64 / started.elapsed().as_secs_f64();
+    fleet.stop().await;
+    rate
+}
+
+/// The baseline's rate: each transaction's items as one LOGGED batch, straight to Cassandra.
+async fn baseline(
+    cql: &Cql,
+    session: &Arc<Session>,
+    transactions: usize,
+    items: usize,
+    concurrency: usize,
+) -> f64 {
+    let tables = fresh_tables(cql).await;
+    let mut inserts = Vec::new();
+    for table in &tables {
+        inserts.push(
+            session
+                .prepare(format!(
+                    "INSERT INTO {KEYSPACE}.{table} (id, value) VALUES (?, ?) USING TIMESTAMP ?"
+                ))
+                .await
+                .unwrap(),
+        );
+    }
+    let started = Instant::now();
+    futures::stream::iter(0..transactions)
+        .for_each_concurrent(concurrency, |t| {
+            let (session, inserts) = (Arc::clone(session), inserts.clone());
+            async move {
+                let mut batch = Batch::new(BatchType::Logged);
+                let mut values = Vec::with_capacity(items);
+                let at = wal_core::entry::now_micros();
+                for i in 0..items {
+                    batch.append_statement(inserts[i % 3].clone());
+                    values.push((format!("{t}-{i}"), "v", at + i as i64));
+                }
+                session.batch(&batch, values).await.unwrap();
+            }
+        })
+        .await;
+    let rate = (transactions * items) as f64 / started.elapsed().as_secs_f64();
+    assert_eq!(rows(cql, &tables).await, (transactions * items) as i64);
+    rate
+}
+
+/// Commit latency (ms) of `count` transactions of `items` items, one at a time, and the lag (ms)
+/// from each TRUE to its last item visible.
+async fn latency(cql: &Cql, count: usize, items: usize) -> (Vec<f64>, Vec<f64>) {
+    let tables = fresh_tables(cql).await;
+    let mut namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&tables[0]), "");
+    namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(
+        "wal_txn_bench",
+    ));
+    let fleet = Fleet::start(namespace).await;
+    let mut client = TransactionsClient::new(fleet.producer.channel.clone());
+    let name = fleet.namespace.name.clone();
+    let prefix = unique("l");
+    let (mut commits, mut lags) = (Vec::new(), Vec::new());
+    let last_table = &tables[(items - 1) % 3];
+    for t in 0..count {
+        let started = Instant::now();
+        let answer = client
+            .write_transaction(WriteTransactionRequest {
+                namespace: name.clone(),
+                transaction_id: format!("{prefix}-{t}"),
+                items: (0..items).map(|i| item(&tables, t, i)).collect(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+        commits.push(started.elapsed().as_secs_f64() * 1e3);
+        let durable = Instant::now();
+        let last = format!("{t}-{}", items - 1);
+        let select = format!("SELECT id FROM {KEYSPACE}.{last_table} WHERE id = ?");
+        loop {
+            let found = cql
+                .session
+                .query_unpaged(select.as_str(), (last.as_str(),))
+                .await
+                .unwrap()
+                .into_rows_result()
+                .unwrap()
+                .rows_num();
+            if found > 0 {
+                break;
+            }
+            tokio::time::sleep((durable.elapsed() / 10).max(Duration::from_millis(1))).await;
+        }
+        lags.push(durable.elapsed().as_secs_f64() * 1e3);
+    }
+    fleet.stop().await;
+    (commits, lags)
+}
+
+#[tokio::main]
+async fn main() {
+    let transactions = env_usize("BENCH_TRANSACTIONS", 200);
+    let items = env_usize("BENCH_TXN_ITEMS", 100);
+    let concurrency = env_usize("BENCH_CONCURRENCY", 8);
+    let rounds = env_usize("BENCH_ROUNDS", 3).max(1);
+    let latency_txns = env_usize("BENCH_LATENCY_TXNS", 50);
+    let cql = Cql::connect().await;
+    let session = wal_testkit::cql_rows::session().await;
+    println!(
+        "two-phase writes: {transactions} transactions of {items} items over 3 tables, {concurrency} at once, {rounds} rounds"
+    );
+    let (mut platform_rates, mut baseline_rates) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (p, b) = if round % 2 == 0 {
+            let p = platform(&cql, transactions, items, concurrency).await;
+            (
+                p,
+                baseline(&cql, &session, transactions, items, concurrency).await,
+            )
+        } else {
+            let b = baseline(&cql, &session, transactions, items, concurrency).await;
+            (platform(&cql, transactions, items, concurrency).await, b)
+        };
+        println!(
+            "  round {round}: platform {p:>7.0} items/s (commit to applied)   logged batches {b:>7.0} items/s   ratio {:.2}",
+            p / b
+        );
+        platform_rates.push(p);
+        baseline_rates.push(b);
+    }
+    let (p, b) = (median(&mut platform_rates), median(&mut baseline_rates));
+    println!(
+        "median:   platform {p:>7.0} items/s   logged batches {b:>7.0} items/s   ratio {:.2} (goal >= 0.8)",
+        p / b
+    );
+    println!(
+        "commit latency and commit-to-applied lag, {latency_txns} transactions one at a time:"
+    );
+    for size in [10, 100, 1000] {
+        let (mut commits, mut lags) = latency(&cql, latency_txns, size).await;
+        println!(
+            "  {size:>5} items: commit p50 {:>7.1} ms  p99 {:>7.1} ms   applied p50 {:>7.1} ms  p99 {:>7.1} ms after TRUE",
+            percentile(&mut commits, 0.5),
+            percentile(&mut commits, 0.99),
+            percentile(&mut lags, 0.5),
+            percentile(&mut lags, 0.99)
+        );
+    }
+}
