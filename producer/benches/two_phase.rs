@@ -12,8 +12,9 @@
 //!
 //! Run with:
 //!     scripts/stack up && cargo bench -p wal-producer --bench two_phase
-//! Tunables (environment): BENCH_TRANSACTIONS (200), BENCH_TXN_ITEMS (100),
-//! BENCH_CONCURRENCY (8), BENCH_ROUNDS (3), BENCH_LATENCY_TXNS (50).
+//! Tunables (environment): BENCH_TRANSACTIONS (100), BENCH_TXN_ITEMS (100),
+//! BENCH_CONCURRENCY (8), BENCH_ROUNDS (3), BENCH_LATENCY_TXNS (10; a tenth of it, at least 2,
+//! for 1,000-item transactions, which apply one item at a time).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -204,11 +205,11 @@ async fn latency(cql: &Cql, count: usize, items: usize) -> (Vec<f64>, Vec<f64>) 
 
 #[tokio::main]
 async fn main() {
-    let transactions = env_usize("BENCH_TRANSACTIONS", 200);
+    let transactions = env_usize("BENCH_TRANSACTIONS", 100);
     let items = env_usize("BENCH_TXN_ITEMS", 100);
     let concurrency = env_usize("BENCH_CONCURRENCY", 8);
     let rounds = env_usize("BENCH_ROUNDS", 3).max(1);
-    let latency_txns = env_usize("BENCH_LATENCY_TXNS", 50);
+    let latency_txns = env_usize("BENCH_LATENCY_TXNS", 10);
     let cql = Cql::connect().await;
     let session = wal_testkit::cql_rows::session().await;
     println!(
@@ -242,9 +243,14 @@ async fn main() {
         "commit latency and commit-to-applied lag, {latency_txns} transactions one at a time:"
     );
     for size in [10, 100, 1000] {
-        let (mut commits, mut lags) = latency(&cql, latency_txns, size).await;
+        let count = if size == 1000 {
+            (latency_txns / 10).max(2)
+        } else {
+            latency_txns
+        };
+        let (mut commits, mut lags) = latency(&cql, count, size).await;
         println!(
-            "  {size:>5} items: commit p50 {:>7.1} ms  p99 {:>7.1} ms   applied p50 {:>7.1} ms  p99 {:>7.1} ms after TRUE",
+            "  {size:>5} items ({count} transactions): commit p50 {:>7.1} ms  p99 {:>7.1} ms   applied p50 {:>7.1} ms  p99 {:>7.1} ms after TRUE",
             percentile(&mut commits, 0.5),
             percentile(&mut commits, 0.99),
             percentile(&mut lags, 0.5),
