@@ -27,24 +27,9 @@ use scylla::statement::batch::{Batch, BatchType};
 use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{Target, TransactionItem, Trilean, WriteTransactionRequest};
+use wal_testkit::cql_rows::env_usize;
+use wal_testkit::measure::{median, percentile, poll_after};
 use wal_testkit::{Cql, Fleet, KEYSPACE, cql_target, namespace_with_target, put, unique};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn percentile(values: &mut [f64], q: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() as f64 * q) as usize).min(values.len() - 1)]
-}
 
 /// Item `i` of transaction `t`: a put of row `t-i` in one of the three tables.
 fn item(tables: &[String; 3], t: usize, i: usize) -> TransactionItem {
@@ -195,7 +180,7 @@ async fn latency(cql: &Cql, count: usize, items: usize) -> (Vec<f64>, Vec<f64>) 
             if found > 0 {
                 break;
             }
-            tokio::time::sleep((durable.elapsed() / 10).max(Duration::from_millis(1))).await;
+            tokio::time::sleep(poll_after(durable.elapsed())).await;
         }
         lags.push(durable.elapsed().as_secs_f64() * 1e3);
     }

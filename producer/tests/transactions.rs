@@ -264,18 +264,9 @@ async fn an_aborted_transaction_is_never_applied_and_its_commit_is_refused() {
     fleet.stop().await;
 }
 
-/// The process's metrics scrape (the in-process producer records into it once installed).
-fn scrape() -> String {
-    static HANDLE: std::sync::OnceLock<wal_core::process::MetricsHandle> =
-        std::sync::OnceLock::new();
-    HANDLE
-        .get_or_init(|| wal_core::process::install_metrics(&[1.0]).unwrap())
-        .render()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_transaction_expires_is_counted_and_its_late_commit_is_refused() {
-    scrape();
+    wal_testkit::scrape();
     let upstream = Upstream::start(|_| 200).await;
     let mut namespace = staged_namespace(&upstream.target());
     // Shorter than a namespace file may say (60 s at least), so the test does not wait long.
@@ -306,7 +297,7 @@ async fn an_abandoned_transaction_expires_is_counted_and_its_late_commit_is_refu
     eventually(
         Duration::from_secs(180),
         "the expired transaction counted",
-        || async { scrape().contains(&counted).then_some(()) },
+        || async { wal_testkit::scrape().contains(&counted).then_some(()) },
     )
     .await;
     let late = client

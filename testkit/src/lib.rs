@@ -15,6 +15,8 @@
 
 mod backends;
 pub mod measure;
+mod scrape;
+pub use scrape::scrape;
 pub mod stack;
 
 #[cfg(feature = "fleet")]

@@ -28,3 +28,11 @@ pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
+
+/// How long a probe waiting for something to become visible waits before it looks again,
+/// `waited` after it started: 1 ms at first, then a tenth of the time waited so far. A reading
+/// stays within about 10%, and late entries are not polled every millisecond (which made the
+/// probes themselves the load once lag grew).
+pub fn poll_after(waited: std::time::Duration) -> std::time::Duration {
+    (waited / 10).max(std::time::Duration::from_millis(1))
+}

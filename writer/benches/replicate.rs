@@ -43,7 +43,7 @@ use wal_consumer::ConsumerHandle;
 use wal_core::entry::{self, Body, Entry};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
-use wal_testkit::measure::{cpu_seconds, median, percentile};
+use wal_testkit::measure::{cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_set, env_u64, keyed, namespace_with_target,
     region_caches, region_target, start_consumer_with, unique,
@@ -239,14 +239,6 @@ async fn by_hand(topic: &str, group: &str, cache_at: &str, applied: Arc<AtomicU6
             drop(permit);
         });
     }
-}
-
-/// How long a probe waits before looking again, `waited` after the write's TRUE: 1 ms at first,
-/// then a tenth of the time waited so far. Polling every millisecond however late an entry is
-/// made the probes themselves the load once lag grew (hundreds of probes, each a memcached get a
-/// millisecond), which grew the lag further; this keeps a reading within about 10%.
-fn poll_after(waited: Duration) -> Duration {
-    (waited / 10).max(Duration::from_millis(1))
 }
 
 /// Writes through `producer` at `rate` a second for `seconds` and measures, for every

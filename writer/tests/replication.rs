@@ -5,7 +5,7 @@
 //! memcached, memcached2 and memcached3), all on loopback.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
@@ -314,22 +314,13 @@ async fn members(group: String) -> Vec<String> {
     .unwrap()
 }
 
-/// The process's metrics scrape, which the in-process consumer records into once installed
-/// (handles made before are no-ops: install it first).
-fn scrape() -> String {
-    static HANDLE: OnceLock<wal_core::process::MetricsHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| wal_core::process::install_metrics(&[1.0]).unwrap())
-        .render()
-}
-
 /// How many samples of the scrape carry namespace `namespace` and region `region`.
 fn region_samples(namespace: &str, region: &str) -> usize {
     let (namespace, region) = (
         format!("namespace=\"{namespace}\""),
         format!("region=\"{region}\""),
     );
-    scrape()
+    wal_testkit::scrape()
         .lines()
         .filter(|line| {
             !line.starts_with('#') && line.contains(&namespace) && line.contains(&region)
@@ -340,7 +331,7 @@ fn region_samples(namespace: &str, region: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader() {
     use wal_namespaces::feed::{Feed, Source};
-    scrape();
+    wal_testkit::scrape();
     let caches = region_caches();
     let b = TestWriter::start("regionb", &caches[0]).await;
     let c = TestWriter::start("regionc", &caches[1]).await;
@@ -403,7 +394,11 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
         (region_samples(&name, "regiond") > 0).then_some(())
     })
     .await;
-    assert!(region_samples(&name, "regionc") > 0, "{}", scrape());
+    assert!(
+        region_samples(&name, "regionc") > 0,
+        "{}",
+        wal_testkit::scrape()
+    );
 
     // Region c removed: its reader stops; b's and d's go on.
     let removed = text.replace(&region_target(&[&b, &c]), &region_target(&[&b, &d]));
@@ -420,7 +415,7 @@ async fn adding_or_removing_a_region_by_reload_starts_or_stops_only_its_reader()
     assert!(
         region_samples(&name, "regionb") > 0 && region_samples(&name, "regiond") > 0,
         "b's and d's metrics stay: {}",
-        scrape()
+        wal_testkit::scrape()
     );
     assert_eq!(members(group("regionb")).await, member_b);
     assert_eq!(members(group("regiond")).await, member_d);

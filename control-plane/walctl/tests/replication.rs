@@ -4,11 +4,9 @@
 //! entries written meanwhile removed from the topic (as retention would), and the reader back.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -18,12 +16,6 @@ use wal_testkit::{
     control_plane_at, json_of, kafka_bootstrap, keyed, namespace_json, region_caches,
     region_target, start_consumer, unique, walctl_at, write_true,
 };
-
-/// The process's metrics, rendered as Prometheus text: the in-process consumer records into it.
-fn metrics() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().unwrap())
-}
 
 /// Removes every record of `topic` held now, as retention would.
 async fn remove_everything(topic: &str) {
@@ -75,7 +67,8 @@ async fn status(control_plane: &str, namespace: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn entries_removed_while_a_region_was_down_are_a_reported_gap_and_the_region_resumes_after_it()
  {
-    let metrics = metrics();
+    // Installed before the consumer starts: handles made before the recorder are no-ops.
+    wal_testkit::scrape();
     let cache_at = region_caches()[0].clone();
     let cache = AsyncMetaClient::connect(cache_at.as_str()).await.unwrap();
     let mut writer = TestWriter::start("regionb", &cache_at).await;
@@ -139,7 +132,7 @@ async fn entries_removed_while_a_region_was_down_are_a_reported_gap_and_the_regi
         );
     }
     let group = format!("wal-consumer.{topic}.region-regionb");
-    let rendered = metrics.render();
+    let rendered = wal_testkit::scrape();
     let counted: f64 = rendered
         .lines()
         .filter(|l| l.starts_with("wal_queue_gap_entries_total") && l.contains(&group))

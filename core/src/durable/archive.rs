@@ -63,9 +63,7 @@ impl ArchiveStatements {
         session: &scylla::client::session::Session,
         keyspace: &str,
     ) -> Result<Self, DurableError> {
-        let prepare = |text: String| async move {
-            session.prepare(text).await.map_err(|e| cql("prepare")(&e))
-        };
+        let prepare = |text: String| super::prepare(session, text);
         let mut read = prepare(format!(
             "SELECT written_at, entry FROM {keyspace}.archive \
              WHERE namespace = ? AND bucket = ? AND shard = ? AND written_at >= ? AND written_at < ?"

@@ -108,6 +108,11 @@ pub enum DurableError {
     },
 }
 
+/// Prepares one of the platform's statements.
+async fn prepare(session: &Session, text: String) -> Result<PreparedStatement, DurableError> {
+    session.prepare(text).await.map_err(|e| cql("prepare")(&e))
+}
+
 fn cql(operation: &'static str) -> impl Fn(&dyn std::fmt::Display) -> DurableError {
     move |reason| DurableError::Cql {
         operation,

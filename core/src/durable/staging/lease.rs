@@ -1,7 +1,7 @@
 //! The apply's lease: one apply of a transaction at a time, and its progress recorded under
 //! it.
 
-use super::{lwt_applied, ttl};
+use super::ttl;
 use crate::durable::{DurableError, DurableStorage};
 use crate::entry::now_micros;
 
@@ -17,21 +17,19 @@ impl DurableStorage {
         lease_until_micros: i64,
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
-        let result = self
-            .run(
-                &self.staging.progress,
-                (
-                    ttl(keep),
-                    applied_through as i64,
-                    lease_until_micros,
-                    namespace,
-                    id,
-                    applier,
-                ),
-                "transaction progress",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.progress,
+            (
+                ttl(keep),
+                applied_through as i64,
+                lease_until_micros,
+                namespace,
+                id,
+                applier,
+            ),
+            "transaction progress",
+        )
+        .await
     }
 
     /// Takes the transaction's apply for `applier` until `lease_until_micros`, unless someone
@@ -45,21 +43,19 @@ impl DurableStorage {
         lease_until_micros: i64,
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
-        let result = self
-            .run(
-                &self.staging.claim,
-                (
-                    ttl(keep),
-                    applier,
-                    lease_until_micros,
-                    namespace,
-                    id,
-                    now_micros(),
-                ),
-                "transaction claim",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.claim,
+            (
+                ttl(keep),
+                applier,
+                lease_until_micros,
+                namespace,
+                id,
+                now_micros(),
+            ),
+            "transaction claim",
+        )
+        .await
     }
 
     /// Gives the apply's lease back, so the next attempt need not wait for it to run out.

@@ -162,9 +162,7 @@ impl StagingStatements {
         session: &scylla::client::session::Session,
         keyspace: &str,
     ) -> Result<Self, DurableError> {
-        let prepare = |text: String| async move {
-            session.prepare(text).await.map_err(|e| cql("prepare")(&e))
-        };
+        let prepare = |text: String| super::prepare(session, text);
         let mut items_from = prepare(format!(
             "SELECT sequence, target_kind, target_settings, payload FROM {keyspace}.transaction_items \
              WHERE namespace = ? AND id = ? AND sequence >= ?"
@@ -311,5 +309,15 @@ impl DurableStorage {
             .execute_unpaged(statement, values)
             .await
             .map_err(|e| cql(operation)(&e))
+    }
+
+    /// Runs a lightweight transaction (a compare-and-set): whether it applied.
+    async fn run_lwt(
+        &self,
+        statement: &PreparedStatement,
+        values: impl scylla::serialize::row::SerializeRow,
+        operation: &'static str,
+    ) -> Result<bool, DurableError> {
+        lwt_applied(self.run(statement, values, operation).await?)
     }
 }

@@ -3,7 +3,7 @@
 
 use scylla::value::CqlTimestamp;
 
-use super::{Txn, TxnRow, TxnState, lwt_applied, micros, open_bucket, ttl};
+use super::{Txn, TxnRow, TxnState, micros, open_bucket, ttl};
 use crate::durable::{DurableError, DurableStorage, cql};
 use crate::entry::now_micros;
 
@@ -47,14 +47,14 @@ impl DurableStorage {
         }
         let now = now_micros();
         let opened = CqlTimestamp(now / 1000);
-        let result = self
-            .run(
+        if self
+            .run_lwt(
                 &self.staging.open,
                 (namespace, id, opened, ttl(keep)),
                 "transaction open",
             )
-            .await?;
-        if lwt_applied(result)? {
+            .await?
+        {
             // Indexed by when it opened, so an abandoned one is found and counted once expired.
             // The row's own opened_at is in milliseconds: the bucket is taken from those.
             self.run(
@@ -78,14 +78,12 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
         let at = CqlTimestamp(now_micros() / 1000);
-        let result = self
-            .run(
-                &self.staging.abort_unknown,
-                (namespace, id, at, ttl(keep)),
-                "transaction abort",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.abort_unknown,
+            (namespace, id, at, ttl(keep)),
+            "transaction abort",
+        )
+        .await
     }
 
     /// Moves an open transaction to committing with its item count; false when it was not open
@@ -98,14 +96,12 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
         let at = CqlTimestamp(now_micros() / 1000);
-        let result = self
-            .run(
-                &self.staging.commit,
-                (ttl(keep), item_count as i64, at, namespace, id),
-                "transaction commit",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.commit,
+            (ttl(keep), item_count as i64, at, namespace, id),
+            "transaction commit",
+        )
+        .await
     }
 
     /// Moves the transaction from `from` to `to`, with a reason; false when it was not in `from`.
@@ -118,14 +114,12 @@ impl DurableStorage {
         reason: Option<&str>,
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
-        let result = self
-            .run(
-                &self.staging.move_state,
-                (ttl(keep), to.name(), reason, namespace, id, from.name()),
-                "transaction update",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.move_state,
+            (ttl(keep), to.name(), reason, namespace, id, from.name()),
+            "transaction update",
+        )
+        .await
     }
 
     /// Ends a committed transaction's apply by `applier`: `applied`, or `dead_lettered` with
@@ -142,22 +136,20 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
         let at = CqlTimestamp(now_micros() / 1000);
-        let result = self
-            .run(
-                &self.staging.finish,
-                (
-                    ttl(keep),
-                    state.name(),
-                    applied_through as i64,
-                    reason,
-                    at,
-                    namespace,
-                    id,
-                    applier,
-                ),
-                "transaction update",
-            )
-            .await?;
-        lwt_applied(result)
+        self.run_lwt(
+            &self.staging.finish,
+            (
+                ttl(keep),
+                state.name(),
+                applied_through as i64,
+                reason,
+                at,
+                namespace,
+                id,
+                applier,
+            ),
+            "transaction update",
+        )
+        .await
     }
 }

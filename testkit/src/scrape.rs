@@ -1,0 +1,15 @@
+//! The test process's own metrics: what in-process producers, consumers and writers recorded.
+
+use std::sync::OnceLock;
+
+/// The process's metrics scrape, as the services serve it (released series left out). The
+/// recorder is installed on first call: call it before starting what records, since handles
+/// made before it are no-ops.
+pub fn scrape() -> String {
+    static HANDLE: OnceLock<wal_core::process::MetricsHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            wal_core::process::install_metrics(&[1.0]).expect("no other metrics recorder")
+        })
+        .render()
+}
