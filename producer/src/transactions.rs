@@ -128,7 +128,7 @@ impl TransactionService {
     async fn commit(
         &self,
         runtime: &NamespaceRuntime,
-        durable: &DurableStorage,
+        durable: &Arc<DurableStorage>,
         id: &str,
         item_count: u64,
     ) -> Result<WriteToLogResponse, Status> {
@@ -165,22 +165,21 @@ impl TransactionService {
                 return Err(refused(namespace, id, TxnState::Expired));
             }
             check_complete(durable, name, id, item_count).await?;
-            if durable
-                .begin_commit(name, id, item_count, keep)
+            let committing = durable
+                .begin_commit(name, id, &txn, item_count, keep)
                 .await
-                .map_err(unavailable)?
-            {
-                // No longer open: the expiry sweep need not look at it. Best effort: the sweep
-                // leaves a committed one alone anyway.
-                let _ = durable.unindex_open(name, id, &txn).await;
-            } else {
-                tracing::debug!(namespace = %name, transaction = %id, "commit raced another change");
+                .map_err(unavailable)?;
+            match committing {
+                Some(committing) => committing,
+                None => {
+                    tracing::debug!(namespace = %name, transaction = %id, "commit raced another change");
+                    durable
+                        .transaction(name, id)
+                        .await
+                        .map_err(unavailable)?
+                        .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
+                }
             }
-            durable
-                .transaction(name, id)
-                .await
-                .map_err(unavailable)?
-                .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
         } else {
             txn
         };
@@ -215,18 +214,16 @@ impl TransactionService {
             // promises (nothing applied; a later commit may succeed).
             self.uncommit(durable, name, id, keep).await;
         }
-        if answer.durable() == wal_proto::v1::Trilean::True && txn.state == TxnState::Committing {
-            // Only a label for operators: the consumer applies a committing one as well.
-            let _ = durable
-                .move_transaction(
-                    name,
-                    id,
-                    TxnState::Committing,
-                    TxnState::Committed,
-                    None,
-                    keep,
-                )
-                .await;
+        if answer.durable() == wal_proto::v1::Trilean::True {
+            // Only a label for operators (the consumer applies a committing one as well), so
+            // the answer does not wait for its compare-and-set.
+            let (durable, name, id) = (Arc::clone(durable), name.clone(), id.to_owned());
+            tokio::spawn(async move {
+                let (from, to) = (TxnState::Committing, TxnState::Committed);
+                let _ = durable
+                    .move_transaction(&name, &id, from, to, None, keep)
+                    .await;
+            });
         }
         Ok(answer)
     }

@@ -172,11 +172,7 @@ async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice(
     .await;
     // Give a second (wrong) application time to show.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let bodies: Vec<String> = upstream
-        .received()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    let bodies = upstream.bodies();
     let expected: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
     assert_eq!(bodies, expected, "each item once, in sequence order");
 
@@ -419,5 +415,64 @@ async fn requests_past_a_limit_are_refused_naming_it_and_stage_nothing() {
         .await
         .unwrap_err();
     assert_eq!(none.code(), Code::NotFound, "{none:?}");
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_changed_mid_transaction_leaves_its_staged_items_where_they_were_staged() {
+    const ITEMS: u64 = 10;
+    let cql = Cql::connect().await;
+    let (staged_under, changed_to) = (cql.table().await, cql.table().await);
+    let before = staged_namespace(&cql_target(&staged_under));
+    let mut after = before.clone();
+    after.default_target = staged_namespace(&cql_target(&changed_to)).default_target;
+    let mut producer = wal_testkit::TestProducer::start(vec![before.clone()]).await;
+    let mut client = TransactionsClient::new(producer.channel.clone());
+    let name = before.name.clone();
+    let id = unique("txn");
+    // Items naming no target take the namespace's default as it is when they are appended.
+    let items = (0..ITEMS)
+        .map(|i| TransactionItem {
+            sequence: i,
+            target: None,
+            payload: put(&format!("k{i}"), "staged"),
+        })
+        .collect();
+    client
+        .append_items(AppendItemsRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            items,
+        })
+        .await
+        .unwrap();
+
+    // The default target changes before the commit, and the consumer only knows the new one.
+    producer.live.reload(vec![after.clone()]).await.unwrap();
+    let answer = client
+        .commit_transaction(CommitTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            item_count: ITEMS,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    let consumer = wal_testkit::start_consumer(vec![after]).await;
+    let expected: std::collections::BTreeMap<String, Option<String>> = (0..ITEMS)
+        .map(|i| (format!("k{i}"), Some("staged".to_owned())))
+        .collect();
+    eventually(
+        LIMIT,
+        "every item in the table it was staged for",
+        || async { (cql.rows(&staged_under).await == expected).then_some(()) },
+    )
+    .await;
+    assert!(
+        cql.rows(&changed_to).await.is_empty(),
+        "nothing follows the new default"
+    );
+    consumer.shutdown().await;
     producer.shutdown().await;
 }

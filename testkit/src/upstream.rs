@@ -133,6 +133,15 @@ impl Upstream {
         self.received.lock().unwrap().clone()
     }
 
+    /// The bodies received so far, in arrival order, as text.
+    pub fn bodies(&self) -> Vec<String> {
+        let received = self.received.lock().unwrap();
+        received
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
+    }
+
     /// How many requests arrived so far: cheap enough to poll while thousands arrive, where
     /// cloning every one (`received`) would take the CPU the run is measuring.
     pub fn count(&self) -> usize {

@@ -580,11 +580,7 @@ async fn write_keys_in_order(
 
 /// `upstream` received each of `keys`' bodies `"KEY SEQ"` once, SEQ 0 to `per_key - 1` in order.
 fn each_key_once_in_order(upstream: &wal_testkit::Upstream, keys: &[&str], per_key: u32) {
-    let bodies: Vec<String> = upstream
-        .received()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    let bodies = upstream.bodies();
     assert_eq!(
         bodies.len(),
         keys.len() * per_key as usize,
@@ -705,11 +701,7 @@ async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_
 
     // Every entry arrived, and in the order written (ids of one write time sort by creation);
     // the ones in flight at the kill may arrive twice, which the target's idempotency absorbs.
-    let bodies: Vec<String> = replayed
-        .received()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    let bodies = replayed.bodies();
     let mut first_seen: Vec<u32> = Vec::new();
     for body in &bodies {
         let seq: u32 = body.strip_prefix("k ").unwrap().parse().unwrap();

@@ -2,14 +2,19 @@
 
 //! A two-phase write whose target fails permanently part of the way: the commit marker goes to
 //! the DLQ saying how far it got, `walctl dlq show` says so too, and after the fix a redrive
-//! applies the rest, from where it stopped, without applying the first part again.
+//! applies the rest, from where it stopped, without applying the first part again; `walctl txn
+//! list` shows it dead-lettered until then, and an open one until it is aborted. And a replay
+//! of a range holding a commit marker applies the transaction's items again, in order, from its
+//! staging; once the staging is gone, the replay fails saying so.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wal_proto::v1::transactions_client::TransactionsClient;
-use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
+use wal_proto::v1::{
+    AbortTransactionRequest, AppendItemsRequest, TransactionItem, Trilean, WriteTransactionRequest,
+};
 use wal_testkit::{
     Backend, TestProducer, Upstream, apply_config, control_plane_at, eventually, json_of,
     namespace_json, start_consumer, unique, walctl_at as walctl, with_durable_storage,
@@ -18,6 +23,19 @@ use wal_testkit::{
 const ITEMS: u64 = 1000;
 const FAILS_AT: u64 = 500;
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// The ids `walctl txn list NAME --state STATE` prints.
+async fn txn_list(url: &str, name: &str, state: &str) -> Vec<String> {
+    let args = ["txn", "list", name, "--state", state, "-o", "json"];
+    let listed = json_of(&walctl(url, &args).await);
+    assert_eq!(listed["state"], state.replace('-', "_"), "{listed:#}");
+    listed["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["transaction_id"].as_str().unwrap().to_owned())
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where_it_stopped() {
@@ -106,6 +124,8 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     assert_eq!(txn["item_count"], ITEMS, "{txn:#}");
     assert_eq!(txn["staged_items"], ITEMS, "{txn:#}");
     assert!(txn["reason"].as_str().unwrap().contains("400"), "{txn:#}");
+    assert_eq!(txn_list(&url, &name, "dead-lettered").await, [id.as_str()]);
+    assert!(txn_list(&url, &name, "applying").await.is_empty());
     let before: Vec<String> = (0..FAILS_AT).map(|i| format!("item-{i}")).collect();
     assert_eq!(
         *accepted.lock().unwrap(),
@@ -131,9 +151,123 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     let txn = json_of(&walctl(&url, &["txn", "show", &name, &id, "-o", "json"]).await);
     assert_eq!(txn["state"], "applied", "{txn:#}");
     assert_eq!(txn["applied_through"], ITEMS, "{txn:#}");
+    assert!(txn_list(&url, &name, "dead-lettered").await.is_empty());
+    assert!(txn_list(&url, &name, "applying").await.is_empty());
+
+    // An open one is listed as open until it is aborted.
+    let client = TransactionsClient::new(producer.channel.clone());
+    let open = unique("open");
+    client
+        .clone()
+        .append_items(AppendItemsRequest {
+            namespace: name.clone(),
+            transaction_id: open.clone(),
+            items: vec![TransactionItem {
+                sequence: 0,
+                target: None,
+                payload: b"later".to_vec(),
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(txn_list(&url, &name, "open").await, [open.as_str()]);
+    client
+        .clone()
+        .abort_transaction(AbortTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: open.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(txn_list(&url, &name, "open").await.is_empty());
     let unknown = walctl(&url, &["txn", "show", &name, "no-such-txn"]).await;
     assert_eq!(unknown.status.code(), Some(4), "not found");
 
     consumer.shutdown().await;
     producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_applies_a_committed_transaction_again_and_fails_loudly_once_its_staging_is_gone()
+{
+    const REPLAYED: u64 = 20;
+    const KEYSPACE: &str = "wal_txn_test";
+    let upstream = Upstream::start(|_| 200).await;
+    let (mut registry, url) = control_plane_at().await;
+    let config = with_durable_storage(
+        &namespace_json(Backend::Kafka, 1, &upstream.target(), ""),
+        KEYSPACE,
+    );
+    let namespace = apply_config(&mut registry, &config).await;
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+
+    let from = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    let id = unique("txn");
+    let answer = TransactionsClient::new(producer.channel.clone())
+        .write_transaction(WriteTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: id.clone(),
+            items: (0..REPLAYED)
+                .map(|i| TransactionItem {
+                    sequence: i,
+                    target: None,
+                    payload: format!("item-{i}").into_bytes(),
+                })
+                .collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    let once: Vec<String> = (0..REPLAYED).map(|i| format!("item-{i}")).collect();
+    eventually(LIMIT, "the transaction applied", || async {
+        (upstream.bodies() == once).then_some(())
+    })
+    .await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+
+    // Applied already, and applied again by the replay: every item, in order.
+    let replay = [
+        "replay",
+        "--namespace",
+        &name,
+        "--from",
+        &from,
+        "-o",
+        "json",
+    ];
+    let replayed = json_of(&walctl(&url, &replay).await);
+    assert_eq!(replayed["applied"], 1, "one marker: {replayed:#}");
+    let twice = [once.clone(), once.clone()].concat();
+    assert_eq!(
+        upstream.bodies(),
+        twice,
+        "the items again, in sequence order"
+    );
+
+    // The staging gone (as when its retention ran out): the replay fails and names why.
+    let cql = wal_testkit::Cql::connect().await;
+    for table in ["transactions", "transaction_items"] {
+        cql.session
+            .query_unpaged(
+                format!("DELETE FROM {KEYSPACE}.{table} WHERE namespace = ? AND id = ?"),
+                (&name, &id),
+            )
+            .await
+            .unwrap();
+    }
+    // From the start of the range again, not from the first run's checkpoint.
+    let again = [&replay[..], &["--from-start"]].concat();
+    let failed = walctl(&url, &again).await;
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    let report: serde_json::Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(report["applied"], 0, "{report:#}");
+    assert!(
+        report["failed"].to_string().contains("staging is gone"),
+        "{report:#}"
+    );
+    assert_eq!(upstream.bodies(), twice, "nothing applied in part");
 }

@@ -18,7 +18,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::prepared::PreparedStatement;
-pub use staging::{ITEM_PAGE, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
+pub use staging::{ITEM_PAGE, Listing, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
 
 use crate::entry::{ClaimCheck, now_micros};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use governor::DefaultDirectRateLimiter;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use wal_core::entry::{Entry, Target as TargetSpec};
+use wal_core::entry::{Body, Entry, Target as TargetSpec};
 use wal_namespaces::Namespace;
 
 /// Tries of one entry whose failures are retryable.
@@ -236,7 +236,17 @@ impl Applier {
         let mut backoff = FIRST_BACKOFF;
         self.limiter.until_ready().await;
         for attempt in 1..=ATTEMPTS {
-            match self.apply.apply(&self.namespace, entry, spec, None).await {
+            let applied = match &entry.body {
+                // A commit marker: its staged items again, each to its own target (or --target).
+                Some(Body::Transaction(marker)) => {
+                    let over = self.target.as_ref();
+                    self.apply
+                        .replay_transaction(&self.namespace, entry, marker, over)
+                        .await
+                }
+                _ => self.apply.apply(&self.namespace, entry, spec, None).await,
+            };
+            match applied {
                 Ok(()) => return Ok(()),
                 Err(error) if error.is_retryable() && attempt < ATTEMPTS => {
                     tokio::time::sleep(backoff).await;

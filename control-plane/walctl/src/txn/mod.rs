@@ -1,10 +1,13 @@
-//! `walctl txn`: two-phase writes from the shell. `show` reads where a transaction stands from
-//! the namespace's staging tables; `write` stages a file of items and commits them.
+//! `walctl txn`: two-phase writes from the shell. `show` and `list` read where transactions
+//! stand from the namespace's staging tables; `write` stages a file of items and commits them.
 
+mod list;
 mod show;
 mod write;
 
+use wal_core::durable::{DurableSettings, DurableStorage, TxnState, transaction_lifetime};
 use wal_core::process::{BrokerFlags, CqlFlags};
+use wal_namespaces::Namespace;
 
 use crate::Failure;
 use crate::output::Format;
@@ -27,6 +30,18 @@ enum Command {
         namespace: String,
         transaction_id: String,
     },
+    /// The transactions in one state: open (items may still be appended), applying (committed,
+    /// waiting for its marker or being applied), dead-lettered (a redrive applies the rest).
+    /// Applied, aborted and expired ones are not listed; `show` finds them while their staging
+    /// lasts.
+    List {
+        namespace: String,
+        #[arg(long, value_enum)]
+        state: list::Listed,
+        /// At most this many.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        limit: u32,
+    },
     /// Stage the items of a JSON file and commit them as one transaction; prints the commit's
     /// durable answer (TRUE, FALSE or UNKNOWN) and exits as `walctl write` does (5 FALSE,
     /// 6 UNKNOWN: run it again, the transaction id makes that safe).
@@ -39,15 +54,72 @@ pub async fn run(command: Txn, control_plane: &str, format: Format) -> Result<()
             namespace,
             transaction_id,
         } => {
-            show::run(
-                (&command.brokers, &command.cql),
-                control_plane,
-                &namespace,
-                &transaction_id,
-                format,
-            )
-            .await
+            let (namespace, storage) =
+                staging((&command.brokers, &command.cql), control_plane, &namespace).await?;
+            show::run(&namespace, &storage, &transaction_id, format).await
+        }
+        Command::List {
+            namespace,
+            state,
+            limit,
+        } => {
+            let (namespace, storage) =
+                staging((&command.brokers, &command.cql), control_plane, &namespace).await?;
+            list::run(&namespace, &storage, state, limit, format).await
         }
         Command::Write(write) => write::run(write, format).await,
+    }
+}
+
+/// The namespace as the control plane has it, and its staging store.
+async fn staging(
+    (brokers, cql): (&BrokerFlags, &CqlFlags),
+    control_plane: &str,
+    namespace: &str,
+) -> Result<(Namespace, DurableStorage), Failure> {
+    let namespace = crate::namespace::current(control_plane, namespace).await?;
+    let durable = namespace.durable_storage.as_ref().ok_or_else(|| {
+        Failure::usage(format!(
+            "namespace '{}' has no durable_storage, so it has no two-phase writes",
+            namespace.name
+        ))
+    })?;
+    let clusters = brokers
+        .cluster_map(brokers.kafka(), cql.cql_nodes.clone())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let shard = clusters
+        .cql(durable.shard.as_deref())
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "namespace '{}' names CQL shard {:?}, which the cluster map does not have; pass --clusters (or set WAL_CLUSTERS)",
+                namespace.name,
+                durable.shard.as_deref().unwrap_or("(default)")
+            ))
+        })?;
+    if shard.contact_points.is_empty() {
+        return Err(Failure::usage(
+            "the staging tables are in CQL; pass --cql-nodes (or set WAL_CQL_NODES), or name the shard's contact points in the cluster map",
+        ));
+    }
+    let storage = DurableStorage::connect(&DurableSettings::on_shard(shard, &durable.keyspace))
+        .await
+        .map_err(|e| Failure::broker(format!("keyspace '{}': {e}", durable.keyspace)))?;
+    Ok((namespace, storage))
+}
+
+/// The state to show: an open transaction past its lifetime is expired, whether or not the
+/// producer's sweep has marked it yet.
+fn shown_state(namespace: &Namespace, txn: &wal_core::durable::Txn) -> &'static str {
+    let expired = txn.state == TxnState::Open
+        && wal_core::entry::now_micros().saturating_sub(txn.opened_at_micros)
+            > transaction_lifetime(namespace).as_micros() as i64;
+    if expired { "expired" } else { txn.state.name() }
+}
+
+/// How far the apply got, as "k of n"; "-" before the commit.
+fn applied(txn: &wal_core::durable::Txn) -> String {
+    match txn.item_count {
+        Some(count) => format!("{} of {count}", txn.applied_through),
+        None => "-".to_owned(),
     }
 }

@@ -8,7 +8,9 @@
 //! - `transaction_items`, one row per item (partition: namespace and transaction id, clustered by
 //!   sequence), read back in sequence order, a page at a time, so memory stays bounded however
 //!   large the transaction;
-//! - `open_transactions`, the open ones by the minute they opened, for the expiry sweep.
+//! - `open_transactions`, the open ones by the minute they opened, for the expiry sweep;
+//! - `transactions_by_state`, the open, applying and dead-lettered ones, for operators
+//!   ([`by_state`]).
 //!
 //! States: `open` (items may be appended) -> `committing` (the commit checked the items and is
 //! putting the marker on the queue) -> `committed` (the broker acknowledged the marker) ->
@@ -20,11 +22,13 @@
 //! Every row carries a TTL the producer chooses: at least the transaction's lifetime, plus the
 //! marker's whole retry horizon and the DLQ's retention, so a marker never outlives its items.
 
+mod by_state;
 mod expiry;
 mod items;
 mod lease;
 mod state;
 
+pub use by_state::Listing;
 pub use expiry::open_bucket;
 
 use scylla::statement::prepared::PreparedStatement;
@@ -130,14 +134,22 @@ pub(super) struct StagingStatements {
     opened_in: PreparedStatement,
     finish: PreparedStatement,
     drop_items: PreparedStatement,
+    index_state: PreparedStatement,
+    unindex_state: PreparedStatement,
+    list_state: PreparedStatement,
 }
 
 /// The width of the open-transactions index's buckets: a transaction opened in bucket b can be
 /// swept once bucket b and its lifetime are past.
 pub const OPEN_BUCKET_MICROS: i64 = 60_000_000;
 
-pub(super) fn schema(keyspace: &str) -> [String; 3] {
+pub(super) fn schema(keyspace: &str) -> [String; 4] {
     [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.transactions_by_state (\
+             namespace text, state text, id text, since timestamp, \
+             PRIMARY KEY ((namespace, state), id))"
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.open_transactions (\
              namespace text, bucket bigint, id text, PRIMARY KEY ((namespace, bucket), id))"
@@ -246,6 +258,19 @@ impl StagingStatements {
             .await?,
             drop_items: prepare(format!(
                 "DELETE FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
+            ))
+            .await?,
+            index_state: prepare(format!(
+                "INSERT INTO {keyspace}.transactions_by_state (namespace, state, id, since) \
+                 VALUES (?, ?, ?, ?) USING TTL ?"
+            ))
+            .await?,
+            unindex_state: prepare(format!(
+                "DELETE FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? AND id = ?"
+            ))
+            .await?,
+            list_state: prepare(format!(
+                "SELECT id FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? LIMIT ?"
             ))
             .await?,
         })

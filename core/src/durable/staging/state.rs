@@ -3,7 +3,7 @@
 
 use scylla::value::CqlTimestamp;
 
-use super::{Txn, TxnRow, TxnState, micros, open_bucket, ttl};
+use super::{Listing, Txn, TxnRow, TxnState, micros, open_bucket, ttl};
 use crate::durable::{DurableError, DurableStorage, cql};
 use crate::entry::now_micros;
 
@@ -45,9 +45,10 @@ impl DurableStorage {
         if let Some(txn) = self.transaction(namespace, id).await? {
             return Ok(txn);
         }
-        let now = now_micros();
+        // The row keeps milliseconds: the bucket and the answer are taken from those.
+        let now = now_micros() / 1000 * 1000;
         let opened = CqlTimestamp(now / 1000);
-        if self
+        if !self
             .run_lwt(
                 &self.staging.open,
                 (namespace, id, opened, ttl(keep)),
@@ -55,18 +56,27 @@ impl DurableStorage {
             )
             .await?
         {
-            // Indexed by when it opened, so an abandoned one is found and counted once expired.
-            // The row's own opened_at is in milliseconds: the bucket is taken from those.
-            self.run(
-                &self.staging.index_open,
-                (namespace, open_bucket(now / 1000 * 1000), id, ttl(keep)),
-                "transaction open",
-            )
-            .await?;
+            // Opened (or aborted) by another call meanwhile.
+            return self.transaction(namespace, id).await?.ok_or_else(|| {
+                cql("transaction open")(&"the row is missing right after its insert")
+            });
         }
-        self.transaction(namespace, id)
-            .await?
-            .ok_or_else(|| cql("transaction open")(&"the row is missing right after its insert"))
+        // Indexed by when it opened, so an abandoned one is found and counted once expired.
+        let by_time = self.run(
+            &self.staging.index_open,
+            (namespace, open_bucket(now), id, ttl(keep)),
+            "transaction open",
+        );
+        let by_state = self.reindex(namespace, id, &[], TxnState::Open, keep);
+        futures::try_join!(by_time, by_state)?;
+        Ok(Txn {
+            state: TxnState::Open,
+            item_count: None,
+            applied_through: 0,
+            opened_at_micros: now,
+            committed_at_micros: None,
+            reason: None,
+        })
     }
 
     /// Records a transaction nobody opened as aborted, so a late first append cannot open it;
@@ -86,22 +96,46 @@ impl DurableStorage {
         .await
     }
 
-    /// Moves an open transaction to committing with its item count; false when it was not open
-    /// (someone else committed, aborted or expired it first).
+    /// Moves the open transaction `open` to committing with its item count, and returns it
+    /// as it then stands; None when it was not open (someone else committed, aborted or expired
+    /// it first: read it again).
     pub async fn begin_commit(
         &self,
         namespace: &str,
         id: &str,
+        open: &Txn,
         item_count: u64,
         keep: std::time::Duration,
-    ) -> Result<bool, DurableError> {
-        let at = CqlTimestamp(now_micros() / 1000);
-        self.run_lwt(
-            &self.staging.commit,
-            (ttl(keep), item_count as i64, at, namespace, id),
-            "transaction commit",
-        )
-        .await
+    ) -> Result<Option<Txn>, DurableError> {
+        let at = now_micros() / 1000;
+        if !self
+            .run_lwt(
+                &self.staging.commit,
+                (
+                    ttl(keep),
+                    item_count as i64,
+                    CqlTimestamp(at),
+                    namespace,
+                    id,
+                ),
+                "transaction commit",
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        // Best effort: a sweep or a listing checks the row, so an index entry left behind only
+        // costs a read.
+        let (_, _) = futures::join!(
+            self.unindex_open(namespace, id, open),
+            self.reindex(namespace, id, &[Listing::Open], TxnState::Committing, keep)
+        );
+        Ok(Some(Txn {
+            state: TxnState::Committing,
+            item_count: Some(item_count),
+            committed_at_micros: Some(at * 1000),
+            ..open.clone()
+        }))
     }
 
     /// Moves the transaction from `from` to `to`, with a reason; false when it was not in `from`.
@@ -114,12 +148,19 @@ impl DurableStorage {
         reason: Option<&str>,
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
-        self.run_lwt(
-            &self.staging.move_state,
-            (ttl(keep), to.name(), reason, namespace, id, from.name()),
-            "transaction update",
-        )
-        .await
+        let moved = self
+            .run_lwt(
+                &self.staging.move_state,
+                (ttl(keep), to.name(), reason, namespace, id, from.name()),
+                "transaction update",
+            )
+            .await?;
+        if moved && Listing::of(from) != Listing::of(to) {
+            // Best effort, as every index move: see [`Listing`].
+            let left: Vec<Listing> = Listing::of(from).into_iter().collect();
+            let _ = self.reindex(namespace, id, &left, to, keep).await;
+        }
+        Ok(moved)
     }
 
     /// Ends a committed transaction's apply by `applier`: `applied`, or `dead_lettered` with
@@ -136,20 +177,28 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<bool, DurableError> {
         let at = CqlTimestamp(now_micros() / 1000);
-        self.run_lwt(
-            &self.staging.finish,
-            (
-                ttl(keep),
-                state.name(),
-                applied_through as i64,
-                reason,
-                at,
-                namespace,
-                id,
-                applier,
-            ),
-            "transaction update",
-        )
-        .await
+        let finished = self
+            .run_lwt(
+                &self.staging.finish,
+                (
+                    ttl(keep),
+                    state.name(),
+                    applied_through as i64,
+                    reason,
+                    at,
+                    namespace,
+                    id,
+                    applier,
+                ),
+                "transaction update",
+            )
+            .await?;
+        if finished {
+            // Applied or dead-lettered, from either committed listing (a redrive applies a
+            // dead-lettered one).
+            let left = [Listing::Applying, Listing::DeadLettered];
+            let _ = self.reindex(namespace, id, &left, state, keep).await;
+        }
+        Ok(finished)
     }
 }

@@ -1,0 +1,92 @@
+//! `walctl txn list NAMESPACE --state open|applying|dead-lettered`: the transactions in one
+//! state, from the staging's index by state. Each listed transaction's own row is read, and one
+//! that has moved on since its index entry was written is left out.
+
+use serde_json::json;
+use wal_core::durable::{DurableStorage, Listing, Txn};
+use wal_namespaces::Namespace;
+
+use super::{applied, shown_state};
+use crate::Failure;
+use crate::output::{Format, print_json, table, when};
+
+/// The states `list` takes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Listed {
+    Open,
+    Applying,
+    #[value(alias = "dead_lettered")]
+    DeadLettered,
+}
+
+impl From<Listed> for Listing {
+    fn from(listed: Listed) -> Self {
+        match listed {
+            Listed::Open => Listing::Open,
+            Listed::Applying => Listing::Applying,
+            Listed::DeadLettered => Listing::DeadLettered,
+        }
+    }
+}
+
+pub async fn run(
+    namespace: &Namespace,
+    storage: &DurableStorage,
+    state: Listed,
+    limit: u32,
+    format: Format,
+) -> Result<(), Failure> {
+    let listing = Listing::from(state);
+    let failed = |e: wal_core::durable::DurableError| Failure::broker(e.to_string());
+    let ids = storage
+        .listed(&namespace.name, listing, limit as usize)
+        .await
+        .map_err(failed)?;
+    let mut listed: Vec<(String, Txn)> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let txn = storage
+            .transaction(&namespace.name, &id)
+            .await
+            .map_err(failed)?;
+        if let Some(txn) = txn.filter(|t| Listing::of(t.state) == Some(listing)) {
+            listed.push((id, txn));
+        }
+    }
+    match format {
+        Format::Json => print_json(&json!({
+            "namespace": namespace.name,
+            "state": listing.name(),
+            "transactions": listed.iter().map(|(id, txn)| json!({
+                "transaction_id": id,
+                "state": shown_state(namespace, txn),
+                "item_count": txn.item_count,
+                "applied_through": txn.applied_through,
+                "opened_at": when(txn.opened_at_micros),
+                "committed_at": txn.committed_at_micros.map(when),
+                "reason": txn.reason,
+            })).collect::<Vec<_>>(),
+        })),
+        Format::Table => {
+            let mut rows = table(&[
+                "transaction",
+                "state",
+                "applied",
+                "opened",
+                "committed",
+                "reason",
+            ]);
+            for (id, txn) in &listed {
+                rows.add_row(vec![
+                    id.clone(),
+                    shown_state(namespace, txn).to_owned(),
+                    applied(txn),
+                    when(txn.opened_at_micros),
+                    txn.committed_at_micros.map(when).unwrap_or_default(),
+                    txn.reason.clone().unwrap_or_default(),
+                ]);
+            }
+            println!("{rows}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! The index of transactions by where they stand, for operators listing what is open, what is
+//! waiting to be applied (or being applied) and what was dead-lettered: `walctl txn list`.
+//!
+//! It follows each move between states, written after the move's compare-and-set. A crash
+//! between the two leaves an entry that names a state the transaction has left, so a listing
+//! reads each transaction's own row and shows what it says; the entries carry the staging's TTL
+//! and go with it. Ended transactions (applied, aborted, expired) are not indexed.
+
+use scylla::value::CqlTimestamp;
+
+use super::{TxnState, ttl};
+use crate::durable::{DurableError, DurableStorage, cql};
+use crate::entry::now_micros;
+
+/// The listings, by the name operators give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Items may still be appended.
+    Open,
+    /// Committed and not yet applied: waiting for its marker, or being applied.
+    Applying,
+    /// The marker went to the DLQ; a redrive applies the rest.
+    DeadLettered,
+}
+
+impl Listing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Listing::Open => "open",
+            Listing::Applying => "applying",
+            Listing::DeadLettered => "dead_lettered",
+        }
+    }
+
+    /// The listing a transaction in `state` belongs to, if any.
+    pub fn of(state: TxnState) -> Option<Self> {
+        match state {
+            TxnState::Open => Some(Listing::Open),
+            TxnState::Committing | TxnState::Committed => Some(Listing::Applying),
+            TxnState::DeadLettered => Some(Listing::DeadLettered),
+            TxnState::Applied | TxnState::Aborted | TxnState::Expired => None,
+        }
+    }
+}
+
+impl DurableStorage {
+    /// Moves the transaction's index entry out of the listings `left` and into that of `to`.
+    pub(super) async fn reindex(
+        &self,
+        namespace: &str,
+        id: &str,
+        left: &[Listing],
+        to: TxnState,
+        keep: std::time::Duration,
+    ) -> Result<(), DurableError> {
+        let to = Listing::of(to);
+        for left in left.iter().filter(|l| Some(**l) != to) {
+            self.run(
+                &self.staging.unindex_state,
+                (namespace, left.name(), id),
+                "transaction index",
+            )
+            .await?;
+        }
+        if let Some(listing) = to {
+            let since = CqlTimestamp(now_micros() / 1000);
+            self.run(
+                &self.staging.index_state,
+                (namespace, listing.name(), id, since, ttl(keep)),
+                "transaction index",
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` ids indexed under `listing`, in id order.
+    pub async fn listed(
+        &self,
+        namespace: &str,
+        listing: Listing,
+        limit: usize,
+    ) -> Result<Vec<String>, DurableError> {
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+        let rows = self
+            .run(
+                &self.staging.list_state,
+                (namespace, listing.name(), limit),
+                "transaction index",
+            )
+            .await?
+            .into_rows_result()
+            .map_err(|e| cql("transaction index")(&e))?;
+        rows.rows::<(String,)>()
+            .map_err(|e| cql("transaction index")(&e))?
+            .map(|row| {
+                row.map(|(id,)| id)
+                    .map_err(|e| cql("transaction index")(&e))
+            })
+            .collect()
+    }
+}
