@@ -7,34 +7,13 @@
 //! binary: cargo runs test binaries one at a time, and no other test sees the outage. (A runner
 //! that runs binaries in parallel, such as nextest, would need this one run alone.)
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
-use wal_testkit::{TestProducer, namespace, read_entry, reader, write, write_true};
+use wal_testkit::{Restart, TestProducer, namespace, read_entry, reader, stack, write, write_true};
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn stack(action: &str) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
-    let status = Command::new("bash")
-        .arg(script)
-        .args([action, "kafka"])
-        .status()
-        .expect("run scripts/stack");
-    assert!(status.success(), "scripts/stack {action} kafka failed");
-}
-
-/// Brings Kafka back even when an assertion fails halfway, so later tests find the stack whole.
-struct RestartKafka;
-
-impl Drop for RestartKafka {
-    fn drop(&mut self) {
-        stack("up");
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_broker_stopped_writes_are_never_true_and_succeed_again_when_it_returns() {
@@ -45,8 +24,8 @@ async fn with_the_broker_stopped_writes_are_never_true_and_succeed_again_when_it
     .await;
     write_true(&producer.client, write(&ns.name, b"before")).await;
 
-    let restart = RestartKafka;
-    stack("down");
+    let restart = Restart("kafka");
+    stack("down", "kafka");
     for i in 0..5 {
         let started = Instant::now();
         let answer = producer

@@ -5,7 +5,7 @@
 //! - `control_plane` (feature `control-plane`): a control plane in-process, namespace configs,
 //!   walctl runs.
 //! - the fleet (feature `fleet`; no feature is on by default): namespace builders, an in-process producer and
-//!   consumer, readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
+//!   consumer (and a producer process to kill), readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
 //!   CQL rows, an HTTP upstream that records what it receives, and regions' writers on loopback.
 //!
 //! Helpers panic with what they were doing, like the tests they serve: a service that is not up
@@ -35,6 +35,8 @@ mod grpc;
 mod namespaces;
 #[cfg(feature = "fleet")]
 mod producer;
+#[cfg(feature = "fleet")]
+mod producer_process;
 #[cfg(feature = "fleet")]
 mod queues;
 #[cfg(feature = "fleet")]
@@ -71,6 +73,8 @@ pub use namespaces::{
 };
 #[cfg(feature = "fleet")]
 pub use producer::{TestProducer, delayed, write, write_all_durably, write_true};
+#[cfg(feature = "fleet")]
+pub use producer_process::ProducerProcess;
 #[cfg(feature = "fleet")]
 pub use queues::{
     dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back, read_entry,

@@ -1,0 +1,71 @@
+//! A `wal-producer` process on the local stack, for tests that kill it: an in-process producer
+//! cannot be killed with SIGKILL without taking the test with it.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+
+use crate::consumer::local_stack;
+use crate::stack::{cargo_bin, refusing_address};
+
+/// A running `wal-producer` and a channel to its gRPC server. Killed when dropped, so a test
+/// that fails halfway leaves no process behind holding ports.
+#[derive(Debug)]
+pub struct ProducerProcess {
+    pub child: Child,
+    pub channel: Channel,
+}
+
+impl ProducerProcess {
+    /// Starts one serving the namespace files in `namespaces`, answering each write within
+    /// `write_timeout`, and returns once it accepts connections.
+    pub async fn start(namespaces: &Path, write_timeout: Duration) -> Self {
+        let stack = local_stack();
+        let listen = refusing_address();
+        let mut child = Command::new(cargo_bin("wal-producer"))
+            .env("WAL_NAMESPACES", namespaces)
+            .env("WAL_PRODUCER_LISTEN", listen.to_string())
+            .env("WAL_PRODUCER_METRICS_LISTEN", "127.0.0.1:0")
+            .env("WAL_KAFKA_BOOTSTRAP", &stack.brokers.kafka_bootstrap)
+            .env(
+                "WAL_SQS_ENDPOINT",
+                stack.brokers.sqs_endpoint.unwrap_or_default(),
+            )
+            .env("WAL_CQL_NODES", stack.cql.cql_nodes.join(","))
+            .env(
+                "WAL_WRITE_TIMEOUT_MS",
+                write_timeout.as_millis().to_string(),
+            )
+            .env("WAL_PROVISION", "true")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start wal-producer");
+        let endpoint = Channel::from_shared(format!("http://{listen}")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("wal-producer exited at start-up with {status} (its error is above)");
+            }
+            if let Ok(channel) = endpoint.connect().await {
+                return Self { child, channel };
+            }
+            assert!(Instant::now() < deadline, "wal-producer did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGKILL: no shutdown, nothing flushed.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProducerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
