@@ -14,7 +14,9 @@
 //! again.
 
 use futures::StreamExt as _;
-use wal_core::durable::{DurableStorage, StagedItem, TxnState, staging_keep};
+use std::sync::Arc;
+
+use wal_core::durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
 use wal_core::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
 use wal_namespaces::Namespace;
 
@@ -46,23 +48,7 @@ impl Applier {
         traceparent: Option<&str>,
     ) -> Result<(), TargetError> {
         let id = marker.transaction_id.as_str();
-        let Some(durable) = &namespace.durable_storage else {
-            return Err(TargetError::permanent(format!(
-                "transaction {id}: namespace '{}' has no durable_storage to read its items from",
-                namespace.name
-            )));
-        };
-        let storage = self.clients().durable(durable).await?;
-        let txn = storage
-            .transaction(&namespace.name, id)
-            .await
-            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?
-            .ok_or_else(|| {
-                TargetError::permanent(format!(
-                    "transaction {id}: no staged record (expired, or never staged in keyspace '{}')",
-                    durable.keyspace
-                ))
-            })?;
+        let (storage, txn) = self.staged(namespace, id).await?;
         if txn.state == TxnState::Applied {
             // A second marker (a commit retried after UNKNOWN) or a redrive of an applied one.
             return Ok(());
@@ -221,26 +207,10 @@ impl Applier {
         over: Option<&TargetSpec>,
     ) -> Result<(), TargetError> {
         let id = marker.transaction_id.as_str();
-        let Some(durable) = &namespace.durable_storage else {
-            return Err(TargetError::permanent(format!(
-                "transaction {id}: namespace '{}' has no durable_storage to read its items from",
-                namespace.name
-            )));
-        };
-        let storage = self.clients().durable(durable).await?;
+        let (storage, txn) = self.staged(namespace, id).await?;
         let read_failed = |e: wal_core::durable::DurableError| {
             TargetError::retryable(format!("transaction {id}: {e}"))
         };
-        let txn = storage
-            .transaction(&namespace.name, id)
-            .await
-            .map_err(read_failed)?
-            .ok_or_else(|| {
-                TargetError::permanent(format!(
-                    "transaction {id}: its staging is gone from keyspace '{}' (expired: items are kept for the transaction's lifetime, the marker's retry horizon and the DLQ's retention); it cannot be replayed",
-                    durable.keyspace
-                ))
-            })?;
         if !txn.state.committed() {
             return Err(TargetError::permanent(format!(
                 "transaction {id} is {}, not committed; a replay applies committed transactions only",
@@ -254,10 +224,8 @@ impl Applier {
         let mut next = 0;
         while let Some(item) = items.next().await {
             let item = item.map_err(read_failed)?;
-            if item.sequence >= marker.item_count {
-                break;
-            }
-            if item.sequence != next {
+            // Past the count, or a gap: the check below names where.
+            if item.sequence >= marker.item_count || item.sequence != next {
                 break;
             }
             let entry = item_entry(marker_entry, id, &item);
@@ -278,6 +246,34 @@ impl Applier {
             )));
         }
         Ok(())
+    }
+}
+
+impl Applier {
+    /// The namespace's staging store and the transaction's row there.
+    async fn staged(
+        &self,
+        namespace: &Namespace,
+        id: &str,
+    ) -> Result<(Arc<DurableStorage>, Txn), TargetError> {
+        let Some(durable) = &namespace.durable_storage else {
+            return Err(TargetError::permanent(format!(
+                "transaction {id}: namespace '{}' has no durable_storage to read its items from",
+                namespace.name
+            )));
+        };
+        let storage = self.clients().durable(durable).await?;
+        let txn = storage
+            .transaction(&namespace.name, id)
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?
+            .ok_or_else(|| {
+                TargetError::permanent(format!(
+                    "transaction {id}: its staging is gone from keyspace '{}' (kept for the transaction's lifetime, the marker's retry horizon and the DLQ's retention; or never staged there)",
+                    durable.keyspace
+                ))
+            })?;
+        Ok((storage, txn))
     }
 }
 

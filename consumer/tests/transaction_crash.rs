@@ -9,10 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use wal_namespaces::Backend;
+use wal_proto::v1::Trilean;
 use wal_proto::v1::transactions_client::TransactionsClient;
-use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::{
-    TestProducer, Upstream, consumer_process, eventually, namespace_json, unique,
+    TestProducer, Upstream, consumer_process, eventually, namespace_json, transaction_of, unique,
     with_durable_storage,
 };
 
@@ -35,17 +35,11 @@ async fn a_consumer_killed_mid_transaction_and_restarted_finishes_it_from_its_pr
 
     let id = unique("txn");
     let answer = TransactionsClient::new(producer.channel.clone())
-        .write_transaction(WriteTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items: (0..ITEMS)
-                .map(|i| TransactionItem {
-                    sequence: i,
-                    target: None,
-                    payload: i.to_string().into_bytes(),
-                })
-                .collect(),
-        })
+        .write_transaction(transaction_of(
+            &name,
+            &id,
+            (0..ITEMS).map(|i| i.to_string().into_bytes()),
+        ))
         .await
         .unwrap()
         .into_inner();

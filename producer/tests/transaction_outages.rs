@@ -17,10 +17,10 @@ use tokio::sync::Mutex;
 use tonic::Code;
 use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
-use wal_proto::v1::{AppendItemsRequest, TransactionItem, Trilean, WriteTransactionRequest};
+use wal_proto::v1::{AppendItemsRequest, Trilean, WriteTransactionRequest};
 use wal_testkit::{
-    Cql, Fleet, ProducerProcess, Restart, Upstream, eventually, kafka_log, namespace_json, stack,
-    start_consumer, unique, with_durable_storage,
+    Cql, Fleet, ProducerProcess, Restart, Upstream, eventually, kafka_log, namespace_json,
+    numbered_items, stack, start_consumer, transaction_of, unique, with_durable_storage,
 };
 
 /// One outage at a time.
@@ -31,21 +31,8 @@ const ITEMS: u64 = 50;
 const LIMIT: Duration = Duration::from_secs(180);
 
 fn transaction(namespace: &str, id: &str) -> WriteTransactionRequest {
-    WriteTransactionRequest {
-        namespace: namespace.to_owned(),
-        transaction_id: id.to_owned(),
-        items: (0..ITEMS)
-            .map(|i| TransactionItem {
-                sequence: i,
-                target: None,
-                payload: format!("item-{i}").into_bytes(),
-            })
-            .collect(),
-    }
-}
-
-fn every_item() -> Vec<String> {
-    (0..ITEMS).map(|i| format!("item-{i}")).collect()
+    let payloads = numbered_items(ITEMS).into_iter().map(String::into_bytes);
+    transaction_of(namespace, id, payloads)
 }
 
 /// The transaction's state as its staging row has it.
@@ -127,7 +114,7 @@ async fn a_producer_killed_before_the_marker_was_acknowledged_loses_nothing_when
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         upstream.bodies(),
-        every_item(),
+        numbered_items(ITEMS),
         "each item once, in sequence order"
     );
     consumer.shutdown().await;
@@ -185,7 +172,7 @@ async fn with_the_staging_store_down_appends_and_commits_are_unavailable_and_que
     .await;
     assert_eq!(answer.durable(), Trilean::True);
     eventually(LIMIT, "every item applied", || async {
-        (upstream.bodies() == every_item()).then_some(())
+        (upstream.bodies() == numbered_items(ITEMS)).then_some(())
     })
     .await;
     fleet.stop().await;

@@ -40,6 +40,8 @@ mod producer_process;
 #[cfg(feature = "fleet")]
 mod queues;
 #[cfg(feature = "fleet")]
+mod transactions;
+#[cfg(feature = "fleet")]
 mod upstream;
 #[cfg(feature = "fleet")]
 mod writer;
@@ -80,6 +82,8 @@ pub use queues::{
     dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back, read_entry,
     reader,
 };
+#[cfg(feature = "fleet")]
+pub use transactions::{numbered_items, transaction_of};
 #[cfg(feature = "fleet")]
 pub use upstream::{Received, Upstream};
 #[cfg(feature = "fleet")]

@@ -12,17 +12,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wal_proto::v1::transactions_client::TransactionsClient;
-use wal_proto::v1::{
-    AbortTransactionRequest, AppendItemsRequest, TransactionItem, Trilean, WriteTransactionRequest,
-};
+use wal_proto::v1::{AbortTransactionRequest, AppendItemsRequest, TransactionItem, Trilean};
 use wal_testkit::{
     Backend, TestProducer, Upstream, apply_config, control_plane_at, eventually, json_of,
-    namespace_json, start_consumer, unique, walctl_at as walctl, with_durable_storage,
+    namespace_json, numbered_items, start_consumer, transaction_of, unique, walctl_at as walctl,
+    with_durable_storage,
 };
 
 const ITEMS: u64 = 1000;
 const FAILS_AT: u64 = 500;
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// `numbered_items(count)` as payloads.
+fn payloads(count: u64) -> impl Iterator<Item = Vec<u8>> {
+    numbered_items(count).into_iter().map(String::into_bytes)
+}
 
 /// The ids `walctl txn list NAME --state STATE` prints.
 async fn txn_list(url: &str, name: &str, state: &str) -> Vec<String> {
@@ -67,17 +71,7 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
 
     let id = unique("txn");
     let answer = TransactionsClient::new(producer.channel.clone())
-        .write_transaction(WriteTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items: (0..ITEMS)
-                .map(|i| TransactionItem {
-                    sequence: i,
-                    target: None,
-                    payload: format!("item-{i}").into_bytes(),
-                })
-                .collect(),
-        })
+        .write_transaction(transaction_of(&name, &id, payloads(ITEMS)))
         .await
         .unwrap()
         .into_inner();
@@ -126,7 +120,7 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     assert!(txn["reason"].as_str().unwrap().contains("400"), "{txn:#}");
     assert_eq!(txn_list(&url, &name, "dead-lettered").await, [id.as_str()]);
     assert!(txn_list(&url, &name, "applying").await.is_empty());
-    let before: Vec<String> = (0..FAILS_AT).map(|i| format!("item-{i}")).collect();
+    let before = numbered_items(FAILS_AT);
     assert_eq!(
         *accepted.lock().unwrap(),
         before,
@@ -142,7 +136,7 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let all: Vec<String> = (0..ITEMS).map(|i| format!("item-{i}")).collect();
+    let all = numbered_items(ITEMS);
     assert_eq!(
         *accepted.lock().unwrap(),
         all,
@@ -206,22 +200,12 @@ async fn a_replay_applies_a_committed_transaction_again_and_fails_loudly_once_it
     let from = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
     let id = unique("txn");
     let answer = TransactionsClient::new(producer.channel.clone())
-        .write_transaction(WriteTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items: (0..REPLAYED)
-                .map(|i| TransactionItem {
-                    sequence: i,
-                    target: None,
-                    payload: format!("item-{i}").into_bytes(),
-                })
-                .collect(),
-        })
+        .write_transaction(transaction_of(&name, &id, payloads(REPLAYED)))
         .await
         .unwrap()
         .into_inner();
     assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
-    let once: Vec<String> = (0..REPLAYED).map(|i| format!("item-{i}")).collect();
+    let once = numbered_items(REPLAYED);
     eventually(LIMIT, "the transaction applied", || async {
         (upstream.bodies() == once).then_some(())
     })

@@ -8,8 +8,8 @@
 
 use scylla::value::CqlTimestamp;
 
-use super::{TxnState, ttl};
-use crate::durable::{DurableError, DurableStorage, cql};
+use super::{TxnState, ids, ttl};
+use crate::durable::{DurableError, DurableStorage};
 use crate::entry::now_micros;
 
 /// The listings, by the name operators give them.
@@ -82,21 +82,13 @@ impl DurableStorage {
         limit: usize,
     ) -> Result<Vec<String>, DurableError> {
         let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-        let rows = self
+        let result = self
             .run(
                 &self.staging.list_state,
                 (namespace, listing.name(), limit),
                 "transaction index",
             )
-            .await?
-            .into_rows_result()
-            .map_err(|e| cql("transaction index")(&e))?;
-        rows.rows::<(String,)>()
-            .map_err(|e| cql("transaction index")(&e))?
-            .map(|row| {
-                row.map(|(id,)| id)
-                    .map_err(|e| cql("transaction index")(&e))
-            })
-            .collect()
+            .await?;
+        ids(result, "transaction index")
     }
 }

@@ -1,8 +1,8 @@
 //! The index of open transactions by the minute they opened, which the producer's expiry
 //! sweep reads to find the abandoned ones.
 
-use super::{OPEN_BUCKET_MICROS, Txn, TxnState};
-use crate::durable::{DurableError, DurableStorage, cql};
+use super::{OPEN_BUCKET_MICROS, Txn, TxnState, ids};
+use crate::durable::{DurableError, DurableStorage};
 
 /// The open-transactions index bucket of a transaction opened at `micros`.
 pub fn open_bucket(micros: i64) -> i64 {
@@ -32,22 +32,14 @@ impl DurableStorage {
         namespace: &str,
         bucket: i64,
     ) -> Result<Vec<String>, DurableError> {
-        let rows = self
+        let result = self
             .run(
                 &self.staging.opened_in,
                 (namespace, bucket),
                 "transaction index",
             )
-            .await?
-            .into_rows_result()
-            .map_err(|e| cql("transaction index")(&e))?;
-        rows.rows::<(String,)>()
-            .map_err(|e| cql("transaction index")(&e))?
-            .map(|row| {
-                row.map(|(id,)| id)
-                    .map_err(|e| cql("transaction index")(&e))
-            })
-            .collect()
+            .await?;
+        ids(result, "transaction index")
     }
 
     /// Expires the transactions opened in `bucket` that are still open: each moved to

@@ -322,6 +322,18 @@ fn lwt_applied(result: scylla::response::query_result::QueryResult) -> Result<bo
     }
 }
 
+/// The transaction ids an index query answered.
+fn ids(
+    result: scylla::response::query_result::QueryResult,
+    operation: &'static str,
+) -> Result<Vec<String>, DurableError> {
+    let rows = result.into_rows_result().map_err(|e| cql(operation)(&e))?;
+    rows.rows::<(String,)>()
+        .map_err(|e| cql(operation)(&e))?
+        .map(|row| row.map(|(id,)| id).map_err(|e| cql(operation)(&e)))
+        .collect()
+}
+
 impl DurableStorage {
     /// Runs a prepared staging statement; `operation` names it in the error.
     async fn run(
