@@ -2,6 +2,7 @@
 //! gRPC server's standard services, logs and metrics, the namespace feed at start-up, and the
 //! shutdown signal.
 
+mod driver_outage;
 mod flags;
 mod grpc;
 mod scrape;

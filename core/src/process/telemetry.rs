@@ -6,21 +6,32 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
+use super::driver_outage::CqlDriverOutage;
 use super::{scrape, series};
 
 /// Logs to stderr as `RUST_LOG` says; `default_filter` when it is unset. The CQL driver's own
-/// INFO lines (every connection it opens) are left out of the defaults.
+/// lines are read by [`CqlDriverOutage`], which folds its connection failures into one outage;
+/// the default filter leaves them out of the log.
 pub fn init_tracing(default_filter: &str) {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter)),
+    let shown =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(shown),
         )
+        .with(CqlDriverOutage::new().with_filter(CqlDriverOutage::interest()))
         .init();
 }
 
-/// The default log filter of the platform's services.
-pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn";
+/// The default log filter of the platform's services: the CQL driver's lines are folded into an
+/// outage instead (see [`CqlDriverOutage`]).
+pub const DEFAULT_LOG_FILTER: &str = "info,scylla=off";
 
 /// Why metrics could not be served.
 #[derive(Debug, thiserror::Error)]
