@@ -4,8 +4,17 @@
 //! it was away and how many failures were folded into that count. While the outage lasts, a
 //! reminder every [`REMINDER_EVERY`] keeps it visible in a recent window of the log.
 //!
-//! Every failure is still counted in `wal_broker_errors_total`, and `wal_broker_away` is 1 while
-//! the service is away, labelled by service and client (see [`crate::metrics`]).
+//! A process has many clients of one service (a consumer has one per queue and delay tier, and a
+//! producer, and an admin client), and they all lose it together. So the WARN and the INFO are
+//! the process's: the first of its clients to lose the service logs the WARN, the first to hear
+//! from it again logs the INFO (with how long since the WARN); the others say so at DEBUG. The
+//! first answer ends the process's outage, not the last: an idle client may not hear from its
+//! service for a long time, and must not keep the next outage's WARN from being logged. The
+//! reminder is the process's too.
+//!
+//! Every failure is still counted in `wal_broker_errors_total`, every outage in
+//! `wal_broker_outages_total`, and `wal_broker_away` is 1 while the service is away, labelled by
+//! service and client (see [`crate::metrics`]).
 
 use std::fmt::Display;
 use std::sync::Mutex;
@@ -14,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{Counter, Gauge};
 
-use crate::metrics::{broker_away, broker_errors};
+use crate::metrics::{broker_away, broker_errors, broker_outages};
 
 /// How often a lasting outage is logged again.
 pub const REMINDER_EVERY: Duration = Duration::from_secs(300);
@@ -30,6 +39,7 @@ pub struct Outage {
     away: AtomicBool,
     state: Mutex<Option<Away>>,
     errors: Counter,
+    outages: Counter,
     away_gauge: Gauge,
 }
 
@@ -61,6 +71,7 @@ impl Outage {
             away: AtomicBool::new(false),
             state: Mutex::new(None),
             errors: broker_errors(service, client),
+            outages: broker_outages(service, client),
             away_gauge: broker_away(service, client),
         }
     }
@@ -80,13 +91,20 @@ impl Outage {
                 });
                 self.away.store(true, Ordering::Release);
                 self.away_gauge.set(1.0);
-                tracing::warn!(service = self.service, client = %self.client, %reason, "lost the service; failures are counted until it answers again");
+                self.outages.increment(1);
+                if process::lost(self.service, now) {
+                    tracing::warn!(service = self.service, client = %self.client, %reason, "lost the service; failures are counted until it answers again");
+                } else {
+                    tracing::debug!(service = self.service, client = %self.client, %reason, "lost the service too");
+                }
                 Change::Lost
             }
             Some(away) => {
                 away.failures += 1;
                 tracing::debug!(service = self.service, client = %self.client, %reason, failures = away.failures, "still away");
-                if now.duration_since(away.reminded) >= REMINDER_EVERY {
+                if now.duration_since(away.reminded) >= REMINDER_EVERY
+                    && process::remind(self.service, now)
+                {
                     away.reminded = now;
                     tracing::warn!(service = self.service, client = %self.client, %reason, away_for = ?now.duration_since(away.since), failures = away.failures, "the service is still away");
                 }
@@ -106,7 +124,15 @@ impl Outage {
         self.away.store(false, Ordering::Release);
         self.away_gauge.set(0.0);
         let away_for = away.since.elapsed();
-        tracing::info!(service = self.service, client = %self.client, ?away_for, failures = away.failures, "the service answers again");
+        match process::back(self.service) {
+            Some(since) => {
+                let away_for = since.elapsed();
+                tracing::info!(service = self.service, client = %self.client, ?away_for, failures = away.failures, "the service answers again");
+            }
+            None => {
+                tracing::debug!(service = self.service, client = %self.client, ?away_for, failures = away.failures, "the service answers this client again")
+            }
+        }
         Change::Back {
             away_for,
             failures: away.failures,
@@ -123,6 +149,62 @@ impl Outage {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The process's view of each service: away since when, reminded when.
+mod process {
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, MutexGuard, PoisonError};
+    use std::time::Instant;
+
+    use super::REMINDER_EVERY;
+
+    #[derive(Debug)]
+    struct Away {
+        since: Instant,
+        reminded: Instant,
+    }
+
+    static SERVICES: Mutex<BTreeMap<&'static str, Away>> = Mutex::new(BTreeMap::new());
+
+    fn services() -> MutexGuard<'static, BTreeMap<&'static str, Away>> {
+        // Every change under the lock is one step, so a poisoned lock is still consistent.
+        SERVICES.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A client lost `service`; whether the process had it until now.
+    pub(super) fn lost(service: &'static str, now: Instant) -> bool {
+        let mut services = services();
+        if services.contains_key(service) {
+            return false;
+        }
+        services.insert(
+            service,
+            Away {
+                since: now,
+                reminded: now,
+            },
+        );
+        true
+    }
+
+    /// Whether the process's reminder of `service`'s outage is due, taking it if so.
+    pub(super) fn remind(service: &'static str, now: Instant) -> bool {
+        let mut services = services();
+        match services.get_mut(service) {
+            Some(away) if now.duration_since(away.reminded) >= REMINDER_EVERY => {
+                away.reminded = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A client hears from `service` again; when that ends the process's outage, since when it
+    /// lasted.
+    pub(super) fn back(service: &'static str) -> Option<Instant> {
+        services().remove(service).map(|away| away.since)
     }
 }
 
@@ -146,5 +228,26 @@ mod tests {
         assert!(!outage.is_away());
         assert_eq!(outage.answered(), Change::Up);
         assert_eq!(outage.failed(&"down again"), Change::Lost);
+    }
+
+    #[test]
+    fn the_process_loses_a_service_once_however_many_clients_notice() {
+        let (first, second) = (
+            Outage::new("test-service", "a"),
+            Outage::new("test-service", "b"),
+        );
+        let now = Instant::now();
+        assert_eq!(first.failed(&"down"), Change::Lost);
+        assert!(
+            !process::lost("test-service", now),
+            "the process lost it already"
+        );
+        assert_eq!(second.failed(&"down"), Change::Lost);
+        // The first answer ends the process's outage, though the second client waits on.
+        assert!(matches!(first.answered(), Change::Back { .. }));
+        assert!(second.is_away());
+        assert!(process::back("test-service").is_none(), "ended already");
+        // A new outage is the process's again, whichever client sees it first.
+        assert!(process::lost("test-service", now));
     }
 }

@@ -66,8 +66,33 @@ pub fn consumer_process_at(
     metrics_listen: &str,
     health_listen: &str,
 ) -> std::process::Child {
+    consumer_command(namespaces, metrics_listen, health_listen)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start wal-consumer")
+}
+
+/// Like [`consumer_process`], logging to the file `log` as an operator would see it: the
+/// binary's default log filter, not the test's.
+pub fn consumer_process_logging_to(
+    namespaces: &std::path::Path,
+    log: &std::path::Path,
+) -> std::process::Child {
+    consumer_command(namespaces, "127.0.0.1:0", "127.0.0.1:0")
+        .env_remove("RUST_LOG")
+        .stderr(std::fs::File::create(log).expect("the log file"))
+        .spawn()
+        .expect("start wal-consumer")
+}
+
+fn consumer_command(
+    namespaces: &std::path::Path,
+    metrics_listen: &str,
+    health_listen: &str,
+) -> std::process::Command {
     let stack = local_stack();
-    std::process::Command::new(cargo_bin("wal-consumer"))
+    let mut command = std::process::Command::new(cargo_bin("wal-consumer"));
+    command
         .env("WAL_NAMESPACES", namespaces)
         .env("WAL_KAFKA_BOOTSTRAP", &stack.brokers.kafka_bootstrap)
         .env(
@@ -77,8 +102,6 @@ pub fn consumer_process_at(
         .env("WAL_CQL_NODES", stack.cql.cql_nodes.join(","))
         .env("WAL_CONSUMER_METRICS_LISTEN", metrics_listen)
         .env("WAL_CONSUMER_HEALTH_LISTEN", health_listen)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start wal-consumer")
+        .stdout(std::process::Stdio::null());
+    command
 }

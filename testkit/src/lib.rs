@@ -48,16 +48,16 @@ mod writer;
 
 pub use stack::{
     Restart, SECOND_CLUSTER, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap,
-    kafka2_bootstrap, memcached, refusing_address, sqs_endpoint, stack, unique,
-    with_second_cluster,
+    kafka2_bootstrap, memcached, refusing_address, restart_kafka, sqs_endpoint, stack, unique,
+    warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
 pub use wal_core::queue::Backend;
 
 #[cfg(feature = "fleet")]
 pub use consumer::{
-    consumer_process, consumer_process_at, local_stack, start_consumer, start_consumer_following,
-    start_consumer_with,
+    consumer_process, consumer_process_at, consumer_process_logging_to, local_stack,
+    start_consumer, start_consumer_following, start_consumer_with,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
@@ -74,7 +74,9 @@ pub use namespaces::{
     cql_target, delete, namespace, namespace_json, namespace_with_target, put, with_durable_storage,
 };
 #[cfg(feature = "fleet")]
-pub use producer::{TestProducer, delayed, write, write_all_durably, write_true};
+pub use producer::{
+    TestProducer, delayed, write, write_all_durably, write_through_kafka_restarts, write_true,
+};
 #[cfg(feature = "fleet")]
 pub use producer_process::ProducerProcess;
 #[cfg(feature = "fleet")]

@@ -178,3 +178,39 @@ pub fn delayed(
         ..write(namespace, payload)
     }
 }
+
+/// Writes to `namespace` through `client` every 20 ms while the Kafka broker is restarted three
+/// times (down 5 s each), as the quiet-logs tests need: load on every client while the broker
+/// comes and goes. Returns the ids answered TRUE; other answers are expected meanwhile.
+pub async fn write_through_kafka_restarts(
+    client: WriteAheadLogClient<Channel>,
+    namespace: &str,
+) -> Vec<String> {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let writer = tokio::spawn({
+        let (stop, namespace) = (stop.clone(), namespace.to_owned());
+        async move {
+            let mut written = Vec::new();
+            let mut i = 0;
+            while !stop.is_cancelled() {
+                i += 1;
+                let request = write(&namespace, format!("w{i}").as_bytes());
+                if let Ok(answer) = client.clone().write_to_log(request).await {
+                    let answer = answer.into_inner();
+                    if answer.durable() == wal_proto::v1::Trilean::True {
+                        written.push(answer.entry_id);
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            written
+        }
+    });
+    tokio::task::spawn_blocking(|| crate::restart_kafka(3, std::time::Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // Writes answered TRUE after the last return, too.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    stop.cancel();
+    writer.await.unwrap()
+}

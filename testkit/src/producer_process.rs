@@ -20,11 +20,33 @@ pub struct ProducerProcess {
 
 impl ProducerProcess {
     /// Starts one serving the namespace files in `namespaces`, answering each write within
-    /// `write_timeout`, and returns once it accepts connections.
+    /// `write_timeout`, and returns once it accepts connections. It logs WARN and above to
+    /// the test's stderr.
     pub async fn start(namespaces: &Path, write_timeout: Duration) -> Self {
+        Self::launch(namespaces, write_timeout, None).await
+    }
+
+    /// Like [`start`](Self::start), logging to the file `log` as an operator would see it: the
+    /// binary's default log filter, not the test's.
+    pub async fn start_logging_to(namespaces: &Path, write_timeout: Duration, log: &Path) -> Self {
+        Self::launch(namespaces, write_timeout, Some(log)).await
+    }
+
+    async fn launch(namespaces: &Path, write_timeout: Duration, log: Option<&Path>) -> Self {
         let stack = local_stack();
         let listen = refusing_address();
-        let mut child = Command::new(cargo_bin("wal-producer"))
+        let mut command = Command::new(cargo_bin("wal-producer"));
+        match log {
+            Some(log) => {
+                command
+                    .env_remove("RUST_LOG")
+                    .stderr(std::fs::File::create(log).expect("the log file"));
+            }
+            None => {
+                command.env("RUST_LOG", "warn");
+            }
+        }
+        let mut child = command
             .env("WAL_NAMESPACES", namespaces)
             .env("WAL_PRODUCER_LISTEN", listen.to_string())
             .env("WAL_PRODUCER_METRICS_LISTEN", "127.0.0.1:0")
@@ -39,7 +61,6 @@ impl ProducerProcess {
                 write_timeout.as_millis().to_string(),
             )
             .env("WAL_PROVISION", "true")
-            .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
             .expect("start wal-producer");

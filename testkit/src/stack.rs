@@ -119,3 +119,37 @@ impl Drop for Restart {
         stack("up", self.0);
     }
 }
+
+/// Stops the Kafka broker for `down`, then starts it again (waiting until it answers), `times`
+/// times: the broker restarts of the fault tests. Blocking: run it off the test's runtime.
+pub fn restart_kafka(times: usize, down: Duration) {
+    for _ in 0..times {
+        let restart = Restart("kafka");
+        stack("down", "kafka");
+        std::thread::sleep(down);
+        drop(restart);
+    }
+}
+
+/// The lines at WARN or above in a process's log file, their colours removed.
+pub fn warnings(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .map(without_colours)
+        .filter(|line| line.contains(" WARN ") || line.contains(" ERROR "))
+        .collect()
+}
+
+/// `line` without its ANSI colour sequences (ESC [ ... m).
+fn without_colours(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}

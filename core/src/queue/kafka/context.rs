@@ -5,7 +5,8 @@
 //! client, as an error event and a log line: hundreds a minute across a consumer's workers.
 //! Those errors are the broker's absence, not anything the platform did, and librdkafka
 //! reconnects by itself. So they are folded into the client's [`Outage`] (one WARN when lost, one
-//! INFO when back, a count in between); other errors are logged as librdkafka reports them.
+//! INFO when back, a count in between), and so are its log lines about the same absence; other
+//! errors are logged as librdkafka reports them.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -45,9 +46,12 @@ impl ClientContext for OutageContext {
     }
 
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        report_log(level, fac, message);
+        report_log(&self.outage, level, fac, message);
     }
 }
+
+/// For the short-lived clients that read a group's offsets (lag) or peek at a record.
+impl ConsumerContext for OutageContext {}
 
 /// A consumer's context: its outage, and the offsets of revoked partitions dropped, so a late
 /// acknowledgement never stores an offset for a partition another consumer now owns.
@@ -62,7 +66,7 @@ impl ClientContext for TrackingContext {
     }
 
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        report_log(level, fac, message);
+        report_log(&self.outage, level, fac, message);
     }
 }
 
@@ -103,13 +107,30 @@ fn report_error(outage: &Outage, error: KafkaError, reason: &str) {
     }
 }
 
-/// librdkafka's log lines at their level, except its connection failures at error level
-/// ("FAIL"): librdkafka sends each of those as an error event too, which the outage counts.
-fn report_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
+/// librdkafka's log lines at their level, except what the broker's absence makes it say:
+/// - its connection failures ("FAIL"), which it sends as error events too, which the outage
+///   counts;
+/// - requests that timed out on a broker that went away ("REQTMOUT"), a failure of its own;
+/// - while the outage lasts, its other warnings and errors (a group session that timed out, a
+///   leader not found): consequences of the same absence, at DEBUG.
+fn report_log(outage: &Outage, level: RDKafkaLogLevel, fac: &str, message: &str) {
+    let severe = matches!(
+        level,
+        RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error
+            | RDKafkaLogLevel::Warning
+    );
+    if severe && fac == "REQTMOUT" {
+        outage.failed(&message);
+        return;
+    }
+    if severe && (fac == "FAIL" || outage.is_away()) {
+        tracing::debug!(target: "librdkafka", fac, "{message}");
+        return;
+    }
     match level {
-        RDKafkaLogLevel::Error if fac == "FAIL" => {
-            tracing::debug!(target: "librdkafka", fac, "{message}")
-        }
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert
         | RDKafkaLogLevel::Critical

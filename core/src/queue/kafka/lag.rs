@@ -8,6 +8,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
+use super::context::OutageContext;
 use crate::queue::Position;
 
 /// How long each broker call of a lag reading may take.
@@ -40,12 +41,13 @@ fn group_view(
     settings: &KafkaSettings,
     group: &str,
     topic: &str,
-) -> Result<(BaseConsumer, TopicPartitionList), KafkaError> {
-    let consumer: BaseConsumer = settings
+) -> Result<(BaseConsumer<OutageContext>, TopicPartitionList), KafkaError> {
+    // Its connection failures are folded into an outage, as every client's.
+    let consumer = settings
         .client_config()
         .set("group.id", group)
         .set("enable.auto.commit", "false")
-        .create()?;
+        .create_with_context(OutageContext::new("lag"))?;
     let mut partitions = TopicPartitionList::new();
     for id in partition_ids(&consumer, topic)? {
         partitions.add_partition(topic, id);
@@ -128,11 +130,11 @@ pub(super) fn entry_at(
     offset: i64,
 ) -> Result<Option<Result<crate::entry::Entry, crate::entry::CodecError>>, KafkaError> {
     use rdkafka::message::Message as _;
-    let consumer: BaseConsumer = settings
+    let consumer: BaseConsumer<OutageContext> = settings
         .client_config()
         .set("enable.auto.commit", "false")
         .set("group.id", "wal-peek")
-        .create()?;
+        .create_with_context(OutageContext::new("peek"))?;
     let (low, high) = consumer.fetch_watermarks(topic, partition, LAG_TIMEOUT)?;
     if offset < low || offset >= high {
         return Ok(None);
