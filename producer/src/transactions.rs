@@ -6,7 +6,8 @@
 //! marker is sent, so a commit racing an abort, or another commit, has one winner; a commit of a
 //! transaction already `committing` or further sends the marker again (the first may have been
 //! lost or its answer UNKNOWN): the consumer applies a transaction once, whichever marker comes
-//! first, and acknowledges the other.
+//! first, and acknowledges the other. A committing transaction is never opened again, so a
+//! commit answers TRUE or UNKNOWN, never FALSE.
 
 use std::sync::Arc;
 
@@ -201,50 +202,46 @@ impl TransactionService {
             });
         }
         let marker = marker(runtime, id, item_count, &txn, self.writes.region());
-        let answer = match self.writes.write_entry(runtime, marker).await {
+        // From `committing` on, a transaction is never opened again, whatever this send's
+        // answer: another commit call (a client retrying past its own deadline) may have
+        // queued a marker meanwhile, and reopening would leave that marker a transaction the
+        // consumer refuses to apply. A marker that could not be queued is sent again by the
+        // next commit of the same id.
+        let mut answer = match self.writes.write_entry(runtime, marker).await {
             Ok(answer) => answer,
             Err(refused) => {
-                // Shed or refused before anything was sent: not committed after all.
-                self.uncommit(durable, name, id, keep).await;
-                return Err(refused);
+                return Err(Status::new(
+                    refused.code(),
+                    format!(
+                        "{}; transaction '{id}' stays committed: commit it again to queue its marker",
+                        refused.message()
+                    ),
+                ));
             }
         };
-        if answer.durable() == wal_proto::v1::Trilean::False {
-            // The marker is certainly not on the queue: the transaction is open again, as FALSE
-            // promises (nothing applied; a later commit may succeed).
-            self.uncommit(durable, name, id, keep).await;
-        }
-        if answer.durable() == wal_proto::v1::Trilean::True {
-            // Only a label for operators (the consumer applies a committing one as well), so
-            // the answer does not wait for its compare-and-set.
-            let (durable, name, id) = (Arc::clone(durable), name.clone(), id.to_owned());
-            tokio::spawn(async move {
-                let (from, to) = (TxnState::Committing, TxnState::Committed);
-                let _ = durable
-                    .move_transaction(&name, &id, from, to, None, keep)
-                    .await;
-            });
+        match answer.durable() {
+            wal_proto::v1::Trilean::True => {
+                // Only a label for operators (the consumer applies a committing one as well),
+                // so the answer does not wait for its compare-and-set.
+                let (durable, name, id) = (Arc::clone(durable), name.clone(), id.to_owned());
+                tokio::spawn(async move {
+                    let (from, to) = (TxnState::Committing, TxnState::Committed);
+                    let _ = durable
+                        .move_transaction(&name, &id, from, to, None, keep)
+                        .await;
+                });
+            }
+            wal_proto::v1::Trilean::False => {
+                // Not this marker, but perhaps another call's: not FALSE for the transaction.
+                answer.durable = wal_proto::v1::Trilean::Unknown as i32;
+                answer.message = format!(
+                    "{}; transaction '{id}' stays committed: commit it again to queue its marker",
+                    answer.message
+                );
+            }
+            _ => {}
         }
         Ok(answer)
-    }
-}
-
-impl TransactionService {
-    /// Moves a transaction whose marker was certainly not queued back to open.
-    async fn uncommit(
-        &self,
-        durable: &DurableStorage,
-        name: &str,
-        id: &str,
-        keep: std::time::Duration,
-    ) {
-        let moved = durable
-            .move_transaction(name, id, TxnState::Committing, TxnState::Open, None, keep)
-            .await;
-        if let Err(error) = moved {
-            // It stays committing; the next commit sends the marker again.
-            tracing::warn!(namespace = %name, transaction = %id, %error, "a commit answered FALSE could not reopen its transaction");
-        }
     }
 }
 

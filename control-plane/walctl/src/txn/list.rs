@@ -1,7 +1,9 @@
 //! `walctl txn list NAMESPACE --state open|applying|dead-lettered`: the transactions in one
 //! state, from the staging's index by state. Each listed transaction's own row is read, and one
-//! that has moved on since its index entry was written is left out.
+//! that has moved on since its index entry was written is left out (reading on, so up to
+//! `--limit` live ones are shown).
 
+use futures::StreamExt as _;
 use serde_json::json;
 use wal_core::durable::{DurableStorage, Listing, Txn};
 use wal_namespaces::Namespace;
@@ -38,12 +40,18 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let listing = Listing::from(state);
     let failed = |e: wal_core::durable::DurableError| Failure::broker(e.to_string());
-    let ids = storage
-        .listed(&namespace.name, listing, limit as usize)
+    let mut ids = storage
+        .listed(&namespace.name, listing)
         .await
         .map_err(failed)?;
-    let mut listed: Vec<(String, Txn)> = Vec::with_capacity(ids.len());
-    for id in ids {
+    // Read on past stale entries (a transaction that has moved on since its entry was
+    // written) until `limit` live ones are found.
+    let mut listed: Vec<(String, Txn)> = Vec::new();
+    while listed.len() < limit as usize {
+        let Some(id) = ids.next().await else {
+            break;
+        };
+        let id = id.map_err(failed)?;
         let txn = storage
             .transaction(&namespace.name, &id)
             .await

@@ -30,10 +30,12 @@ enum Command {
         namespace: String,
         transaction_id: String,
     },
-    /// The transactions in one state: open (items may still be appended), applying (committed,
-    /// waiting for its marker or being applied), dead-lettered (a redrive applies the rest).
-    /// Applied, aborted and expired ones are not listed; `show` finds them while their staging
-    /// lasts.
+    /// The transactions in one state: open (items may still be appended); applying (committed
+    /// and not yet applied: its marker waiting or being applied, not yet queued when a commit
+    /// answered UNKNOWN and was not sent again, or in the DLQ after its retries ran out, which
+    /// `walctl dlq list` shows); dead-lettered (an item failed permanently; a redrive applies
+    /// the rest). Applied, aborted and expired ones are not listed; `show` finds them while
+    /// their staging lasts.
     List {
         namespace: String,
         #[arg(long, value_enum)]

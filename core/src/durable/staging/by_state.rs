@@ -1,15 +1,19 @@
 //! The index of transactions by where they stand, for operators listing what is open, what is
 //! waiting to be applied (or being applied) and what was dead-lettered: `walctl txn list`.
 //!
-//! It follows each move between states, written after the move's compare-and-set. A crash
-//! between the two leaves an entry that names a state the transaction has left, so a listing
-//! reads each transaction's own row and shows what it says; the entries carry the staging's TTL
-//! and go with it. Ended transactions (applied, aborted, expired) are not indexed.
+//! It follows each move between states, written after the move's compare-and-set, the new entry
+//! before the old one is deleted. A crash or a failed write in between leaves an entry that
+//! names a state the transaction has left, so a listing reads each transaction's own row and
+//! shows what it says; the entries carry the staging's TTL and go with it. A transaction is
+//! indexed as open before its row is inserted, so none is missing from the open listing (or the
+//! expiry sweep). Ended transactions (applied, aborted, expired) are not indexed.
 
 use scylla::value::CqlTimestamp;
 
-use super::{TxnState, ids, ttl};
-use crate::durable::{DurableError, DurableStorage};
+use futures::TryStreamExt as _;
+
+use super::{TxnState, ttl};
+use crate::durable::{DurableError, DurableStorage, cql};
 use crate::entry::now_micros;
 
 /// The listings, by the name operators give them.
@@ -54,14 +58,8 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<(), DurableError> {
         let to = Listing::of(to);
-        for left in left.iter().filter(|l| Some(**l) != to) {
-            self.run(
-                &self.staging.unindex_state,
-                (namespace, left.name(), id),
-                "transaction index",
-            )
-            .await?;
-        }
+        // The new entry first: a failure in between leaves a stale entry, which a listing
+        // leaves out, rather than none, which it could not find.
         if let Some(listing) = to {
             let since = CqlTimestamp(now_micros() / 1000);
             self.run(
@@ -71,24 +69,38 @@ impl DurableStorage {
             )
             .await?;
         }
+        for left in left.iter().filter(|l| Some(**l) != to) {
+            self.run(
+                &self.staging.unindex_state,
+                (namespace, left.name(), id),
+                "transaction index",
+            )
+            .await?;
+        }
         Ok(())
     }
 
-    /// Up to `limit` ids indexed under `listing`, in id order.
+    /// The ids indexed under `listing`, in id order, read a page at a time: a listing reads
+    /// on until it has found as many live entries as it shows.
     pub async fn listed(
         &self,
         namespace: &str,
         listing: Listing,
-        limit: usize,
-    ) -> Result<Vec<String>, DurableError> {
-        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-        let result = self
-            .run(
-                &self.staging.list_state,
-                (namespace, listing.name(), limit),
-                "transaction index",
+    ) -> Result<impl futures::Stream<Item = Result<String, DurableError>> + Send, DurableError>
+    {
+        let pager = self
+            .session
+            .execute_iter(
+                self.staging.list_state.clone(),
+                (namespace.to_owned(), listing.name()),
             )
-            .await?;
-        ids(result, "transaction index")
+            .await
+            .map_err(|e| cql("transaction index")(&e))?;
+        let rows = pager
+            .rows_stream::<(String,)>()
+            .map_err(|e| cql("transaction index")(&e))?;
+        Ok(rows
+            .map_ok(|(id,)| id)
+            .map_err(|e| cql("transaction index")(&e)))
     }
 }

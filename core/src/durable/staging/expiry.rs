@@ -53,10 +53,10 @@ impl DurableStorage {
     ) -> Result<u64, DurableError> {
         let mut expired = 0;
         for id in self.opened_in(namespace, bucket).await? {
-            let Some(txn) = self.transaction(namespace, &id).await? else {
-                continue;
-            };
-            if txn.state == TxnState::Open
+            // No row: its open failed after indexing it, or it outlived its TTL.
+            let txn = self.transaction(namespace, &id).await?;
+            if let Some(txn) = txn
+                && txn.state == TxnState::Open
                 && self
                     .move_transaction(
                         namespace,

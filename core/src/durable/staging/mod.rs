@@ -181,6 +181,11 @@ impl StagingStatements {
         ))
         .await?;
         items_from.set_page_size(ITEM_PAGE);
+        let mut list_state = prepare(format!(
+            "SELECT id FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ?"
+        ))
+        .await?;
+        list_state.set_page_size(ITEM_PAGE);
         Ok(Self {
             open: prepare(format!(
                 "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
@@ -269,10 +274,7 @@ impl StagingStatements {
                 "DELETE FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? AND id = ?"
             ))
             .await?,
-            list_state: prepare(format!(
-                "SELECT id FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? LIMIT ?"
-            ))
-            .await?,
+            list_state,
         })
     }
 }

@@ -48,6 +48,15 @@ impl DurableStorage {
         // The row keeps milliseconds: the bucket and the answer are taken from those.
         let now = now_micros() / 1000 * 1000;
         let opened = CqlTimestamp(now / 1000);
+        // Indexed before the row exists, so a failure after the insert cannot leave an open
+        // transaction the expiry sweep never finds: an entry without a row is passed over.
+        let by_time = self.run(
+            &self.staging.index_open,
+            (namespace, open_bucket(now), id, ttl(keep)),
+            "transaction open",
+        );
+        let by_state = self.reindex(namespace, id, &[], TxnState::Open, keep);
+        futures::try_join!(by_time, by_state)?;
         if !self
             .run_lwt(
                 &self.staging.open,
@@ -61,14 +70,6 @@ impl DurableStorage {
                 cql("transaction open")(&"the row is missing right after its insert")
             });
         }
-        // Indexed by when it opened, so an abandoned one is found and counted once expired.
-        let by_time = self.run(
-            &self.staging.index_open,
-            (namespace, open_bucket(now), id, ttl(keep)),
-            "transaction open",
-        );
-        let by_state = self.reindex(namespace, id, &[], TxnState::Open, keep);
-        futures::try_join!(by_time, by_state)?;
         Ok(Txn {
             state: TxnState::Open,
             item_count: None,
