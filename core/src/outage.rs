@@ -8,9 +8,10 @@
 //! producer, and an admin client), and they all lose it together. So the WARN and the INFO are
 //! the process's: the first of its clients to lose the service logs the WARN, the first to hear
 //! from it again logs the INFO (with how long since the WARN); the others say so at DEBUG. The
-//! first answer ends the process's outage, not the last: an idle client may not hear from its
-//! service for a long time, and must not keep the next outage's WARN from being logged. The
-//! reminder is the process's too.
+//! first answer of any client ends the process's outage, not the last: an idle or short-lived
+//! client may never hear from its service again, and must not keep the next outage's WARN from
+//! being logged. A client still without its service after that logs its own WARN at its next
+//! reminder (every five minutes), which is the process's again.
 //!
 //! Every failure is still counted in `wal_broker_errors_total`, every outage in
 //! `wal_broker_outages_total`, and `wal_broker_away` is 1 while the service is away, labelled by
@@ -102,10 +103,11 @@ impl Outage {
             Some(away) => {
                 away.failures += 1;
                 tracing::debug!(service = self.service, client = %self.client, %reason, failures = away.failures, "still away");
-                if now.duration_since(away.reminded) >= REMINDER_EVERY
-                    && process::remind(self.service, now)
-                {
+                let due = now.duration_since(away.reminded) >= REMINDER_EVERY;
+                if due {
                     away.reminded = now;
+                }
+                if due && process::remind(self.service, now) {
                     tracing::warn!(service = self.service, client = %self.client, %reason, away_for = ?now.duration_since(away.since), failures = away.failures, "the service is still away");
                 }
                 Change::StillAway
@@ -116,6 +118,13 @@ impl Outage {
     /// Records that the service answered.
     pub fn answered(&self) -> Change {
         if !self.away.load(Ordering::Acquire) {
+            // This client never lost it, but another one of the process may have (a
+            // short-lived one that is gone): any answer ends the process's outage.
+            if process::may_be_away(self.service)
+                && let Some(since) = process::back(self.service)
+            {
+                tracing::info!(service = self.service, client = %self.client, away_for = ?since.elapsed(), "the service answers again");
+            }
             return Change::Up;
         }
         let Some(away) = self.lock().take() else {
@@ -152,9 +161,19 @@ impl Outage {
     }
 }
 
+impl Drop for Outage {
+    /// A short-lived client (a lag reading) dropped while away leaves no series saying it is.
+    fn drop(&mut self) {
+        if self.away.load(Ordering::Acquire) {
+            self.away_gauge.set(0.0);
+        }
+    }
+}
+
 /// The process's view of each service: away since when, reminded when.
 mod process {
     use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Mutex, MutexGuard, PoisonError};
     use std::time::Instant;
 
@@ -167,10 +186,31 @@ mod process {
     }
 
     static SERVICES: Mutex<BTreeMap<&'static str, Away>> = Mutex::new(BTreeMap::new());
+    /// The services the process is without, one bit each (a hash of the name; two may share
+    /// one): the answers' fast path reads only this.
+    static AWAY: AtomicU64 = AtomicU64::new(0);
+
+    fn bit(service: &str) -> u64 {
+        let hash = service.bytes().fold(0u32, |hash, byte| {
+            hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+        });
+        1 << (hash % 64)
+    }
+
+    /// Whether the process may be without `service` (never false when it is).
+    pub(super) fn may_be_away(service: &str) -> bool {
+        AWAY.load(Ordering::Acquire) & bit(service) != 0
+    }
 
     fn services() -> MutexGuard<'static, BTreeMap<&'static str, Away>> {
         // Every change under the lock is one step, so a poisoned lock is still consistent.
         SERVICES.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes which services are away; under the lock.
+    fn publish(services: &BTreeMap<&'static str, Away>) {
+        let bits = services.keys().fold(0, |bits, service| bits | bit(service));
+        AWAY.store(bits, Ordering::Release);
     }
 
     /// A client lost `service`; whether the process had it until now.
@@ -186,25 +226,44 @@ mod process {
                 reminded: now,
             },
         );
+        publish(&services);
         true
     }
 
-    /// Whether the process's reminder of `service`'s outage is due, taking it if so.
+    /// A client still without `service` is due a reminder: whether the process logs it. It
+    /// does when its own reminder is due, and when the process heard from the service since
+    /// (another client's answer ended its outage): this client's lasting one is logged then,
+    /// and is the process's again.
     pub(super) fn remind(service: &'static str, now: Instant) -> bool {
         let mut services = services();
-        match services.get_mut(service) {
+        let due = match services.get_mut(service) {
             Some(away) if now.duration_since(away.reminded) >= REMINDER_EVERY => {
                 away.reminded = now;
                 true
             }
-            _ => false,
-        }
+            Some(_) => false,
+            None => {
+                services.insert(
+                    service,
+                    Away {
+                        since: now,
+                        reminded: now,
+                    },
+                );
+                true
+            }
+        };
+        publish(&services);
+        due
     }
 
     /// A client hears from `service` again; when that ends the process's outage, since when it
     /// lasted.
     pub(super) fn back(service: &'static str) -> Option<Instant> {
-        services().remove(service).map(|away| away.since)
+        let mut services = services();
+        let since = services.remove(service).map(|away| away.since);
+        publish(&services);
+        since
     }
 }
 
@@ -247,7 +306,12 @@ mod tests {
         assert!(matches!(first.answered(), Change::Back { .. }));
         assert!(second.is_away());
         assert!(process::back("test-service").is_none(), "ended already");
-        // A new outage is the process's again, whichever client sees it first.
-        assert!(process::lost("test-service", now));
+        // A client still away is logged at its next reminder, and is the process's outage.
+        assert!(process::remind("test-service", now));
+        assert!(!process::lost("test-service", now));
+        // Any answer ends it, from a client that never lost the service too.
+        let third = Outage::new("test-service", "c");
+        assert_eq!(third.answered(), Change::Up);
+        assert!(process::lost("test-service", now), "a new outage");
     }
 }

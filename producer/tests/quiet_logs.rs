@@ -49,6 +49,12 @@ async fn three_broker_restarts_under_load_leave_fewer_than_20_warnings_in_the_pr
     .await;
     producer.kill();
 
+    // The outage itself is in the log: one WARN when lost, one INFO when back.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("lost the service") && text.contains("the service answers again"),
+        "the outage's WARN and INFO are missing from the log:\n{text}"
+    );
     let lines = warnings(&log);
     println!(
         "{} lines at WARN or above:\n{}",

@@ -7,12 +7,15 @@
 //! the cluster's absence, and the driver reconnects by itself. So this layer turns the first one
 //! into one WARN ("lost the service", with the driver's reason), counts the rest, and logs one
 //! INFO with how long it lasted and how many failures were counted when the driver says the node
-//! is reachable again. The default log filter leaves the driver's lines out of the log; `RUST_LOG`
-//! brings them back (`RUST_LOG=info,scylla=warn`).
+//! is reachable again. The default log filter leaves those lines of the driver's out of the log
+//! ([`FOLDED`]); `RUST_LOG` brings them back (`RUST_LOG=info,scylla=warn`).
 //!
-//! The signals are the driver's log lines (scylla 1.x): a WARN or ERROR from any of its modules
-//! is a failure; its cluster worker's "Node is now reachable again" and a control connection's
-//! "Fetched new metadata" are answers. One outage per process: the lines do not say which
+//! The signals are the driver's log lines (scylla 1.x). Failures: the WARN and ERROR lines of
+//! its control connection's establisher, every one of which says the control connection could
+//! not be (re)established. Answers: its cluster worker's "Node is now reachable again" and a
+//! control connection's "Fetched new metadata". The driver's other warnings (a server-side
+//! warning on a response, a keyspace that could not be set) say nothing about the cluster being
+//! away: they are logged as they come. One outage per process: the lines do not say which
 //! session they come from, and every session of a process reaches the same clusters.
 
 use std::fmt::Write as _;
@@ -26,6 +29,10 @@ use crate::outage::Outage;
 
 /// The driver's module path, the prefix of its log targets.
 const DRIVER: &str = "scylla";
+
+/// Where the driver logs its failures to (re)establish a control connection: the lines this
+/// layer folds, and the default log filter leaves out.
+pub const FOLDED: &str = "scylla::cluster::metadata::cc_establisher";
 
 /// Messages of the driver's that say it reaches the cluster again.
 const ANSWERS: [&str; 2] = ["Node is now reachable again", "Fetched new metadata"];
@@ -48,12 +55,10 @@ impl CqlDriverOutage {
             .get_or_init(|| Outage::new("cassandra", "cql-driver"))
     }
 
-    /// The driver's events this layer reads: its failures, and the DEBUG lines of its cluster
-    /// worker and control connection that carry the answers.
+    /// The driver's events this layer reads: the DEBUG lines of its cluster worker and control
+    /// connection, which carry the failures and the answers.
     pub fn interest() -> Targets {
-        Targets::new()
-            .with_target(DRIVER, Level::WARN)
-            .with_target("scylla::cluster", Level::DEBUG)
+        Targets::new().with_target("scylla::cluster", Level::DEBUG)
     }
 
     fn read(&self, level: Level, target: &str, message: &str) {
@@ -61,7 +66,7 @@ impl CqlDriverOutage {
             return;
         }
         // tracing orders levels by verbosity: WARN and ERROR are the ones at or below WARN.
-        if level <= Level::WARN {
+        if level <= Level::WARN && target == FOLDED {
             self.outage().failed(&message);
         } else if ANSWERS.iter().any(|answer| message.starts_with(answer)) {
             self.outage().answered();
@@ -137,12 +142,24 @@ mod tests {
             "Node is now reachable again: 127.0.0.1:19042",
         );
         assert!(!layer.outage().is_away());
-        // Only the driver's lines count.
+        // Only the driver's control connection failures count.
         layer.read(Level::ERROR, "wal_consumer::worker", "anything");
+        let connection = "scylla::network::connection";
+        layer.read(
+            Level::WARN,
+            connection,
+            "Response from the database contains a warning",
+        );
         assert!(!layer.outage().is_away());
         layer.read(Level::WARN, establisher, "Failed again");
         assert!(layer.outage().is_away());
         layer.read(Level::DEBUG, establisher, "Fetched new metadata");
         assert!(!layer.outage().is_away());
+    }
+
+    #[test]
+    fn the_default_log_filter_leaves_out_what_is_folded() {
+        let filter = crate::process::DEFAULT_LOG_FILTER;
+        assert!(filter.contains(&format!("{FOLDED}=off")), "{filter}");
     }
 }

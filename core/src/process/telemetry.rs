@@ -14,8 +14,8 @@ use super::driver_outage::CqlDriverOutage;
 use super::{scrape, series};
 
 /// Logs to stderr as `RUST_LOG` says; `default_filter` when it is unset. The CQL driver's own
-/// lines are read by [`CqlDriverOutage`], which folds its connection failures into one outage;
-/// the default filter leaves them out of the log.
+/// lines are read by [`CqlDriverOutage`] too, which folds its connection failures into one
+/// outage; the default filter leaves those out of the log.
 pub fn init_tracing(default_filter: &str) {
     let shown =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
@@ -29,9 +29,11 @@ pub fn init_tracing(default_filter: &str) {
         .init();
 }
 
-/// The default log filter of the platform's services: the CQL driver's lines are folded into an
-/// outage instead (see [`CqlDriverOutage`]).
-pub const DEFAULT_LOG_FILTER: &str = "info,scylla=off";
+/// The default log filter of the platform's services: the CQL driver's warnings, except its
+/// control connection's failures, which are folded into an outage instead (see
+/// [`CqlDriverOutage`]; the target is [`super::driver_outage::FOLDED`]).
+pub const DEFAULT_LOG_FILTER: &str =
+    "info,scylla=warn,scylla::cluster::metadata::cc_establisher=off";
 
 /// Why metrics could not be served.
 #[derive(Debug, thiserror::Error)]
