@@ -47,9 +47,9 @@ mod upstream;
 mod writer;
 
 pub use stack::{
-    Restart, SECOND_CLUSTER, cargo_bin, cql_nodes, env_u64, eventually, kafka_bootstrap,
-    kafka2_bootstrap, memcached, refusing_address, restart_kafka, sqs_endpoint, stack, unique,
-    warnings, with_second_cluster,
+    Restart, SECOND_CLUSTER, assert_quiet, cargo_bin, cql_nodes, env_u64, eventually,
+    kafka_bootstrap, kafka2_bootstrap, memcached, refusing_address, restart_kafka, sqs_endpoint,
+    stack, unique, warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
 pub use wal_core::queue::Backend;

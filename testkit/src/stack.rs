@@ -131,6 +131,27 @@ pub fn restart_kafka(times: usize, down: Duration) {
     }
 }
 
+/// Asserts that a process's log file `log`, written through broker restarts, is quiet: the
+/// outage's WARN and INFO are there (so a log that stayed empty does not pass), and fewer than
+/// `most` lines at WARN or above in all, which it prints.
+pub fn assert_quiet(log: &Path, most: usize) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        text.contains("lost the service") && text.contains("the service answers again"),
+        "the outage's WARN and INFO are missing from {}:\n{text}",
+        log.display()
+    );
+    let lines = warnings(log);
+    let shown = lines.join("\n");
+    println!("{} lines at WARN or above:\n{shown}", lines.len());
+    assert!(
+        lines.len() < most,
+        "{} lines at WARN or above in {}:\n{shown}",
+        lines.len(),
+        log.display()
+    );
+}
+
 /// The lines at WARN or above in a process's log file, their colours removed.
 pub fn warnings(log: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
