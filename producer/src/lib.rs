@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod options;
 pub mod registry;
 pub mod request;
+pub mod resend;
 pub mod server;
 pub mod service;
 pub mod settings;

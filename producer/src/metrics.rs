@@ -17,6 +17,7 @@ pub const IN_FLIGHT: &str = "wal_producer_in_flight";
 pub const TRANSACTIONS: &str = "wal_transactions_committed_total";
 pub const TRANSACTIONS_EXPIRED: &str = "wal_transactions_expired_total";
 pub const TRANSACTION_ITEMS_STAGED: &str = "wal_transaction_items_staged_total";
+pub const TRANSACTION_MARKERS_RESENT: &str = "wal_transaction_markers_resent_total";
 
 /// The namespace label of requests that named no configured namespace.
 pub const UNKNOWN_NAMESPACE: &str = "_unknown";
@@ -88,6 +89,10 @@ pub fn describe() {
         TRANSACTION_ITEMS_STAGED,
         "Items of two-phase writes staged in durable storage"
     );
+    describe_counter!(
+        TRANSACTION_MARKERS_RESENT,
+        "Commit markers the sweep put on the queue for transactions left committing (a commit answered UNKNOWN and not retried)"
+    );
 }
 
 /// A commit answered: `outcome` is true, false, unknown or refused.
@@ -97,6 +102,10 @@ pub fn transaction_committed(namespace: &str, outcome: &'static str) {
 
 pub fn transactions_expired(namespace: &str, count: u64) {
     counter!(TRANSACTIONS_EXPIRED, "namespace" => namespace.to_owned()).increment(count);
+}
+
+pub fn transaction_marker_resent(namespace: &str) {
+    counter!(TRANSACTION_MARKERS_RESENT, "namespace" => namespace.to_owned()).increment(1);
 }
 
 pub fn transaction_items_staged(namespace: &str, count: u64) {

@@ -78,6 +78,7 @@ impl Producer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
+        let resend = self.service.clone();
         let transactions = TransactionsServer::new(TransactionService::new(self.service.clone()))
             .max_decoding_message_size(
                 crate::transactions::MAX_BYTES_PER_CALL + REQUEST_OVERHEAD_BYTES,
@@ -108,12 +109,14 @@ impl Producer {
                 .await;
         };
         let sweeping = tokio::spawn(crate::expiry::sweep(Arc::clone(&self.live)));
+        let resending = tokio::spawn(crate::resend::sweep(resend));
         let served = router
             .add_service(writes)
             .add_service(transactions)
             .serve_with_incoming_shutdown(incoming, signal)
             .await;
         sweeping.abort();
+        resending.abort();
         served?;
         Ok(())
     }

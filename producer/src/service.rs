@@ -55,6 +55,16 @@ impl WriteService {
         &self.region
     }
 
+    /// The namespaces served now.
+    pub(crate) fn namespaces(&self) -> Vec<String> {
+        self.registry.current().names()
+    }
+
+    /// The longest one write waits for the broker before it is answered.
+    pub(crate) fn write_timeout(&self) -> Duration {
+        self.write_timeout + TIMEOUT_GRACE
+    }
+
     /// An entry the platform made (a transaction's commit marker): admitted, fitted and enqueued
     /// as a write is, and answered the same way.
     pub(crate) async fn write_entry(

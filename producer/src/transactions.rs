@@ -201,48 +201,68 @@ impl TransactionService {
                 entry_id: marker_id(id),
             });
         }
-        let marker = marker(runtime, id, item_count, &txn, self.writes.region());
-        // From `committing` on, a transaction is never opened again, whatever this send's
-        // answer: another commit call (a client retrying past its own deadline) may have
-        // queued a marker meanwhile, and reopening would leave that marker a transaction the
-        // consumer refuses to apply. A marker that could not be queued is sent again by the
-        // next commit of the same id.
-        let mut answer = match self.writes.write_entry(runtime, marker).await {
-            Ok(answer) => answer,
-            Err(refused) => {
-                return Err(Status::new(
-                    refused.code(),
-                    format!(
-                        "{}; transaction '{id}' stays committed: commit it again to queue its marker",
-                        refused.message()
-                    ),
-                ));
-            }
-        };
-        match answer.durable() {
-            wal_proto::v1::Trilean::True => {
-                // Only a label for operators (the consumer applies a committing one as well),
-                // so the answer does not wait for its compare-and-set.
-                let (durable, name, id) = (Arc::clone(durable), name.clone(), id.to_owned());
-                tokio::spawn(async move {
-                    let (from, to) = (TxnState::Committing, TxnState::Committed);
-                    let _ = durable
-                        .move_transaction(&name, &id, from, to, None, keep)
-                        .await;
-                });
-            }
-            wal_proto::v1::Trilean::False => {
-                // Not this marker, but perhaps another call's: not FALSE for the transaction.
-                answer.durable = wal_proto::v1::Trilean::Unknown as i32;
-                answer.message = format!(
-                    "{}; transaction '{id}' stays committed: commit it again to queue its marker",
-                    answer.message
-                );
-            }
-            _ => {}
-        }
-        Ok(answer)
+        queue_marker(&self.writes, runtime, durable, id, item_count, &txn).await
     }
+}
+
+/// Puts the committing transaction `id`'s marker on its namespace's queue, answering as a
+/// commit does. A commit calls it, and the producers' sweep of transactions left committing
+/// ([`crate::resend`]).
+pub(crate) async fn queue_marker(
+    writes: &WriteService,
+    runtime: &NamespaceRuntime,
+    durable: &Arc<DurableStorage>,
+    id: &str,
+    item_count: u64,
+    txn: &Txn,
+) -> Result<WriteToLogResponse, Status> {
+    let marker = marker(runtime, id, item_count, txn, writes.region());
+    // From `committing` on, a transaction is never opened again, whatever this send's
+    // answer: another commit call (a client retrying past its own deadline) may have
+    // queued a marker meanwhile, and reopening would leave that marker a transaction the
+    // consumer refuses to apply. A marker that could not be queued is sent again by the
+    // next commit of the same id, or by the sweep.
+    let mut answer = match writes.write_entry(runtime, marker).await {
+        Ok(answer) => answer,
+        Err(refused) => {
+            return Err(Status::new(
+                refused.code(),
+                format!(
+                    "{}; transaction '{id}' stays committed: commit it again to queue its marker",
+                    refused.message()
+                ),
+            ));
+        }
+    };
+    match answer.durable() {
+        wal_proto::v1::Trilean::True => {
+            // Takes it out of the sweep's listing (the consumer applies a committing one as
+            // well), so the answer does not wait for its compare-and-set: if it fails, the
+            // sweep sends the marker once more, which the consumer acknowledges.
+            let keep = staging_keep(&runtime.config);
+            let (durable, name, id) = (
+                Arc::clone(durable),
+                runtime.config.name.clone(),
+                id.to_owned(),
+            );
+            tokio::spawn(async move {
+                let (from, to) = (TxnState::Committing, TxnState::Committed);
+                let _ = durable
+                    .move_transaction(&name, &id, from, to, None, keep)
+                    .await;
+            });
+        }
+        wal_proto::v1::Trilean::False => {
+            // Not this marker, but perhaps another call's: not FALSE for the transaction.
+            answer.durable = wal_proto::v1::Trilean::Unknown as i32;
+            answer.message = format!(
+                "{}; transaction '{id}' stays committed: commit it again to queue its marker",
+                answer.message
+            );
+        }
+        _ => {}
+    }
+    Ok(answer)
 }
 
 /// `answer`, counted in the commit metric.

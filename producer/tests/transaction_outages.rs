@@ -5,10 +5,12 @@
 //!   of the commit marker (Kafka is stopped, so the marker waits in the producer's memory): the
 //!   client's retry with the same transaction id, to a new producer, ends with the set applied
 //!   once, in order;
+//! - the same, and no client commits again: the next producer's sweep of transactions left
+//!   committing sends the marker, and the set is applied once;
 //! - the staging store (Cassandra) killed: appends and commits answer UNAVAILABLE naming it, the
 //!   queue gets no marker, and once it is back the same call succeeds without a restart.
 //!
-//! Each stops a service every test shares, so the two take turns (a lock) and are the only tests
+//! Each stops a service every test shares, so they take turns (a lock) and are the only tests
 //! in their binary: cargo runs test binaries one at a time.
 
 use std::time::Duration;
@@ -51,10 +53,18 @@ async fn staged_state(cql: &Cql, namespace: &str, id: &str) -> Option<String> {
     state
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_producer_killed_before_the_marker_was_acknowledged_loses_nothing_when_the_client_retries()
- {
-    let _turn = OUTAGE.lock().await;
+/// A transaction left `committing` by a producer killed while its marker waited for a stopped
+/// Kafka, which is running again when this returns; a consumer is running.
+struct LeftCommitting {
+    upstream: Upstream,
+    consumer: wal_testkit::ConsumerHandle,
+    cql: Cql,
+    dir: std::path::PathBuf,
+    name: String,
+    id: String,
+}
+
+async fn left_committing() -> LeftCommitting {
     let upstream = Upstream::start(|_| 200).await;
     let text = with_durable_storage(
         &namespace_json(Backend::Kafka, 1, &upstream.target(), ""),
@@ -91,11 +101,51 @@ async fn a_producer_killed_before_the_marker_was_acknowledged_loses_nothing_when
         "the killed producer cannot have answered: {answer:?}"
     );
     drop(restart);
+    LeftCommitting {
+        upstream,
+        consumer,
+        cql,
+        dir,
+        name,
+        id,
+    }
+}
+
+impl LeftCommitting {
+    /// Waits for every item applied, then asserts each was applied once, in sequence order,
+    /// and the transaction ended `applied`.
+    async fn assert_applied_once(self) {
+        let upstream = &self.upstream;
+        eventually(LIMIT, "every item applied", || async {
+            (upstream.count() >= ITEMS as usize).then_some(())
+        })
+        .await;
+        // Give a second application time to show.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            upstream.bodies(),
+            numbered_items(ITEMS),
+            "each item once, in sequence order"
+        );
+        let (cql, name, id) = (&self.cql, &self.name, &self.id);
+        eventually(LIMIT, "the transaction applied", || async {
+            (staged_state(cql, name, id).await.as_deref() == Some("applied")).then_some(())
+        })
+        .await;
+        self.consumer.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_killed_before_the_marker_was_acknowledged_loses_nothing_when_the_client_retries()
+ {
+    let _turn = OUTAGE.lock().await;
+    let left = left_committing().await;
 
     // The client's retry, same id and items, to a producer started anew.
-    let second = ProducerProcess::start(&dir, Duration::from_secs(10)).await;
+    let second = ProducerProcess::start(&left.dir, Duration::from_secs(10)).await;
     let retried = eventually(LIMIT, "the retry answered", || async {
-        let request = transaction(&name, &id);
+        let request = transaction(&left.name, &left.id);
         let answer = TransactionsClient::new(second.channel.clone())
             .write_transaction(request)
             .await
@@ -106,18 +156,18 @@ async fn a_producer_killed_before_the_marker_was_acknowledged_loses_nothing_when
     })
     .await;
     assert_eq!(retried.durable(), Trilean::True, "{}", retried.message);
-    eventually(LIMIT, "every item applied", || async {
-        (upstream.count() >= ITEMS as usize).then_some(())
-    })
-    .await;
-    // Give a second application time to show.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        upstream.bodies(),
-        numbered_items(ITEMS),
-        "each item once, in sequence order"
-    );
-    consumer.shutdown().await;
+    left.assert_applied_once().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_left_committing_is_queued_by_a_producer_without_the_clients_retry() {
+    let _turn = OUTAGE.lock().await;
+    let left = left_committing().await;
+
+    // No client commits again: a producer's sweep finds the transaction committing for longer
+    // than twice its write timeout and sends the marker.
+    let _second = ProducerProcess::start(&left.dir, Duration::from_secs(2)).await;
+    left.assert_applied_once().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,9 @@ pub use queues::{
 pub use transactions::{numbered_items, transaction_of};
 #[cfg(feature = "fleet")]
 pub use upstream::{Received, Upstream};
+/// What [`start_consumer`] returns, for tests that keep one in a struct.
+#[cfg(feature = "fleet")]
+pub use wal_consumer::ConsumerHandle;
 #[cfg(feature = "fleet")]
 pub use writer::{
     TestWriter, cache_converges, cache_delete, cache_set, cached, keyed, region_caches,

@@ -21,12 +21,22 @@ pub enum Listed {
     DeadLettered,
 }
 
-impl From<Listed> for Listing {
-    fn from(listed: Listed) -> Self {
-        match listed {
-            Listed::Open => Listing::Open,
-            Listed::Applying => Listing::Applying,
-            Listed::DeadLettered => Listing::DeadLettered,
+impl Listed {
+    /// The index's listings it reads: applying is committed and not yet applied, whether or
+    /// not the marker was acknowledged yet.
+    fn listings(self) -> &'static [Listing] {
+        match self {
+            Listed::Open => &[Listing::Open],
+            Listed::Applying => &[Listing::Committing, Listing::Applying],
+            Listed::DeadLettered => &[Listing::DeadLettered],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Listed::Open => "open",
+            Listed::Applying => "applying",
+            Listed::DeadLettered => "dead_lettered",
         }
     }
 }
@@ -38,12 +48,19 @@ pub async fn run(
     limit: u32,
     format: Format,
 ) -> Result<(), Failure> {
-    let listing = Listing::from(state);
+    let listings = state.listings();
     let failed = |e: wal_core::durable::DurableError| Failure::broker(e.to_string());
-    let mut ids = storage
-        .listed(&namespace.name, listing)
-        .await
-        .map_err(failed)?;
+    let mut streams = Vec::with_capacity(listings.len());
+    for listing in listings {
+        streams.push(
+            storage
+                .listed(&namespace.name, *listing)
+                .await
+                .map_err(failed)?
+                .boxed(),
+        );
+    }
+    let mut ids = futures::stream::iter(streams).flatten();
     // Read on past stale entries (a transaction that has moved on since its entry was
     // written) until `limit` live ones are found.
     let mut listed: Vec<(String, Txn)> = Vec::new();
@@ -56,14 +73,15 @@ pub async fn run(
             .transaction(&namespace.name, &id)
             .await
             .map_err(failed)?;
-        if let Some(txn) = txn.filter(|t| Listing::of(t.state) == Some(listing)) {
+        let live = |t: &Txn| Listing::of(t.state).is_some_and(|l| listings.contains(&l));
+        if let Some(txn) = txn.filter(live) {
             listed.push((id, txn));
         }
     }
     match format {
         Format::Json => print_json(&json!({
             "namespace": namespace.name,
-            "state": listing.name(),
+            "state": state.name(),
             "transactions": listed.iter().map(|(id, txn)| json!({
                 "transaction_id": id,
                 "state": shown_state(namespace, txn),

@@ -31,11 +31,11 @@ enum Command {
         transaction_id: String,
     },
     /// The transactions in one state: open (items may still be appended); applying (committed
-    /// and not yet applied: its marker waiting or being applied, not yet queued when a commit
-    /// answered UNKNOWN and was not sent again, or in the DLQ after its retries ran out, which
-    /// `walctl dlq list` shows); dead-lettered (an item failed permanently; a redrive applies
-    /// the rest). Applied, aborted and expired ones are not listed; `show` finds them while
-    /// their staging lasts.
+    /// and not yet applied: `committing` until the broker acknowledged its marker, which a
+    /// producer sends again when no commit call did, then `committed`, its marker waiting or
+    /// being applied, or in the DLQ after its retries ran out, which `walctl dlq list` shows);
+    /// dead-lettered (an item failed permanently; a redrive applies the rest). Applied,
+    /// aborted and expired ones are not listed; `show` finds them while their staging lasts.
     List {
         namespace: String,
         #[arg(long, value_enum)]

@@ -1,5 +1,7 @@
 //! The index of transactions by where they stand, for operators listing what is open, what is
-//! waiting to be applied (or being applied) and what was dead-lettered: `walctl txn list`.
+//! waiting to be applied (or being applied) and what was dead-lettered (`walctl txn list`), and
+//! for the producers' sweep of commits whose marker may not be on the queue (`committing`: that
+//! listing is kept apart so the sweep reads only those, however many wait for the consumer).
 //!
 //! It follows each move between states, written after the move's compare-and-set, the new entry
 //! before the old one is deleted. A crash or a failed write in between leaves an entry that
@@ -21,7 +23,9 @@ use crate::entry::now_micros;
 pub enum Listing {
     /// Items may still be appended.
     Open,
-    /// Committed and not yet applied: waiting for its marker, or being applied.
+    /// Committed, and its marker not (yet) acknowledged by the broker.
+    Committing,
+    /// Committed, its marker on the queue: waiting for the consumer, or being applied.
     Applying,
     /// The marker went to the DLQ; a redrive applies the rest.
     DeadLettered,
@@ -31,6 +35,7 @@ impl Listing {
     pub fn name(self) -> &'static str {
         match self {
             Listing::Open => "open",
+            Listing::Committing => "committing",
             Listing::Applying => "applying",
             Listing::DeadLettered => "dead_lettered",
         }
@@ -40,7 +45,8 @@ impl Listing {
     pub fn of(state: TxnState) -> Option<Self> {
         match state {
             TxnState::Open => Some(Listing::Open),
-            TxnState::Committing | TxnState::Committed => Some(Listing::Applying),
+            TxnState::Committing => Some(Listing::Committing),
+            TxnState::Committed => Some(Listing::Applying),
             TxnState::DeadLettered => Some(Listing::DeadLettered),
             TxnState::Applied | TxnState::Aborted | TxnState::Expired => None,
         }

@@ -195,9 +195,13 @@ impl DurableStorage {
             )
             .await?;
         if finished {
-            // Applied or dead-lettered, from either committed listing (a redrive applies a
-            // dead-lettered one).
-            let left = [Listing::Applying, Listing::DeadLettered];
+            // Applied or dead-lettered, from any committed listing (the consumer applies a
+            // committing one too, and a redrive a dead-lettered one).
+            let left = [
+                Listing::Committing,
+                Listing::Applying,
+                Listing::DeadLettered,
+            ];
             let _ = self.reindex(namespace, id, &left, state, keep).await;
         }
         Ok(finished)
