@@ -89,25 +89,84 @@ pub struct CacheTarget {
     settings: CacheSettings,
 }
 
+/// What a cache payload asks of memcached, checked: parsing is apart from sending, so it can be
+/// fuzzed without a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Set {
+        key: String,
+        value: Vec<u8>,
+        ttl: u32,
+    },
+    Delete {
+        key: String,
+    },
+}
+
+/// The command a payload asks for under `settings`, or why it is not one (a permanent failure:
+/// the same payload fails the same way every time).
+pub fn command(payload: &[u8], settings: &CacheSettings) -> Result<Command, TargetError> {
+    let payload: Payload = wal_targets::json::parse(payload).map_err(|e| {
+        TargetError::permanent(format!(
+            "cache payload is invalid at '{}': {}; expected {{\"set\": {{\"key\": ..., \"value\": ...}}}} or {{\"delete\": {{\"key\": ...}}}}",
+            e.path, e.reason
+        ))
+    })?;
+    match payload {
+        Payload::Set(set) => {
+            check_key(&set.key)?;
+            let value = match (set.value, set.value_base64) {
+                (Some(text), None) => text.into_bytes(),
+                (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|e| {
+                        TargetError::permanent(format!(
+                            "cache payload: set.value_base64 is not base64: {e}"
+                        ))
+                    })?,
+                _ => {
+                    return Err(TargetError::permanent(
+                        "cache payload: set needs exactly one of \"value\" and \"value_base64\"",
+                    ));
+                }
+            };
+            let ttl = ttl(settings, set.ttl_seconds.unwrap_or(settings.ttl_seconds));
+            Ok(Command::Set {
+                key: set.key,
+                value,
+                ttl,
+            })
+        }
+        Payload::Delete(delete) => {
+            check_key(&delete.key)?;
+            Ok(Command::Delete { key: delete.key })
+        }
+    }
+}
+
 #[async_trait]
 impl Target for CacheTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
-        let payload: Payload = wal_targets::json::parse(mutation.payload).map_err(|e| {
-            TargetError::permanent(format!(
-                "cache payload is invalid at '{}': {}; expected {{\"set\": {{\"key\": ..., \"value\": ...}}}} or {{\"delete\": {{\"key\": ...}}}}",
-                e.path, e.reason
-            ))
-        })?;
-        match payload {
-            Payload::Set(set) => self.set(set).await,
-            Payload::Delete(delete) => {
-                check_key(&delete.key)?;
+        match command(mutation.payload, &self.settings)? {
+            Command::Set { key, value, ttl } => {
                 let result = self
                     .client
-                    .delete(delete.key)
+                    .set(key, value)
+                    .ttl(ttl)
                     .send()
                     .await
                     .map_err(classify)?;
+                if result.stored() {
+                    Ok(())
+                } else {
+                    Err(TargetError::retryable(format!(
+                        "memcached set answered {:?}",
+                        result.status
+                    )))
+                }
+            }
+            Command::Delete { key } => {
+                let result = self.client.delete(key).send().await.map_err(classify)?;
                 // Deleting what is not there is the effect a delete wants.
                 match result.status {
                     MutationStatus::Stored | MutationStatus::NotFound => Ok(()),
@@ -120,56 +179,19 @@ impl Target for CacheTarget {
     }
 }
 
-impl CacheTarget {
-    async fn set(&self, set: Set) -> Result<(), TargetError> {
-        check_key(&set.key)?;
-        let value = match (set.value, set.value_base64) {
-            (Some(text), None) => text.into_bytes(),
-            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|e| {
-                    TargetError::permanent(format!(
-                        "cache payload: set.value_base64 is not base64: {e}"
-                    ))
-                })?,
-            _ => {
-                return Err(TargetError::permanent(
-                    "cache payload: set needs exactly one of \"value\" and \"value_base64\"",
-                ));
-            }
-        };
-        let ttl = self.ttl(set.ttl_seconds.unwrap_or(self.settings.ttl_seconds));
-        let result = self
-            .client
-            .set(set.key, value)
-            .ttl(ttl)
-            .send()
-            .await
-            .map_err(classify)?;
-        if result.stored() {
-            Ok(())
-        } else {
-            Err(TargetError::retryable(format!(
-                "memcached set answered {:?}",
-                result.status
-            )))
-        }
-    }
-
-    /// The TTL to send: the base plus a random share of the spread, as memcached reads it.
-    fn ttl(&self, base: u64) -> u32 {
-        let spread = self.settings.ttl_spread_seconds.unwrap_or(base / 10);
-        let ttl = base.saturating_add(rand::rng().random_range(0..=spread));
-        let ttl = if ttl > RELATIVE_TTL_LIMIT {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or(Duration::ZERO);
-            now.as_secs().saturating_add(ttl)
-        } else {
-            ttl
-        };
-        u32::try_from(ttl).unwrap_or(u32::MAX)
-    }
+/// The TTL to send: the base plus a random share of the spread, as memcached reads it.
+fn ttl(settings: &CacheSettings, base: u64) -> u32 {
+    let spread = settings.ttl_spread_seconds.unwrap_or(base / 10);
+    let ttl = base.saturating_add(rand::rng().random_range(0..=spread));
+    let ttl = if ttl > RELATIVE_TTL_LIMIT {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        now.as_secs().saturating_add(ttl)
+    } else {
+        ttl
+    };
+    u32::try_from(ttl).unwrap_or(u32::MAX)
 }
 
 fn check_key(key: &str) -> Result<(), TargetError> {

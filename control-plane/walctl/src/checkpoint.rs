@@ -70,12 +70,17 @@ impl Checkpoint {
                 )));
             }
         };
-        serde_json::from_str(&text).map(Some).map_err(|error| {
+        Self::parse(&text).map(Some).map_err(|error| {
             Failure::usage(format!(
                 "the checkpoint {} is not a walctl checkpoint ({error}); pass --from-start to start over, or --checkpoint to use another file",
                 path.display()
             ))
         })
+    }
+
+    /// A checkpoint from a checkpoint file's text.
+    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
     }
 
     /// Writes the checkpoint to a temporary file, syncs it and renames it into place, so the

@@ -1,75 +1,8 @@
-//! `walctl`: the operator's command line for the platform.
-//!
-//! Exit codes scripts can rely on are [`Exit`]'s: 0 done; 1 the control plane, the producer or a
-//! broker failed or could not be reached, or the producer shed the write (retrying may help); 2
-//! bad arguments or a bad file (fix the command); 3 refused by the control plane's rules (the
-//! message says which); 4 not found; for `write`, 5 FALSE (not stored: retry freely) and 6
-//! UNKNOWN (retry with the same --idempotency-id).
-
-mod breakers;
-mod checkpoint;
-mod clusters;
-mod dlq;
-mod failure;
-mod namespace;
-mod output;
-mod replay;
-mod replication;
-mod time;
-mod txn;
-mod write;
+//! `walctl`: the operator's command line for the platform (see the library for the commands).
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-
-pub use crate::failure::{Exit, Failure};
-use crate::output::Format;
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "walctl",
-    version,
-    about = "Operate the write-ahead-log platform"
-)]
-struct Cli {
-    /// The control plane's gRPC address.
-    #[arg(
-        long,
-        global = true,
-        env = "WAL_CONTROL_PLANE",
-        default_value = "http://127.0.0.1:50060"
-    )]
-    control_plane: String,
-
-    /// How results are printed: tables for people, JSON for scripts.
-    #[arg(long, short, global = true, value_enum, default_value_t = Format::Table)]
-    output: Format,
-
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Namespace configs: apply, inspect, compare and their history.
-    #[command(subcommand)]
-    Namespace(namespace::Command),
-    /// Send one WriteToLog and print the durable answer (TRUE, FALSE or UNKNOWN).
-    Write(write::Write),
-    /// Dead letters: list them, show one, redrive them to their queue.
-    Dlq(dlq::Dlq),
-    /// Re-apply a namespace's mutations of a time range, leaving out the offending ones.
-    Replay(Box<replay::Replay>),
-    /// Targets the consumers hold entries for because they are unavailable (open breakers).
-    Breakers(breakers::Breakers),
-    /// Check a cluster map (and that namespace files name only what it has); print its names.
-    Clusters(clusters::Clusters),
-    /// Cross-region replication: how far each destination region trails, and any gap.
-    Replication(replication::Replication),
-    /// Two-phase writes: where a transaction stands (state, staged items, apply progress).
-    Txn(txn::Txn),
-}
+use clap::Parser as _;
 
 /// mimalloc rather than the system allocator: a replay allocates each record on the Kafka
 /// reading thread and frees it on a runtime thread, and glibc's arenas spent about a fifth of
@@ -79,28 +12,5 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Namespace(command) => {
-            namespace::run(command, &cli.control_plane, cli.output).await
-        }
-        Command::Write(write) => write::run(write, cli.output).await,
-        Command::Dlq(command) => dlq::run(command, &cli.control_plane, cli.output).await,
-        Command::Replay(replay) => replay::run(*replay, &cli.control_plane, cli.output).await,
-        Command::Breakers(command) => breakers::run(command, cli.output).await,
-        Command::Clusters(command) => clusters::run(command, cli.output),
-        Command::Replication(command) => {
-            replication::run(command, &cli.control_plane, cli.output).await
-        }
-        Command::Txn(command) => txn::run(command, &cli.control_plane, cli.output).await,
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            if !failure.message.is_empty() {
-                eprintln!("walctl: {}", failure.message);
-            }
-            ExitCode::from(failure.exit as u8)
-        }
-    }
+    walctl::run(walctl::Cli::parse()).await
 }

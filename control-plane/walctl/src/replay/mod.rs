@@ -36,6 +36,7 @@ use self::lanes::{Applier, Lanes, Outcome};
 use self::progress::{lock, save_while_applying};
 use self::read::{Ends, Reader, kafka_starts, read_archive, read_topics};
 use self::report::{Report, print};
+pub use self::select::parse_ids;
 use self::select::{Selection, excluded_ids};
 use self::source::{ARCHIVE, Source};
 use crate::checkpoint::Checkpoint;

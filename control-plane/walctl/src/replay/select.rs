@@ -179,12 +179,17 @@ fn read_ids(file: &Path) -> Result<Vec<String>, Failure> {
             file.display()
         ))
     })?;
-    Ok(text
-        .lines()
+    Ok(parse_ids(&text))
+}
+
+/// The ids of an exclude file's text: one a line, trimmed; blank lines and lines starting with
+/// # are skipped.
+pub fn parse_ids(text: &str) -> Vec<String> {
+    text.lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
         .map(str::to_owned)
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,102 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+//! The fuzz targets' checks on stable, in CI: every input kept in the corpus (what fuzzing
+//! found interesting) and in the regressions (what once failed), then the seeds mutated blindly.
+//! A panic anywhere fails the test, naming the target and the input.
+
+use std::path::{Path, PathBuf};
+
+use rand::SeedableRng as _;
+use wal_fuzz::{Check, TARGETS, mutate, seeds};
+
+/// Mutated inputs per target: a smoke, not a search (`scripts/fuzz` searches).
+const MUTATIONS: usize = 20_000;
+
+fn inputs_in(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut inputs: Vec<(PathBuf, Vec<u8>)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, bytes)
+        })
+        .collect();
+    inputs.sort();
+    inputs
+}
+
+/// Runs `check` on `input`, saying which input of which target panicked.
+fn run(target: &str, what: &str, check: Check, input: &[u8]) {
+    let outcome = std::panic::catch_unwind(|| check(input));
+    assert!(
+        outcome.is_ok(),
+        "target {target} panicked on {what}: {:?}",
+        String::from_utf8_lossy(input)
+    );
+}
+
+#[test]
+fn every_kept_corpus_and_regression_input_passes_its_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (target, check) in TARGETS {
+        let mut count = 0;
+        for folder in ["corpus", "regressions"] {
+            for (path, input) in inputs_in(&root.join(folder).join(target)) {
+                run(target, &path.display().to_string(), *check, &input);
+                count += 1;
+            }
+        }
+        println!("{target}: {count} kept inputs");
+    }
+}
+
+#[test]
+fn mutated_seeds_pass_every_target() {
+    for (target, check) in TARGETS {
+        let seeds = seeds(target);
+        assert!(!seeds.is_empty(), "target {target} has no seeds");
+        for seed in &seeds {
+            run(target, "a seed", *check, seed);
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+        for n in 0..MUTATIONS {
+            let input = mutate(
+                &seeds[n % seeds.len()],
+                &seeds[(n + 1) % seeds.len()],
+                &mut rng,
+            );
+            run(target, &format!("mutation {n}"), *check, &input);
+        }
+        println!("{target}: {} seeds, {MUTATIONS} mutations", seeds.len());
+    }
+}
+
+/// Seeds that the parsers refuse would start the search at the surface: each is accepted.
+#[test]
+fn the_seeds_are_accepted_so_the_search_starts_deep() {
+    for seed in seeds("namespace_config") {
+        let text = String::from_utf8(seed).unwrap();
+        if let Err(errors) = wal_namespaces::parse(&text, "seed") {
+            panic!("a namespace seed is refused: {errors}\n{text}");
+        }
+    }
+    for seed in seeds("entry_envelope") {
+        let decoded = wal_core::entry::decode(&seed).is_ok()
+            || std::str::from_utf8(&seed).is_ok_and(|t| wal_core::entry::decode_text(t).is_ok());
+        assert!(decoded, "an entry seed does not decode: {seed:?}");
+    }
+    let files = seeds("walctl_files");
+    let checkpoint = std::str::from_utf8(&files[0]).unwrap();
+    assert!(
+        walctl::Checkpoint::parse(checkpoint).is_ok(),
+        "{checkpoint}"
+    );
+    assert_eq!(
+        walctl::parse_ids(std::str::from_utf8(&files[1]).unwrap()),
+        ["id-1", "id-2"]
+    );
+}
