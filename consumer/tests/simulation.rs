@@ -85,10 +85,14 @@ struct World {
     generation: u64,
     /// Effects: entry id -> times applied.
     applied: HashMap<String, u32>,
-    /// Ids whose retry copy was written.
-    retried: HashSet<String>,
     /// Ids whose DLQ copy was written.
     dead: HashSet<String>,
+    /// What settled each delivery, by (id, attempt): a retry copy keeps its original's id, so
+    /// an acknowledgement is checked against its own delivery's effect, retry copy or DLQ copy
+    /// (both count one attempt more than their delivery), not against another copy's.
+    settled: HashSet<(String, u32)>,
+    /// How many retry copies were written.
+    retries: usize,
     /// Ids that always fail for good (poison).
     poison: HashSet<String>,
     /// Applies under way now, by consumer incarnation (a crashed one's end with it).
@@ -168,6 +172,7 @@ impl Target for SimTarget {
                 // Killed mid-apply: the effect may or may not have happened.
                 if roll % 2 == 0 {
                     *w.applied.entry(entry.id.clone()).or_default() += 1;
+                    w.settled.insert((entry.id.clone(), entry.attempt));
                 }
                 return None;
             }
@@ -184,8 +189,17 @@ impl Target for SimTarget {
                 Err(TargetError::unavailable("the simulated target went down"))
             } else {
                 *w.applied.entry(entry.id.clone()).or_default() += 1;
+                w.settled.insert((entry.id.clone(), entry.attempt));
                 Ok(())
             })
+        });
+        world(|w| {
+            let line = format!(
+                "{} g{generation} outcome {} {outcome:?}",
+                simulated_micros(),
+                entry.id
+            );
+            w.trace.push(line);
         });
         match outcome {
             Some(outcome) => outcome,
@@ -282,14 +296,25 @@ impl Queue for SimQueue {
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let inner = self.live().await;
         inner.enqueue_dead_letter(entry).await?;
-        world(|w| w.dead.insert(entry.id.clone()));
+        world(|w| {
+            w.dead.insert(entry.id.clone());
+            // The DLQ copy counts every attempt made: its delivery's, plus one.
+            w.settled
+                .insert((entry.id.clone(), entry.attempt.saturating_sub(1)))
+        });
         Ok(())
     }
 
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let inner = self.live().await;
         inner.requeue(entry).await?;
-        world(|w| w.retried.insert(entry.id.clone()));
+        // In the simulation only retries requeue (nothing is parked: the hold limit is
+        // unbounded), and a retry copy counts one attempt more than its delivery.
+        world(|w| {
+            w.retries += 1;
+            w.settled
+                .insert((entry.id.clone(), entry.attempt.saturating_sub(1)))
+        });
         Ok(())
     }
 
@@ -315,12 +340,11 @@ impl Queue for SimQueue {
     async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError> {
         let inner = self.live().await;
         let id = id_of(delivery);
-        let settled = world(|w| {
-            w.applied.contains_key(&id) || w.retried.contains(&id) || w.dead.contains(&id)
-        });
+        let attempt = delivery.entry.as_ref().map_or(0, |e| e.attempt);
+        let settled = world(|w| w.settled.contains(&(id.clone(), attempt)));
         if !settled {
             violation(format!(
-                "{id} acknowledged before its effect, retry copy or DLQ copy was written"
+                "{id} (attempt {attempt}) acknowledged before its effect, retry copy or DLQ copy was written"
             ));
         }
         inner.acknowledge(delivery).await?;
@@ -422,6 +446,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
 #[derive(Debug, Default)]
 struct Exercised {
     crashes: usize,
+    applied: usize,
     retried: usize,
     dead_lettered: usize,
     applied_again: usize,
@@ -441,8 +466,9 @@ async fn simulate(seed: u64) -> (Vec<String>, Exercised) {
             rng: StdRng::seed_from_u64(seed ^ 0x5eed),
             generation: 0,
             applied: HashMap::new(),
-            retried: HashSet::new(),
             dead: HashSet::new(),
+            settled: HashSet::new(),
+            retries: 0,
             poison,
             applying: HashMap::new(),
             down_until: 0,
@@ -515,7 +541,8 @@ async fn simulate(seed: u64) -> (Vec<String>, Exercised) {
     }
     let exercised = world(|w| Exercised {
         crashes,
-        retried: w.retried.len(),
+        applied: w.applied.len(),
+        retried: w.retries,
         dead_lettered: w.dead.len(),
         applied_again: w.applied.values().filter(|n| **n > 1).count(),
         target_down: w.downs,
@@ -549,6 +576,7 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
         let (violations, exercised) = runtime.block_on(simulate(seed));
         drop(runtime);
         total.crashes += exercised.crashes;
+        total.applied += exercised.applied;
         total.retried += exercised.retried;
         total.dead_lettered += exercised.dead_lettered;
         total.applied_again += exercised.applied_again;
@@ -560,8 +588,25 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     }
     println!("{seeds} seeds from {first}: {} failed", failed.len());
     println!(
-        "exercised: {} crashes, {} entries retried, {} dead-lettered, {} applied more than once, the target down {} times",
-        total.crashes, total.retried, total.dead_lettered, total.applied_again, total.target_down
+        "exercised: {} crashes, {} entries applied, {} retry copies, {} dead-lettered, {} applied more than once, the target down {} times",
+        total.crashes,
+        total.applied,
+        total.retried,
+        total.dead_lettered,
+        total.applied_again,
+        total.target_down
+    );
+    // A simulation that stopped exercising something would pass while checking nothing: the
+    // target no longer reached (everything dead-lettered), no crash, no retry, no outage.
+    let written = usize::try_from(seeds).unwrap() * ENTRIES;
+    assert!(
+        total.applied > written * 3 / 4,
+        "only {} of {written} entries applied: the simulated target is not being reached",
+        total.applied
+    );
+    assert!(
+        total.crashes > 0 && total.retried > 0 && total.target_down > 0 && total.applied_again > 0,
+        "the seeds exercised too little: {total:?}"
     );
     assert!(
         failed.is_empty(),

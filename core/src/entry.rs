@@ -85,16 +85,20 @@ pub fn new_entry_id() -> String {
 
 /// The clock [`now_micros`] reads, when one was set: a simulation of delivery runs under
 /// tokio's paused clock, and deliver-at must be judged by the same clock its waits sleep on.
+/// Only in builds with the `memory` feature (tests and simulations), never in the binaries.
+#[cfg(feature = "memory")]
 static CLOCK: std::sync::OnceLock<fn() -> i64> = std::sync::OnceLock::new();
 
 /// Makes [`now_micros`] read `clock` for the rest of the process: for simulations, which run the
 /// delivery logic under a simulated clock. False when a clock was set already.
+#[cfg(feature = "memory")]
 pub fn set_clock(clock: fn() -> i64) -> bool {
     CLOCK.set(clock).is_ok()
 }
 
 /// Microseconds since the Unix epoch, the unit of every time in an entry.
 pub fn now_micros() -> i64 {
+    #[cfg(feature = "memory")]
     if let Some(clock) = CLOCK.get() {
         return clock();
     }

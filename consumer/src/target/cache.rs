@@ -89,14 +89,17 @@ pub struct CacheTarget {
     settings: CacheSettings,
 }
 
-/// What a cache payload asks of memcached, checked: parsing is apart from sending, so it can be
-/// fuzzed without a server.
+/// What a cache payload asks of memcached, checked: parsing is apart from sending (and from the
+/// TTL's random spread), so it can be fuzzed without a server, the same input taking the same
+/// path every time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// `ttl_seconds`: the payload's, or the settings' when it names none; the spread is added
+    /// when it is sent.
     Set {
         key: String,
         value: Vec<u8>,
-        ttl: u32,
+        ttl_seconds: u64,
     },
     Delete {
         key: String,
@@ -130,11 +133,10 @@ pub fn command(payload: &[u8], settings: &CacheSettings) -> Result<Command, Targ
                     ));
                 }
             };
-            let ttl = ttl(settings, set.ttl_seconds.unwrap_or(settings.ttl_seconds));
             Ok(Command::Set {
                 key: set.key,
                 value,
-                ttl,
+                ttl_seconds: set.ttl_seconds.unwrap_or(settings.ttl_seconds),
             })
         }
         Payload::Delete(delete) => {
@@ -148,11 +150,15 @@ pub fn command(payload: &[u8], settings: &CacheSettings) -> Result<Command, Targ
 impl Target for CacheTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
         match command(mutation.payload, &self.settings)? {
-            Command::Set { key, value, ttl } => {
+            Command::Set {
+                key,
+                value,
+                ttl_seconds,
+            } => {
                 let result = self
                     .client
                     .set(key, value)
-                    .ttl(ttl)
+                    .ttl(ttl(&self.settings, ttl_seconds))
                     .send()
                     .await
                     .map_err(classify)?;
