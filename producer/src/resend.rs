@@ -4,9 +4,11 @@
 //! items staged and never applied. Every producer sweeps the transactions left committing (the
 //! staging's own listing of them, so the sweep reads only those) and sends the marker again of
 //! each committing for longer than twice its write timeout: by then no commit call of its own is
-//! still waiting for the broker. A marker sent twice is harmless: the consumer applies a
+//! still waiting for the broker (another producer's, with a longer write timeout or a clock
+//! ahead of this one's, may be). A marker sent twice is harmless: the consumer applies a
 //! transaction once and acknowledges the other marker. So a commit answered UNKNOWN ends applied
-//! once the broker is back, whether or not the client commits again.
+//! once the broker is back, whether or not the client commits again. Entries of transactions that
+//! have moved on are dropped from the listing as the sweep meets them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -82,12 +84,19 @@ async fn resend(
         .await?;
     let mut sent = 0;
     for id in ids {
-        let Some(txn) = durable.transaction(name, &id).await? else {
-            continue;
+        let txn = durable.transaction(name, &id).await?;
+        let txn = match txn {
+            Some(txn) if txn.state == TxnState::Committing => txn,
+            // A commit under way indexes the transaction before it moves it: leave it be.
+            Some(txn) if txn.state == TxnState::Open => continue,
+            // Moved on, or its staging gone: the entry is stale, and would take a place in
+            // every later sweep's first MOST_PER_SWEEP.
+            _ => {
+                durable.unindex(name, Listing::Committing, &id).await?;
+                continue;
+            }
         };
-        let (TxnState::Committing, Some(count), Some(committed)) =
-            (txn.state, txn.item_count, txn.committed_at_micros)
-        else {
+        let (Some(count), Some(committed)) = (txn.item_count, txn.committed_at_micros) else {
             continue;
         };
         if now_micros().saturating_sub(committed) < grace.as_micros() as i64 {

@@ -64,11 +64,16 @@ pub async fn run(
     // Read on past stale entries (a transaction that has moved on since its entry was
     // written) until `limit` live ones are found.
     let mut listed: Vec<(String, Txn)> = Vec::new();
+    // An id can be in two listings for a moment (a move writes the new entry first).
+    let mut seen = std::collections::HashSet::new();
     while listed.len() < limit as usize {
         let Some(id) = ids.next().await else {
             break;
         };
         let id = id.map_err(failed)?;
+        if !seen.insert(id.clone()) {
+            continue;
+        }
         let txn = storage
             .transaction(&namespace.name, &id)
             .await

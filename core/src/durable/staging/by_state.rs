@@ -76,14 +76,26 @@ impl DurableStorage {
             .await?;
         }
         for left in left.iter().filter(|l| Some(**l) != to) {
-            self.run(
-                &self.staging.unindex_state,
-                (namespace, left.name(), id),
-                "transaction index",
-            )
-            .await?;
+            self.unindex(namespace, *left, id).await?;
         }
         Ok(())
+    }
+
+    /// Drops the transaction's entry from `listing`: one that names a state the transaction has
+    /// left.
+    pub async fn unindex(
+        &self,
+        namespace: &str,
+        listing: Listing,
+        id: &str,
+    ) -> Result<(), DurableError> {
+        self.run(
+            &self.staging.unindex_state,
+            (namespace, listing.name(), id),
+            "transaction index",
+        )
+        .await
+        .map(drop)
     }
 
     /// The ids indexed under `listing`, in id order, read a page at a time: a listing reads

@@ -109,6 +109,11 @@ impl DurableStorage {
         keep: std::time::Duration,
     ) -> Result<Option<Txn>, DurableError> {
         let at = now_micros() / 1000;
+        // Indexed as committing before the move, so a failure after it cannot leave a committing
+        // transaction the producers' resend sweep never finds; an entry for a row that did not
+        // move is passed over (and dropped) by the sweep.
+        self.reindex(namespace, id, &[], TxnState::Committing, keep)
+            .await?;
         if !self
             .run_lwt(
                 &self.staging.commit,
@@ -129,7 +134,7 @@ impl DurableStorage {
         // costs a read.
         let (_, _) = futures::join!(
             self.unindex_open(namespace, id, open),
-            self.reindex(namespace, id, &[Listing::Open], TxnState::Committing, keep)
+            self.unindex(namespace, Listing::Open, id)
         );
         Ok(Some(Txn {
             state: TxnState::Committing,
