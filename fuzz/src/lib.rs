@@ -34,23 +34,28 @@ pub const TARGETS: &[(&str, Check)] = &[
 /// A producer's clock for the checks: fixed, so an input always takes the same path.
 const NOW_MICROS: i64 = 1_780_000_000_000_000;
 
-/// The namespace requests are checked against: delays and jitter allowed, a default target, and
-/// a payload limit small enough for inputs to cross it.
+/// The namespace requests are checked against (and a seed): delays and jitter allowed, a
+/// default target, and a payload limit small enough for inputs to cross it.
+pub(crate) const FUZZ_NAMESPACE: &str = r#"{"namespace": "fuzz",
+    "persistence_configurations": {"persistence_configuration": [{
+        "physical_storage": {"type": "KAFKA"},
+        "config": {"wal-kafka-topics": ["fuzz"]}
+    }]},
+    "payload_limit_bytes": 4096,
+    "delay_limits": {"max_delay_ms": 86400000, "default_jitter_ms": 1000, "max_jitter_ms": 60000},
+    "default_target": {"kind": "http", "settings": {"url": "http://127.0.0.1:1/fuzz"}}}"#;
+
+/// Another namespace, owning an SQS queue of its own (and a seed).
+pub(crate) const OTHER_NAMESPACE: &str = r#"{"namespace": "other",
+    "persistence_configurations": {"persistence_configuration": [{
+        "physical_storage": {"type": "SQS"},
+        "config": {"wal-queue": ["other"]}
+    }]}}"#;
+
+/// [`FUZZ_NAMESPACE`], parsed once.
 fn namespace() -> &'static Namespace {
     static NAMESPACE: OnceLock<Namespace> = OnceLock::new();
-    NAMESPACE.get_or_init(|| {
-        let text = r#"{
-            "namespace": "fuzz",
-            "persistence_configurations": {"persistence_configuration": [{
-                "physical_storage": {"type": "KAFKA"},
-                "config": {"wal-kafka-topics": ["fuzz"]}
-            }]},
-            "payload_limit_bytes": 4096,
-            "delay_limits": {"max_delay_ms": 86400000, "default_jitter_ms": 1000, "max_jitter_ms": 60000},
-            "default_target": {"kind": "http", "settings": {"url": "http://127.0.0.1:1/fuzz"}}
-        }"#;
-        parse_or_panic(text)
-    })
+    NAMESPACE.get_or_init(|| parse_or_panic(FUZZ_NAMESPACE))
 }
 
 /// The config a fuzzed Apply updates: the same namespace on its queues, and another that owns
@@ -60,13 +65,7 @@ fn applied_before() -> &'static (Namespace, serde_json::Value, Vec<Namespace>) {
     BEFORE.get_or_init(|| {
         let mine = namespace().clone();
         let value = serde_json::json!({"namespace": "fuzz"});
-        let other = parse_or_panic(
-            r#"{"namespace": "other",
-                "persistence_configurations": {"persistence_configuration": [{
-                    "physical_storage": {"type": "SQS"},
-                    "config": {"wal-queue": ["other"]}
-                }]}}"#,
-        );
+        let other = parse_or_panic(OTHER_NAMESPACE);
         (mine, value, vec![other])
     })
 }

@@ -70,26 +70,8 @@ fn namespace_configs() -> Vec<String> {
         include_str!("../../namespaces/examples/multi-partition-kv-foobar.json"),
     ];
     let mut configs: Vec<String> = examples.iter().map(|s| (*s).to_owned()).collect();
-    configs.push(
-        r#"{"namespace": "fuzz",
-            "persistence_configurations": {"persistence_configuration": [{
-                "physical_storage": {"type": "KAFKA"},
-                "config": {"wal-kafka-topics": ["fuzz"]}
-            }]},
-            "payload_limit_bytes": 4096,
-            "delay_limits": {"max_delay_ms": 86400000, "default_jitter_ms": 1000, "max_jitter_ms": 60000},
-            "default_target": {"kind": "http", "settings": {"url": "http://127.0.0.1:1/fuzz"}}}"#
-            .to_owned(),
-    );
-    configs.push(
-        r#"{"namespace": "other",
-            "persistence_configurations": {"persistence_configuration": [{
-                "physical_storage": {"type": "SQS"},
-                "config": {"wal-queue": ["other"]}
-            }]},
-            "default_target": {"kind": "cache", "settings": {"ttl_seconds": 60}}}"#
-            .to_owned(),
-    );
+    configs.push(crate::FUZZ_NAMESPACE.to_owned());
+    configs.push(crate::OTHER_NAMESPACE.to_owned());
     configs
 }
 
