@@ -60,6 +60,19 @@ pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> s
     consumer_process_at(namespaces, metrics_listen, "127.0.0.1:0")
 }
 
+/// Like [`consumer_process`], with `env` set over the stack's defaults (a fault proxy's
+/// `WAL_KAFKA_BOOTSTRAP` and `WAL_CQL_NODES`, say).
+pub fn consumer_process_with_env(
+    namespaces: &std::path::Path,
+    env: &[(&str, String)],
+) -> std::process::Child {
+    consumer_command(namespaces, "127.0.0.1:0", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .spawn()
+        .expect("start wal-consumer")
+}
+
 /// Like [`consumer_process`], its gRPC health service on `health_listen`.
 pub fn consumer_process_at(
     namespaces: &std::path::Path,

@@ -36,3 +36,14 @@ pub fn median(values: &mut [f64]) -> f64 {
 pub fn poll_after(waited: std::time::Duration) -> std::time::Duration {
     (waited / 10).max(std::time::Duration::from_millis(1))
 }
+
+/// The peak resident memory (VmHWM) of process `pid` so far, in bytes; 0 where /proc cannot tell
+/// (the process is gone, or this is not Linux).
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}

@@ -23,16 +23,31 @@ impl ProducerProcess {
     /// `write_timeout`, and returns once it accepts connections. It logs WARN and above to
     /// the test's stderr.
     pub async fn start(namespaces: &Path, write_timeout: Duration) -> Self {
-        Self::launch(namespaces, write_timeout, None).await
+        Self::launch(namespaces, write_timeout, None, &[]).await
+    }
+
+    /// Like [`start`](Self::start), with `env` set over the stack's defaults: a drill points
+    /// `WAL_KAFKA_BOOTSTRAP` and `WAL_CQL_NODES` at a fault proxy this way.
+    pub async fn start_with_env(
+        namespaces: &Path,
+        write_timeout: Duration,
+        env: &[(&str, String)],
+    ) -> Self {
+        Self::launch(namespaces, write_timeout, None, env).await
     }
 
     /// Like [`start`](Self::start), logging to the file `log` as an operator would see it: the
     /// binary's default log filter, not the test's.
     pub async fn start_logging_to(namespaces: &Path, write_timeout: Duration, log: &Path) -> Self {
-        Self::launch(namespaces, write_timeout, Some(log)).await
+        Self::launch(namespaces, write_timeout, Some(log), &[]).await
     }
 
-    async fn launch(namespaces: &Path, write_timeout: Duration, log: Option<&Path>) -> Self {
+    async fn launch(
+        namespaces: &Path,
+        write_timeout: Duration,
+        log: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> Self {
         let stack = local_stack();
         let listen = refusing_address();
         let mut command = Command::new(cargo_bin("wal-producer"));
@@ -61,6 +76,7 @@ impl ProducerProcess {
                 write_timeout.as_millis().to_string(),
             )
             .env("WAL_PROVISION", "true")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .spawn()
             .expect("start wal-producer");
@@ -82,6 +98,11 @@ impl ProducerProcess {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The process's peak resident memory so far (VmHWM), in bytes; 0 where /proc cannot tell.
+    pub fn peak_rss(&self) -> u64 {
+        crate::measure::peak_rss(self.child.id())
     }
 }
 

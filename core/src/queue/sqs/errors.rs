@@ -46,6 +46,22 @@ pub(crate) fn service_away<E: ProvideErrorMetadata>(error: &SdkError<E, HttpResp
     }
 }
 
+/// Whether `error` comes of a refused TCP connection: a reset answered the connection's first
+/// packet, so no request went out on it.
+pub(crate) fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
 pub fn is_missing_queue<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
     code_is(
         error,

@@ -35,7 +35,7 @@ use crate::outage::Outage;
 
 mod errors;
 pub use errors::is_missing_queue;
-use errors::{describe, is_invalid_receipt, service_away};
+use errors::{connection_refused, describe, is_invalid_receipt, service_away};
 
 /// SQS's limit on a message (body and attributes), in bytes.
 pub const MESSAGE_LIMIT_BYTES: usize = 262_144;
@@ -143,13 +143,15 @@ fn seconds(duration: Duration) -> i32 {
     i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)
 }
 
-/// Whether a failed SendMessage certainly stored nothing: the request was never built, or SQS
-/// refused it with a client error. A timeout, a dropped connection or a server error may have come
-/// after SQS stored the message.
+/// Whether a failed SendMessage certainly stored nothing: the request was never built, SQS
+/// refused it with a client error, or the connection it would have gone on was refused (SQS down:
+/// nothing was sent). A timeout, a dropped connection or a server error may have come after SQS
+/// stored the message.
 fn certainly_not_stored(error: &SdkError<SendMessageError, HttpResponse>) -> bool {
     match error {
         SdkError::ConstructionFailure(_) => true,
         SdkError::ServiceError(context) => context.raw().status().is_client_error(),
+        SdkError::DispatchFailure(_) => connection_refused(error),
         _ => false,
     }
 }
@@ -474,3 +476,6 @@ impl SqsQueue {
             .and_then(|count| count.parse().ok()))
     }
 }
+
+#[cfg(test)]
+mod tests;

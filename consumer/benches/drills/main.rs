@@ -1,0 +1,122 @@
+//! The fault drills, run like the benchmarks: a producer and a consumer as processes on the local
+//! stack, writers sending unique, checkable writes through WriteToLog, faults injected, then a wait
+//! for delivery and a row per drill: the writes answered TRUE / FALSE / UNKNOWN / shed / refused
+//! or unanswered, **TRUE never applied (must be 0)**, **FALSE applied (must be 0)**, duplicates
+//! applied, the time from the end of the faults to the last TRUE write applied, and what the drill
+//! measures besides. A client the drills write for does not retry: an UNKNOWN write may or may not
+//! be applied, and is only counted. The program exits 1 when a promise did not hold.
+//!
+//! Run with:
+//!     scripts/stack up && cargo build --release -p wal-producer &&
+//!         cargo bench -p wal-consumer --bench drills
+//! (the producer binary is another package's, which `cargo bench -p wal-consumer` does not build;
+//! the partitions drill starts Toxiproxy itself, building it with Go the first time).
+//!
+//! Drills (DRILLS, comma-separated, in this order by default):
+//! - kills: kill -9 of producer, consumer and broker (Kafka; ElasticMQ), DRILL_KILLS (20) of each,
+//!   on a Kafka and an SQS namespace (DRILL_BACKENDS: kafka,sqs); DRILL_SEED (1) picks the order.
+//! - outage: Cassandra, the target, killed for DRILL_OUTAGE_SECS (60).
+//! - poison: one entry in 10 failing every attempt, DRILL_POISON_ENTRIES (20,000) healthy ones.
+//! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
+//! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60).
+//! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
+//!
+//! DRILL_WRITERS (8) writers each. DRILL_SMOKE=1 runs every drill briefly, with few faults (CI).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod kills;
+mod load;
+mod outage;
+mod overload;
+mod partitions;
+mod poison;
+mod slow;
+mod table;
+mod toxiproxy;
+
+use std::time::Duration;
+
+use wal_namespaces::Backend;
+use wal_testkit::env_u64;
+
+const ALL: &str = "kills,outage,poison,overload,slow,partitions";
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let smoke = std::env::var("DRILL_SMOKE").is_ok_and(|v| v == "1");
+    // A tunable's value: the environment's, or the full run's default, or the smoke's.
+    let tunable =
+        |name: &str, full: u64, brief: u64| env_u64(name, if smoke { brief } else { full });
+    let secs = |name: &str, full: u64, brief: u64| Duration::from_secs(tunable(name, full, brief));
+    let writers = usize::try_from(tunable("DRILL_WRITERS", 8, 4)).unwrap();
+    let drills = std::env::var("DRILLS").unwrap_or_else(|_| ALL.into());
+    let mut rows = Vec::new();
+    for drill in drills.split(',').map(str::trim) {
+        println!("drill: {drill}{}", if smoke { " (smoke)" } else { "" });
+        match drill {
+            "kills" => {
+                let kills = usize::try_from(tunable("DRILL_KILLS", 20, 2)).unwrap();
+                let seed = tunable("DRILL_SEED", 1, 1);
+                let backends =
+                    std::env::var("DRILL_BACKENDS").unwrap_or_else(|_| "kafka,sqs".into());
+                for backend in backends.split(',') {
+                    let backend = match backend.trim() {
+                        "kafka" => Backend::Kafka,
+                        "sqs" => Backend::Sqs,
+                        other => panic!(
+                            "DRILL_BACKENDS: '{other}' is not a backend; expected kafka or sqs"
+                        ),
+                    };
+                    rows.push(kills::drill(backend, kills, writers, seed).await);
+                }
+            }
+            "outage" => rows.push(outage::drill(secs("DRILL_OUTAGE_SECS", 60, 10), writers).await),
+            "poison" => {
+                let healthy =
+                    usize::try_from(tunable("DRILL_POISON_ENTRIES", 20_000, 2_000)).unwrap();
+                rows.push(poison::drill(healthy).await);
+            }
+            "overload" => {
+                let rate = u32::try_from(tunable("DRILL_OVERLOAD_RATE", 300, 100)).unwrap();
+                rows.push(overload::drill(rate, secs("DRILL_OVERLOAD_SECS", 30, 5)).await);
+            }
+            "slow" => {
+                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 500));
+                rows.push(slow::drill(latency, secs("DRILL_SLOW_SECS", 60, 10), writers).await);
+            }
+            "partitions" => {
+                let lengths = partitions::Lengths {
+                    cut: secs("DRILL_CUT_SECS", 5, 2),
+                    partition: secs("DRILL_PARTITION_SECS", 120, 5),
+                    other: secs("DRILL_FAULT_SECS", 15, 3),
+                    between: secs("DRILL_BETWEEN_SECS", 10, 3),
+                };
+                rows.push(partitions::drill(lengths, writers).await);
+            }
+            other => panic!("DRILLS: '{other}' is not a drill; expected some of {ALL}"),
+        }
+        if let Some(row) = rows.last() {
+            table::print(std::slice::from_ref(row));
+            for (answer, message, n) in &row.outcome.reasons {
+                println!("  {n} x {answer:?}: {message}");
+            }
+        }
+    }
+    println!();
+    table::print(&rows);
+    let failures: Vec<String> = rows
+        .iter()
+        .flat_map(|row| {
+            row.failures()
+                .into_iter()
+                .map(move |f| format!("{} on {}: {f}", row.drill, row.backend))
+        })
+        .collect();
+    if !failures.is_empty() {
+        for failure in &failures {
+            eprintln!("drills: {failure}");
+        }
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,127 @@
+//! overload: namespace A, limited to `rate` writes a second, is offered three times that (open
+//! loop: a write every 1/(3 x rate) s whatever the answers), while namespace B keeps a steady
+//! closed-loop load through the same producer. A's surplus must be shed with RESOURCE_EXHAUSTED
+//! (nothing stored), the producer's memory must stay bounded, and B's p99 and error count are
+//! printed for a phase without the overload and one with it.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use wal_namespaces::Backend;
+use wal_testkit::measure::percentile;
+use wal_testkit::{ProducerProcess, Upstream, consumer_process, namespace_json};
+
+use crate::load::{
+    Answer, Answers, Applied, Load, namespace_dir, peak_mib, send, settle, stop_child,
+};
+use crate::table::Row;
+
+/// Writes of A at once, at most: beyond it the client itself would be the bottleneck.
+const MOST_IN_FLIGHT: usize = 2_048;
+
+pub async fn drill(rate: u32, phase: Duration) -> Row {
+    let backend = Backend::Kafka;
+    let applied = Applied::Http(Upstream::start(|_| 200).await);
+    let limit = format!(r#""rate_limit": {{"writes_per_second": {rate}, "burst": {rate}}}"#);
+    let text_a = namespace_json(backend, 2, &applied.target(), &limit);
+    let text_b = namespace_json(backend, 2, &applied.target(), "");
+    let a = wal_namespaces::parse(&text_a, "drill").unwrap().name;
+    let b = wal_namespaces::parse(&text_b, "drill").unwrap().name;
+    let dir = namespace_dir(&[(&a, &text_a), (&b, &text_b)]);
+    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
+    let channel = Arc::new(RwLock::new(producer.channel.clone()));
+    let mut consumer = consumer_process(&dir, "127.0.0.1:0");
+
+    // B: 2 writers, a write each every 10 ms or so.
+    let load_b = Load::start(
+        &b,
+        "overload-b",
+        2,
+        Duration::from_millis(10),
+        &channel,
+        applied.payload(),
+    );
+    let errors = |answers: &Answers| {
+        answers.count(Answer::False)
+            + answers.count(Answer::Unknown)
+            + answers.count(Answer::Shed)
+            + answers.count(Answer::Refused)
+    };
+    println!("  overload: B alone for {} s", phase.as_secs());
+    tokio::time::sleep(phase).await;
+    let mut calm = load_b.answers.take_latencies();
+    let calm_errors = errors(&load_b.answers);
+    let rss_calm = peak_mib(producer.child.id());
+
+    println!(
+        "  overload: A offered {} writes/s (3 x its limit) for {} s",
+        3 * rate,
+        phase.as_secs()
+    );
+    let answers_a = Arc::new(Answers::default());
+    let in_flight = Arc::new(Semaphore::new(MOST_IN_FLIGHT));
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / (3 * rate));
+    let started = Instant::now();
+    let mut n = 0u64;
+    let mut not_sent = 0usize;
+    while started.elapsed() < phase {
+        tick.tick().await;
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            not_sent += 1;
+            continue;
+        };
+        let id = format!("overload-a-{n}");
+        n += 1;
+        let (channel, answers, a) = (producer.channel.clone(), Arc::clone(&answers_a), a.clone());
+        let payload = applied.payload()(&id);
+        tokio::spawn(async move {
+            send(channel, &a, id, payload, &answers).await;
+            drop(permit);
+        });
+    }
+    let _ = in_flight.acquire_many(MOST_IN_FLIGHT as u32).await;
+    let offered_for = started.elapsed();
+    let mut loaded = load_b.answers.take_latencies();
+    let loaded_errors = errors(&load_b.answers) - calm_errors;
+    let rss_loaded = peak_mib(producer.child.id());
+    let answers_b = load_b.stop().await;
+    let answers = Answers::merged(&[&answers_a, &answers_b]);
+    let outcome = settle(&answers, &applied, Instant::now()).await;
+    drop(producer);
+    stop_child(&mut consumer);
+
+    let admitted = answers_a.count(Answer::True);
+    let shed = answers_a.count(Answer::Shed);
+    let mut broken = Vec::new();
+    if shed == 0 {
+        broken.push("A was offered 3x its limit and nothing was shed".to_owned());
+    }
+    if not_sent > 0 {
+        broken.push(format!(
+            "the drill could not send {not_sent} of A's writes (its own limit)"
+        ));
+    }
+    if loaded_errors > calm_errors {
+        broken.push(format!(
+            "B had {loaded_errors} errors under A's overload against {calm_errors} without"
+        ));
+    }
+    Row {
+        drill: "overload",
+        backend,
+        faults: format!(
+            "A offered {} w/s for {} s, limit {rate} w/s",
+            3 * rate,
+            phase.as_secs()
+        ),
+        outcome,
+        notes: format!(
+            "A admitted {admitted} ({:.0}/s), shed {shed}; producer peak RSS {rss_calm:.0} MiB before, {rss_loaded:.0} MiB after; B p99 {:.1} ms alone, {:.1} ms beside A; B errors {calm_errors} alone, {loaded_errors} beside A",
+            admitted as f64 / offered_for.as_secs_f64(),
+            percentile(&mut calm, 0.99),
+            percentile(&mut loaded, 0.99),
+        ),
+        broken,
+    }
+}

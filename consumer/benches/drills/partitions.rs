@@ -1,0 +1,147 @@
+//! partitions: the producer and the consumer reach Kafka and Cassandra only through Toxiproxy,
+//! which cuts them off under load: connections closed and refused (short cuts, several times), a
+//! silent partition both ways (connections stay open, nothing flows) for minutes, added latency,
+//! and one-way partitions each way. The drill itself reads Cassandra directly.
+//!
+//! Kafka's clients go where the broker's metadata sends them, so the broker has a listener for
+//! this drill that advertises the proxy's address (`scripts/stack`: DRILL on 19094, advertised as
+//! 19095). The CQL driver connects to each node at its contact point's port, so a proxy in front of
+//! the single node keeps it behind the proxy. SQS is not drilled here: ElasticMQ's queue URLs name
+//! its own address, which the SDK then calls directly.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use wal_namespaces::Backend;
+use wal_testkit::{ProducerProcess, consumer_process_with_env, cql_nodes, namespace_json, stack};
+
+use crate::load::{Applied, Load, namespace_dir, settle, stop_child};
+use crate::table::Row;
+use crate::toxiproxy::{Stream, Toxiproxy};
+
+const KAFKA: &str = "wal_kafka";
+const CQL: &str = "wal_cql";
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// How long each kind of fault lasts.
+#[derive(Debug, Clone, Copy)]
+pub struct Lengths {
+    pub cut: Duration,
+    pub partition: Duration,
+    pub other: Duration,
+    pub between: Duration,
+}
+
+pub async fn drill(lengths: Lengths, writers: usize) -> Row {
+    let backend = Backend::Kafka;
+    // Toxiproxy, and a broker with the drill's listener (`up` restarts one started without it).
+    tokio::task::spawn_blocking(|| {
+        stack("up", "toxiproxy");
+        stack("up", "kafka");
+    })
+    .await
+    .unwrap();
+    let proxy = Toxiproxy::new(&env_or("WAL_TOXIPROXY_URL", "http://127.0.0.1:18474"));
+    let kafka_proxied = env_or("WAL_KAFKA_PROXIED", "127.0.0.1:19095");
+    let kafka_listener = env_or("WAL_KAFKA_DRILL_LISTENER", "127.0.0.1:19094");
+    let cql_proxied = env_or("WAL_CQL_PROXIED", "127.0.0.1:19043");
+    proxy.proxy(KAFKA, &kafka_proxied, &kafka_listener).await;
+    proxy.proxy(CQL, &cql_proxied, &cql_nodes()[0]).await;
+    let env = [
+        ("WAL_KAFKA_BOOTSTRAP", kafka_proxied),
+        ("WAL_CQL_NODES", cql_proxied),
+    ];
+
+    let applied = Applied::cql().await;
+    let text = namespace_json(backend, 2, &applied.target(), "");
+    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
+    let dir = namespace_dir(&[(&name, &text)]);
+    let producer = ProducerProcess::start_with_env(&dir, Duration::from_secs(5), &env).await;
+    let channel = Arc::new(RwLock::new(producer.channel.clone()));
+    let mut consumer = consumer_process_with_env(&dir, &env);
+    let load = Load::start(
+        &name,
+        "partitions",
+        writers,
+        Duration::from_millis(5),
+        &channel,
+        applied.payload(),
+    );
+    tokio::time::sleep(lengths.between).await;
+
+    let both = [KAFKA, CQL];
+    let mut healed = Instant::now();
+    let phase = |what: String| {
+        let answered = load.answers.len();
+        println!("  partitions: {what} ({answered} writes answered so far)");
+    };
+    for round in 1..=3 {
+        phase(format!("cut {round} of 3, {} s", lengths.cut.as_secs()));
+        for name in both {
+            proxy.set_enabled(name, false).await;
+        }
+        tokio::time::sleep(lengths.cut).await;
+        proxy.heal().await;
+        tokio::time::sleep(lengths.between).await;
+    }
+    phase(format!(
+        "silent partition both ways, {} s",
+        lengths.partition.as_secs()
+    ));
+    for name in both {
+        proxy.blackhole(name, Stream::Upstream).await;
+        proxy.blackhole(name, Stream::Downstream).await;
+    }
+    tokio::time::sleep(lengths.partition).await;
+    proxy.heal().await;
+    tokio::time::sleep(lengths.between).await;
+
+    phase(format!(
+        "300 ms +- 100 ms added each way, {} s",
+        lengths.other.as_secs()
+    ));
+    for name in both {
+        proxy.latency(name, Stream::Upstream, 300, 100).await;
+        proxy.latency(name, Stream::Downstream, 300, 100).await;
+    }
+    tokio::time::sleep(lengths.other).await;
+    proxy.heal().await;
+    tokio::time::sleep(lengths.between).await;
+
+    for (stream, way) in [
+        (Stream::Upstream, "to the servers"),
+        (Stream::Downstream, "from the servers"),
+    ] {
+        phase(format!(
+            "one way: nothing {way}, {} s",
+            lengths.other.as_secs()
+        ));
+        for name in both {
+            proxy.blackhole(name, stream).await;
+        }
+        tokio::time::sleep(lengths.other).await;
+        proxy.heal().await;
+        healed = Instant::now();
+        tokio::time::sleep(lengths.between).await;
+    }
+    let answers = load.stop().await;
+    let outcome = settle(&answers, &applied, healed).await;
+    drop(producer);
+    stop_child(&mut consumer);
+    Row {
+        drill: "partitions",
+        backend,
+        faults: format!(
+            "producer and consumer cut from Kafka and Cassandra: 3 cuts of {} s, a silent partition of {} s, +300 ms, one way each way ({} s each)",
+            lengths.cut.as_secs(),
+            lengths.partition.as_secs(),
+            lengths.other.as_secs()
+        ),
+        outcome,
+        notes: String::new(),
+        broken: Vec::new(),
+    }
+}

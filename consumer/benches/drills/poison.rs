@@ -1,0 +1,180 @@
+//! poison: entries the target always fails (HTTP 500, a retryable failure) mixed into healthy
+//! traffic. Every poison entry must reach the DLQ after its attempts, and the healthy entries
+//! must flow at least 0.9 of the rate of a run without poison.
+//!
+//! Each run writes a backlog first (healthy ids, and in the poison run one poison id in
+//! `1 / POISON_SHARE` of them), then starts a consumer and times the healthy entries from the
+//! first applied to the last: the consumer's rate, not the writers'.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use wal_namespaces::Backend;
+use wal_testkit::{ProducerProcess, Upstream, consumer_process, kafka_log, namespace_json};
+
+use crate::load::{
+    Answer, Answers, Applied, body, namespace_dir, settle_where, stop_child, write_all,
+};
+use crate::table::Row;
+
+const MAX_ATTEMPTS: u32 = 3;
+/// One write in this many is poison.
+const POISON_SHARE: usize = 10;
+const POLICY: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 200, "multiplier": 2.0, "max_backoff_ms": 2000, "jitter": 0.2}"#;
+
+struct Run {
+    /// Healthy entries applied per second, first to last.
+    healthy_rate: f64,
+    answers: Arc<Answers>,
+    upstream_applied: Applied,
+    namespace: wal_namespaces::Namespace,
+    since: Instant,
+    consumer: std::process::Child,
+}
+
+async fn run(healthy: usize, with_poison: bool) -> Run {
+    // Counted as they arrive: cloning every request to count them would take the CPU the
+    // run is measuring.
+    let healthy_seen = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&healthy_seen);
+    let upstream = Upstream::start(move |r| {
+        if r.body.starts_with(b"poison-") {
+            500
+        } else {
+            seen.fetch_add(1, Ordering::Relaxed);
+            200
+        }
+    })
+    .await;
+    let text = namespace_json(Backend::Kafka, 2, &upstream.target(), POLICY);
+    let namespace = wal_namespaces::parse(&text, "drill").unwrap();
+    let dir = namespace_dir(&[(&namespace.name, &text)]);
+    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
+    let mut ids = Vec::new();
+    for i in 0..healthy {
+        ids.push(format!("healthy-{i}"));
+        if with_poison && i % POISON_SHARE == 0 {
+            ids.push(format!("poison-{i}"));
+        }
+    }
+    let answers = write_all(&producer.channel, &namespace.name, ids, body, 32).await;
+    drop(producer);
+
+    let since = Instant::now();
+    let consumer = consumer_process(&dir, "127.0.0.1:0");
+    let healthy_true: HashSet<String> = answers
+        .with(Answer::True)
+        .into_iter()
+        .filter(|id| id.starts_with("healthy-"))
+        .collect();
+    while healthy_seen.load(Ordering::Relaxed) < healthy_true.len()
+        && since.elapsed() < Duration::from_secs(600)
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let received = upstream.received();
+    let times: Vec<_> = received
+        .iter()
+        .filter(|r| r.body.starts_with(b"healthy-"))
+        .map(|r| r.at)
+        .collect();
+    let first = received
+        .iter()
+        .map(|r| r.at)
+        .min()
+        .unwrap_or_else(std::time::SystemTime::now);
+    let last = times.iter().max().copied().unwrap_or(first);
+    let window = last.duration_since(first).unwrap_or_default().as_secs_f64();
+    Run {
+        healthy_rate: times.len() as f64 / window.max(1e-3),
+        answers,
+        upstream_applied: Applied::Http(upstream),
+        namespace,
+        since,
+        consumer,
+    }
+}
+
+/// The poison ids on the namespace's DLQs, waiting up to 120 s for all of `expected`.
+async fn dead_lettered(
+    namespace: &wal_namespaces::Namespace,
+    expected: &HashSet<String>,
+) -> HashSet<String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut found = HashSet::new();
+        for queue in &namespace.queues {
+            for entry in kafka_log(&queue.dlq).await {
+                found.insert(entry.id);
+            }
+        }
+        if expected.is_subset(&found) || Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+pub async fn drill(healthy: usize) -> Row {
+    println!("  poison: a run without poison ({healthy} entries)");
+    let mut clean = run(healthy, false).await;
+    stop_child(&mut clean.consumer);
+    println!("  poison: a run with one poison entry in {POISON_SHARE}");
+    let mut poisoned = run(healthy, true).await;
+    let poison_true: HashSet<String> = poisoned
+        .answers
+        .with(Answer::True)
+        .into_iter()
+        .filter(|id| id.starts_with("poison-"))
+        .collect();
+    let in_dlq = dead_lettered(&poisoned.namespace, &poison_true).await;
+    let mut attempts: HashMap<String, u32> = HashMap::new();
+    if let Applied::Http(upstream) = &poisoned.upstream_applied {
+        for body in upstream.bodies() {
+            if body.starts_with("poison-") {
+                *attempts.entry(body).or_default() += 1;
+            }
+        }
+    }
+    // Only the healthy writes must be applied; the poison ones must be dead-lettered instead.
+    let outcome = settle_where(
+        &poisoned.answers,
+        &poisoned.upstream_applied,
+        poisoned.since,
+        |id| id.starts_with("healthy-"),
+    )
+    .await;
+    stop_child(&mut poisoned.consumer);
+
+    let missing = poison_true.difference(&in_dlq).count();
+    let too_few = poison_true
+        .iter()
+        .filter(|id| attempts.get(*id).copied().unwrap_or(0) < MAX_ATTEMPTS)
+        .count();
+    let ratio = poisoned.healthy_rate / clean.healthy_rate;
+    let mut broken = Vec::new();
+    if missing > 0 {
+        broken.push(format!("{missing} poison entries are not on the DLQ"));
+    }
+    if too_few > 0 {
+        broken.push(format!(
+            "{too_few} poison entries were dead-lettered before {MAX_ATTEMPTS} attempts"
+        ));
+    }
+    Row {
+        drill: "poison",
+        backend: Backend::Kafka,
+        faults: format!("1 in {POISON_SHARE} entries fails every attempt (HTTP 500)"),
+        outcome,
+        notes: format!(
+            "poison on the DLQ after >= {MAX_ATTEMPTS} attempts: {}/{}; healthy {:.0}/s vs {:.0}/s without poison: **{ratio:.2}** (goal >= 0.9)",
+            poison_true.len() - missing,
+            poison_true.len(),
+            poisoned.healthy_rate,
+            clean.healthy_rate,
+        ),
+        broken,
+    }
+}
