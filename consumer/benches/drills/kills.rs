@@ -6,98 +6,71 @@
 //! in its database file; neither fsyncs each write, so what they acknowledged survives a process
 //! kill, not a power loss.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use rand::SeedableRng as _;
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom as _;
-use rand::{Rng as _, SeedableRng as _};
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, Upstream, consumer_process, namespace_json, stack};
+use wal_testkit::{Upstream, namespace_json};
 
-use crate::load::{Applied, Load, namespace_dir, settle, stop_child};
+use crate::load::{Applied, Load, Outcome, namespace_dir, settle};
+use crate::processes::{Kill, Processes, dealt, kill_at_random};
 use crate::table::Row;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kill {
-    Producer,
-    Consumer,
-    Broker,
+/// The broker a backend's drill kills.
+pub fn broker(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Kafka => "kafka",
+        Backend::Sqs => "elasticmq",
+    }
 }
 
 pub async fn drill(backend: Backend, kills_each: usize, writers: usize, seed: u64) -> Row {
     let mut rng = StdRng::seed_from_u64(seed);
-    let broker = match backend {
-        Backend::Kafka => "kafka",
-        Backend::Sqs => "elasticmq",
-    };
+    let broker = broker(backend);
     let applied = Applied::Http(Upstream::start(|_| 200).await);
     let text = namespace_json(backend, 2, &applied.target(), "");
     let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let dir = namespace_dir(&[(&name, &text)]);
-
-    let mut producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
-    let channel = Arc::new(RwLock::new(producer.channel.clone()));
-    let mut consumer = consumer_process(&dir, "127.0.0.1:0");
+    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
     let prefix = format!("kills-{}", backend.to_string().to_lowercase());
     let load = Load::start(
         &name,
         &prefix,
         writers,
         Duration::from_millis(5),
-        &channel,
+        &processes.channel,
         applied.payload(),
     );
-
-    let mut plan = [Kill::Producer, Kill::Consumer, Kill::Broker].repeat(kills_each);
-    plan.shuffle(&mut rng);
-    let mut kills: HashMap<Kill, usize> = HashMap::new();
-    for (i, kill) in plan.iter().enumerate() {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(500..3_000))).await;
-        match kill {
-            Kill::Producer => {
-                producer.kill();
-                producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
-                *channel.write().unwrap() = producer.channel.clone();
-            }
-            Kill::Consumer => {
-                stop_child(&mut consumer);
-                consumer = consumer_process(&dir, "127.0.0.1:0");
-            }
-            Kill::Broker => tokio::task::spawn_blocking(move || {
-                stack("kill", broker);
-                stack("up", broker);
-            })
-            .await
-            .unwrap(),
-        }
-        *kills.entry(*kill).or_default() += 1;
-        println!(
-            "  kills on {backend}: {} of {} ({kill:?}); {} writes answered so far",
-            i + 1,
-            plan.len(),
-            load.answers.len()
-        );
-    }
-    let last_kill = Instant::now();
-    let answers = load.stop().await;
-    let outcome = settle(&answers, &applied, last_kill).await;
-    producer.kill();
-    stop_child(&mut consumer);
-
-    let n = |k| kills.get(&k).copied().unwrap_or(0);
+    let kinds = [Kill::Producer, Kill::Consumer, Kill::Broker(broker)];
+    let (outcome, faults) =
+        kills_under_load(processes, load, &applied, &kinds, kills_each, &mut rng).await;
     Row {
         drill: "kills",
         backend,
-        faults: format!(
-            "kill -9: {} producer, {} consumer, {} {broker}",
-            n(Kill::Producer),
-            n(Kill::Consumer),
-            n(Kill::Broker)
-        ),
+        faults,
         outcome,
         notes: String::new(),
         broken: Vec::new(),
     }
+}
+
+/// Deals `each` kills of every kind in `kinds` under `load`, then stops the load and waits for
+/// delivery: what the writes came to, and the kills dealt as a row's faults.
+pub async fn kills_under_load(
+    mut processes: Processes,
+    load: Load,
+    applied: &Applied,
+    kinds: &[Kill],
+    each: usize,
+    rng: &mut StdRng,
+) -> (Outcome, String) {
+    let kills = kill_at_random(&mut processes, kinds, each, rng, || {
+        format!("{} writes answered so far", load.answers.len())
+    })
+    .await;
+    let last_kill = Instant::now();
+    let answers = load.stop().await;
+    let outcome = settle(&answers, applied, last_kill).await;
+    processes.stop();
+    (outcome, dealt(kinds, &kills))
 }

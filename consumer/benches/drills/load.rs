@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use wal_proto::v1::Trilean;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{Trilean, WriteToLogResponse};
 use wal_testkit::{Cql, KEYSPACE, Upstream, unique, write};
 
 /// How long one write may wait for the producer: past it, the client gives up (no answer).
@@ -78,6 +78,43 @@ impl Answers {
         reasons
     }
 
+    /// Makes `call` (WriteToLog, or a call answering as it does), giving up after
+    /// [`CALL_TIMEOUT`], and records its answer under `id`.
+    pub async fn call(
+        &self,
+        id: String,
+        call: impl Future<Output = Result<tonic::Response<WriteToLogResponse>, tonic::Status>>,
+    ) -> Answer {
+        let started = Instant::now();
+        let (answer, message) = match tokio::time::timeout(CALL_TIMEOUT, call).await {
+            Ok(Ok(response)) => {
+                let response = response.into_inner();
+                let answer = match response.durable() {
+                    Trilean::True => Answer::True,
+                    Trilean::False => Answer::False,
+                    _ => Answer::Unknown,
+                };
+                (answer, response.message)
+            }
+            Ok(Err(status)) if status.code() == tonic::Code::ResourceExhausted => {
+                (Answer::Shed, status.message().to_owned())
+            }
+            Ok(Err(status)) => (
+                Answer::Refused,
+                format!("{}: {}", status.code(), status.message()),
+            ),
+            Err(_) => (
+                Answer::Refused,
+                format!("no answer within {CALL_TIMEOUT:?}"),
+            ),
+        };
+        if answer != Answer::True {
+            self.reason(answer, &message);
+        }
+        self.record(id, answer, started.elapsed());
+        answer
+    }
+
     pub fn with(&self, answer: Answer) -> Vec<String> {
         let by_id = self.by_id.lock().unwrap();
         by_id
@@ -85,6 +122,24 @@ impl Answers {
             .filter(|(_, a)| **a == answer)
             .map(|(id, _)| id.clone())
             .collect()
+    }
+
+    /// How many writes got each answer, by the table's column names.
+    pub fn tally(&self) -> HashMap<&'static str, usize> {
+        [
+            ("true", Answer::True),
+            ("false", Answer::False),
+            ("unknown", Answer::Unknown),
+            ("shed", Answer::Shed),
+            ("refused", Answer::Refused),
+        ]
+        .into_iter()
+        .map(|(name, answer)| (name, self.count(answer)))
+        .collect()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.by_id.lock().unwrap().keys().cloned().collect()
     }
 
     pub fn count(&self, answer: Answer) -> usize {
@@ -135,35 +190,7 @@ pub async fn send(
     let mut request = write(namespace, &payload);
     request.idempotency_id = id.clone();
     let mut client = WriteAheadLogClient::new(channel);
-    let started = Instant::now();
-    let (answer, message) =
-        match tokio::time::timeout(CALL_TIMEOUT, client.write_to_log(request)).await {
-            Ok(Ok(response)) => {
-                let response = response.into_inner();
-                let answer = match response.durable() {
-                    Trilean::True => Answer::True,
-                    Trilean::False => Answer::False,
-                    _ => Answer::Unknown,
-                };
-                (answer, response.message)
-            }
-            Ok(Err(status)) if status.code() == tonic::Code::ResourceExhausted => {
-                (Answer::Shed, status.message().to_owned())
-            }
-            Ok(Err(status)) => (
-                Answer::Refused,
-                format!("{}: {}", status.code(), status.message()),
-            ),
-            Err(_) => (
-                Answer::Refused,
-                format!("no answer within {CALL_TIMEOUT:?}"),
-            ),
-        };
-    if answer != Answer::True {
-        answers.reason(answer, &message);
-    }
-    answers.record(id, answer, started.elapsed());
-    answer
+    answers.call(id, client.write_to_log(request)).await
 }
 
 /// Writes each of `ids` once, `concurrency` at a time (a backlog for the consumer to work off).
@@ -268,6 +295,12 @@ pub enum Applied {
     Http(Upstream),
     /// A cql table `(id, value)`: a row per id, so duplicates cannot be told (an upsert).
     Cql { cql: Box<Cql>, table: String },
+    /// Regions' caches (cross-region replication): an id is applied once every region's
+    /// memcached holds its key; memcached lists nothing, so only the ids asked about are known.
+    Regions {
+        caches: Vec<memcache::exp::AsyncMetaClient>,
+        target: String,
+    },
 }
 
 impl Applied {
@@ -285,6 +318,7 @@ impl Applied {
         match self {
             Self::Http(upstream) => upstream.target(),
             Self::Cql { table, .. } => wal_testkit::cql_target(table),
+            Self::Regions { target, .. } => target.clone(),
         }
     }
 
@@ -292,12 +326,27 @@ impl Applied {
         match self {
             Self::Http(_) => body,
             Self::Cql { .. } => row,
+            Self::Regions { .. } => |id| wal_testkit::cache_set(id, "v").into_bytes(),
         }
     }
 
-    /// How many times each id was applied.
-    pub async fn counts(&self) -> HashMap<String, usize> {
+    /// How many times each id was applied (of `asked`, where the target cannot list them).
+    pub async fn counts(&self, asked: &[String]) -> HashMap<String, usize> {
         match self {
+            Self::Regions { caches, .. } => {
+                use futures::StreamExt as _;
+                futures::stream::iter(asked)
+                    .map(|id| async move {
+                        for cache in caches {
+                            wal_testkit::cached(cache, id).await?;
+                        }
+                        Some((id.clone(), 1))
+                    })
+                    .buffer_unordered(64)
+                    .filter_map(|applied| async move { applied })
+                    .collect()
+                    .await
+            }
             Self::Http(upstream) => {
                 let mut counts = HashMap::new();
                 for body in upstream.bodies() {
@@ -326,6 +375,7 @@ impl Applied {
         }
     }
 
+    /// Whether [`counts`](Self::counts) sees each delivery, so duplicates can be told.
     pub fn counts_duplicates(&self) -> bool {
         matches!(self, Self::Http(_))
     }
@@ -366,7 +416,7 @@ pub async fn settle_where(
         .collect();
     let mut recovered = None;
     while since.elapsed() < DRAIN_LIMIT {
-        let counts = applied.counts().await;
+        let counts = applied.counts(&true_ids).await;
         if true_ids.iter().all(|id| counts.contains_key(id)) {
             recovered = Some(since.elapsed());
             break;
@@ -374,21 +424,11 @@ pub async fn settle_where(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let counts = applied.counts().await;
-    let answered = [
-        ("true", Answer::True),
-        ("false", Answer::False),
-        ("unknown", Answer::Unknown),
-        ("shed", Answer::Shed),
-        ("refused", Answer::Refused),
-    ]
-    .into_iter()
-    .map(|(name, answer)| (name, answers.count(answer)))
-    .collect();
+    let counts = applied.counts(&answers.ids()).await;
     Outcome {
         reasons: answers.top_reasons(3),
         written: answers.len(),
-        answered,
+        answered: answers.tally(),
         true_lost: true_ids
             .iter()
             .filter(|id| !counts.contains_key(*id))
@@ -398,9 +438,13 @@ pub async fn settle_where(
             .iter()
             .filter(|id| counts.contains_key(*id))
             .count(),
-        duplicates: applied
-            .counts_duplicates()
-            .then(|| counts.values().map(|n| n - 1).sum()),
+        duplicates: applied.counts_duplicates().then(|| {
+            counts
+                .iter()
+                .filter(|(id, _)| must_apply(id))
+                .map(|(_, n)| n - 1)
+                .sum()
+        }),
         recovered,
     }
 }
@@ -418,10 +462,4 @@ pub fn namespace_dir(files: &[(&str, &str)]) -> PathBuf {
 /// The peak resident memory of a child process, in MiB.
 pub fn peak_mib(pid: u32) -> f64 {
     wal_testkit::measure::peak_rss(pid) as f64 / (1024.0 * 1024.0)
-}
-
-/// Kills a consumer process and reaps it.
-pub fn stop_child(child: &mut std::process::Child) {
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -7,14 +7,18 @@
 //! be applied, and is only counted. The program exits 1 when a promise did not hold.
 //!
 //! Run with:
-//!     scripts/stack up && cargo build --release -p wal-producer &&
+//!     scripts/stack up && cargo build --release -p wal-producer -p wal-writer &&
 //!         cargo bench -p wal-consumer --bench drills
-//! (the producer binary is another package's, which `cargo bench -p wal-consumer` does not build;
+//! (the producer and writer binaries are other packages', which `cargo bench -p wal-consumer` does not build;
 //! the partitions drill starts Toxiproxy itself, building it with Go the first time).
 //!
 //! Drills (DRILLS, comma-separated, in this order by default):
 //! - kills: kill -9 of producer, consumer and broker (Kafka; ElasticMQ), DRILL_KILLS (20) of each,
 //!   on a Kafka and an SQS namespace (DRILL_BACKENDS: kafka,sqs); DRILL_SEED (1) picks the order.
+//! - two-phase: the same kills (Kafka) under two-phase writes: committed transactions applied
+//!   whole and in order, none partly.
+//! - replication: kill -9 of producer, consumer and one region's writer, DRILL_KILLS of each,
+//!   under writes replicated to two regions: every TRUE write in both.
 //! - outage: Cassandra, the target, killed for DRILL_OUTAGE_SECS (60).
 //! - poison: one entry in 10 failing every attempt, DRILL_POISON_ENTRIES (20,000) healthy ones.
 //! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
@@ -31,16 +35,19 @@ mod outage;
 mod overload;
 mod partitions;
 mod poison;
+mod processes;
+mod replication;
 mod slow;
 mod table;
 mod toxiproxy;
+mod two_phase;
 
 use std::time::Duration;
 
 use wal_namespaces::Backend;
 use wal_testkit::env_u64;
 
-const ALL: &str = "kills,outage,poison,overload,slow,partitions";
+const ALL: &str = "kills,two-phase,replication,outage,poison,overload,slow,partitions";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -70,6 +77,16 @@ async fn main() {
                     };
                     rows.push(kills::drill(backend, kills, writers, seed).await);
                 }
+            }
+            "two-phase" => {
+                let kills = usize::try_from(tunable("DRILL_KILLS", 20, 2)).unwrap();
+                let seed = tunable("DRILL_SEED", 1, 1);
+                rows.push(two_phase::drill(kills, writers, seed).await);
+            }
+            "replication" => {
+                let kills = usize::try_from(tunable("DRILL_KILLS", 20, 2)).unwrap();
+                let seed = tunable("DRILL_SEED", 1, 1);
+                rows.push(replication::drill(kills, writers, seed).await);
             }
             "outage" => rows.push(outage::drill(secs("DRILL_OUTAGE_SECS", 60, 10), writers).await),
             "poison" => {

@@ -2,13 +2,13 @@
 //! `outage`, then started again. The consumer holds the entries in place while it is away (no
 //! retry copies, no DLQ); every write answered TRUE must reach Cassandra once it is back.
 
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, consumer_process, namespace_json, stack};
+use wal_testkit::{namespace_json, stack};
 
-use crate::load::{Applied, Load, namespace_dir, settle, stop_child};
+use crate::load::{Applied, Load, namespace_dir, settle};
+use crate::processes::Processes;
 use crate::table::Row;
 
 pub async fn drill(outage: Duration, writers: usize) -> Row {
@@ -16,16 +16,13 @@ pub async fn drill(outage: Duration, writers: usize) -> Row {
     let applied = Applied::cql().await;
     let text = namespace_json(backend, 2, &applied.target(), "");
     let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let dir = namespace_dir(&[(&name, &text)]);
-    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
-    let channel = Arc::new(RwLock::new(producer.channel.clone()));
-    let mut consumer = consumer_process(&dir, "127.0.0.1:0");
+    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
     let load = Load::start(
         &name,
         "outage",
         writers,
         Duration::from_millis(5),
-        &channel,
+        &processes.channel,
         applied.payload(),
     );
 
@@ -45,8 +42,7 @@ pub async fn drill(outage: Duration, writers: usize) -> Row {
     tokio::time::sleep(Duration::from_secs(10)).await;
     let answers = load.stop().await;
     let outcome = settle(&answers, &applied, back).await;
-    drop(producer);
-    stop_child(&mut consumer);
+    processes.stop();
     Row {
         drill: "target outage",
         backend,

@@ -4,17 +4,16 @@
 //! (nothing stored), the producer's memory must stay bounded, and B's p99 and error count are
 //! printed for a phase without the overload and one with it.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use wal_namespaces::Backend;
 use wal_testkit::measure::percentile;
-use wal_testkit::{ProducerProcess, Upstream, consumer_process, namespace_json};
+use wal_testkit::{Upstream, namespace_json};
 
-use crate::load::{
-    Answer, Answers, Applied, Load, namespace_dir, peak_mib, send, settle, stop_child,
-};
+use crate::load::{Answer, Answers, Applied, Load, namespace_dir, peak_mib, send, settle};
+use crate::processes::Processes;
 use crate::table::Row;
 
 /// Writes of A at once, at most: beyond it the client itself would be the bottleneck.
@@ -28,10 +27,8 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     let text_b = namespace_json(backend, 2, &applied.target(), "");
     let a = wal_namespaces::parse(&text_a, "drill").unwrap().name;
     let b = wal_namespaces::parse(&text_b, "drill").unwrap().name;
-    let dir = namespace_dir(&[(&a, &text_a), (&b, &text_b)]);
-    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
-    let channel = Arc::new(RwLock::new(producer.channel.clone()));
-    let mut consumer = consumer_process(&dir, "127.0.0.1:0");
+    let processes = Processes::start(namespace_dir(&[(&a, &text_a), (&b, &text_b)])).await;
+    let channel = processes.channel.read().unwrap().clone();
 
     // B: 2 writers, a write each every 10 ms or so.
     let load_b = Load::start(
@@ -39,7 +36,7 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
         "overload-b",
         2,
         Duration::from_millis(10),
-        &channel,
+        &processes.channel,
         applied.payload(),
     );
     let errors = |answers: &Answers| {
@@ -52,7 +49,7 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     tokio::time::sleep(phase).await;
     let mut calm = load_b.answers.take_latencies();
     let calm_errors = errors(&load_b.answers);
-    let rss_calm = peak_mib(producer.child.id());
+    let rss_calm = peak_mib(processes.producer_pid());
 
     println!(
         "  overload: A offered {} writes/s (3 x its limit) for {} s",
@@ -73,7 +70,7 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
         };
         let id = format!("overload-a-{n}");
         n += 1;
-        let (channel, answers, a) = (producer.channel.clone(), Arc::clone(&answers_a), a.clone());
+        let (channel, answers, a) = (channel.clone(), Arc::clone(&answers_a), a.clone());
         let payload = applied.payload()(&id);
         tokio::spawn(async move {
             send(channel, &a, id, payload, &answers).await;
@@ -84,12 +81,11 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     let offered_for = started.elapsed();
     let mut loaded = load_b.answers.take_latencies();
     let loaded_errors = errors(&load_b.answers) - calm_errors;
-    let rss_loaded = peak_mib(producer.child.id());
+    let rss_loaded = peak_mib(processes.producer_pid());
     let answers_b = load_b.stop().await;
     let answers = Answers::merged(&[&answers_a, &answers_b]);
     let outcome = settle(&answers, &applied, Instant::now()).await;
-    drop(producer);
-    stop_child(&mut consumer);
+    processes.stop();
 
     let admitted = answers_a.count(Answer::True);
     let shed = answers_a.count(Answer::Shed);

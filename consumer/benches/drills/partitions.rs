@@ -9,13 +9,13 @@
 //! the single node keeps it behind the proxy. SQS is not drilled here: ElasticMQ's queue URLs name
 //! its own address, which the SDK then calls directly.
 
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, consumer_process_with_env, cql_nodes, namespace_json, stack};
+use wal_testkit::{cql_nodes, namespace_json, stack};
 
-use crate::load::{Applied, Load, namespace_dir, settle, stop_child};
+use crate::load::{Applied, Load, namespace_dir, settle};
+use crate::processes::Processes;
 use crate::table::Row;
 use crate::toxiproxy::{Stream, Toxiproxy};
 
@@ -50,7 +50,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
     let cql_proxied = env_or("WAL_CQL_PROXIED", "127.0.0.1:19043");
     proxy.proxy(KAFKA, &kafka_proxied, &kafka_listener).await;
     proxy.proxy(CQL, &cql_proxied, &cql_nodes()[0]).await;
-    let env = [
+    let env = vec![
         ("WAL_KAFKA_BOOTSTRAP", kafka_proxied),
         ("WAL_CQL_NODES", cql_proxied),
     ];
@@ -58,16 +58,13 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
     let applied = Applied::cql().await;
     let text = namespace_json(backend, 2, &applied.target(), "");
     let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let dir = namespace_dir(&[(&name, &text)]);
-    let producer = ProducerProcess::start_with_env(&dir, Duration::from_secs(5), &env).await;
-    let channel = Arc::new(RwLock::new(producer.channel.clone()));
-    let mut consumer = consumer_process_with_env(&dir, &env);
+    let processes = Processes::start_with_env(namespace_dir(&[(&name, &text)]), env).await;
     let load = Load::start(
         &name,
         "partitions",
         writers,
         Duration::from_millis(5),
-        &channel,
+        &processes.channel,
         applied.payload(),
     );
     tokio::time::sleep(lengths.between).await;
@@ -129,8 +126,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
     }
     let answers = load.stop().await;
     let outcome = settle(&answers, &applied, healed).await;
-    drop(producer);
-    stop_child(&mut consumer);
+    processes.stop();
     Row {
         drill: "partitions",
         backend,

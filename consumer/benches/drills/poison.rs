@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, Upstream, consumer_process, kafka_log, namespace_json};
+use wal_testkit::{Upstream, kafka_log, namespace_json};
 
-use crate::load::{
-    Answer, Answers, Applied, body, namespace_dir, settle_where, stop_child, write_all,
-};
+use crate::load::{Answer, Answers, Applied, body, namespace_dir, settle_where, write_all};
+use crate::processes::Processes;
 use crate::table::Row;
 
 const MAX_ATTEMPTS: u32 = 3;
@@ -31,7 +30,7 @@ struct Run {
     upstream_applied: Applied,
     namespace: wal_namespaces::Namespace,
     since: Instant,
-    consumer: std::process::Child,
+    processes: Processes,
 }
 
 async fn run(healthy: usize, with_poison: bool) -> Run {
@@ -51,7 +50,7 @@ async fn run(healthy: usize, with_poison: bool) -> Run {
     let text = namespace_json(Backend::Kafka, 2, &upstream.target(), POLICY);
     let namespace = wal_namespaces::parse(&text, "drill").unwrap();
     let dir = namespace_dir(&[(&namespace.name, &text)]);
-    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
+    let mut processes = Processes::start_producer(dir, Vec::new()).await;
     let mut ids = Vec::new();
     for i in 0..healthy {
         ids.push(format!("healthy-{i}"));
@@ -59,11 +58,11 @@ async fn run(healthy: usize, with_poison: bool) -> Run {
             ids.push(format!("poison-{i}"));
         }
     }
-    let answers = write_all(&producer.channel, &namespace.name, ids, body, 32).await;
-    drop(producer);
+    let channel = processes.channel.read().unwrap().clone();
+    let answers = write_all(&channel, &namespace.name, ids, body, 32).await;
 
     let since = Instant::now();
-    let consumer = consumer_process(&dir, "127.0.0.1:0");
+    processes.start_consumer();
     let healthy_true: HashSet<String> = answers
         .with(Answer::True)
         .into_iter()
@@ -93,7 +92,7 @@ async fn run(healthy: usize, with_poison: bool) -> Run {
         upstream_applied: Applied::Http(upstream),
         namespace,
         since,
-        consumer,
+        processes,
     }
 }
 
@@ -119,10 +118,10 @@ async fn dead_lettered(
 
 pub async fn drill(healthy: usize) -> Row {
     println!("  poison: a run without poison ({healthy} entries)");
-    let mut clean = run(healthy, false).await;
-    stop_child(&mut clean.consumer);
+    let clean = run(healthy, false).await;
+    clean.processes.stop();
     println!("  poison: a run with one poison entry in {POISON_SHARE}");
-    let mut poisoned = run(healthy, true).await;
+    let poisoned = run(healthy, true).await;
     let poison_true: HashSet<String> = poisoned
         .answers
         .with(Answer::True)
@@ -146,7 +145,7 @@ pub async fn drill(healthy: usize) -> Row {
         |id| id.starts_with("healthy-"),
     )
     .await;
-    stop_child(&mut poisoned.consumer);
+    poisoned.processes.stop();
 
     let missing = poison_true.difference(&in_dlq).count();
     let too_few = poison_true

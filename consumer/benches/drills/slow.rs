@@ -3,13 +3,13 @@
 //! drain once the writers stop, nothing may be lost, and the consumer's memory must stay bounded
 //! (its peak RSS is printed: early in the run and at the end).
 
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, Upstream, consumer_process, namespace_json};
+use wal_testkit::{Upstream, namespace_json};
 
-use crate::load::{Answer, Applied, Load, namespace_dir, peak_mib, settle, stop_child};
+use crate::load::{Answer, Applied, Load, namespace_dir, peak_mib, settle};
+use crate::processes::Processes;
 use crate::table::Row;
 
 pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
@@ -18,16 +18,13 @@ pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
     let applied = Applied::Http(upstream);
     let text = namespace_json(backend, 2, &applied.target(), "");
     let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let dir = namespace_dir(&[(&name, &text)]);
-    let producer = ProducerProcess::start(&dir, Duration::from_secs(5)).await;
-    let channel = Arc::new(RwLock::new(producer.channel.clone()));
-    let mut consumer = consumer_process(&dir, "127.0.0.1:0");
+    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
     let load = Load::start(
         &name,
         "slow",
         writers,
         Duration::from_millis(5),
-        &channel,
+        &processes.channel,
         applied.payload(),
     );
 
@@ -44,7 +41,7 @@ pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
         tokio::time::sleep(Duration::from_secs(1)).await;
         max_lag = max_lag.max(lag(&load.answers));
         if rss_early == 0.0 && started.elapsed() >= Duration::from_secs(5) {
-            rss_early = peak_mib(consumer.id());
+            rss_early = peak_mib(processes.consumer_pid());
         }
     }
     let stopped = Instant::now();
@@ -54,9 +51,8 @@ pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
         lag(&answers)
     );
     let outcome = settle(&answers, &applied, stopped).await;
-    let rss_end = peak_mib(consumer.id());
-    drop(producer);
-    stop_child(&mut consumer);
+    let rss_end = peak_mib(processes.consumer_pid());
+    processes.stop();
     let mut broken = Vec::new();
     if max_lag == 0 {
         broken.push("the target was never behind: the drill did not slow it enough".to_owned());

@@ -77,7 +77,7 @@ pub fn print(rows: &[Row]) {
             o.true_lost,
             o.false_applied,
             o.duplicates
-                .map_or("n/a (cql upsert)".to_owned(), thousands),
+                .map_or("n/a (upserts)".to_owned(), thousands),
             o.recovered
                 .map_or("not within 600 s".to_owned(), |d| format!(
                     "{:.1} s",
