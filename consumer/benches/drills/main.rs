@@ -25,7 +25,9 @@
 //! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60).
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
 //!
-//! DRILL_WRITERS (8) writers each. DRILL_SMOKE=1 runs every drill briefly, with few faults (CI).
+//! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
+//! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
+//! faults (CI).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -57,6 +59,7 @@ async fn main() {
         |name: &str, full: u64, brief: u64| env_u64(name, if smoke { brief } else { full });
     let secs = |name: &str, full: u64, brief: u64| Duration::from_secs(tunable(name, full, brief));
     let writers = usize::try_from(tunable("DRILL_WRITERS", 8, 4)).unwrap();
+    load::set_stragglers(secs("DRILL_STRAGGLERS_SECS", 35, 5));
     let drills = std::env::var("DRILLS").unwrap_or_else(|_| ALL.into());
     let mut rows = Vec::new();
     for drill in drills.split(',').map(str::trim) {

@@ -16,6 +16,9 @@ use crate::load::{Answer, Answers, Applied, Load, namespace_dir, peak_mib, send,
 use crate::processes::Processes;
 use crate::table::Row;
 
+/// How much the producer's peak RSS may grow under the overload, in MiB.
+const RSS_GROWTH_MIB: f64 = 64.0;
+
 /// Writes of A at once, at most: beyond it the client itself would be the bottleneck.
 const MOST_IN_FLIGHT: usize = 2_048;
 
@@ -90,6 +93,20 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     let admitted = answers_a.count(Answer::True);
     let shed = answers_a.count(Answer::Shed);
     let mut broken = Vec::new();
+    // The limiter admits its rate and one burst; 10% more is the timing's slack.
+    let most = (f64::from(rate) * offered_for.as_secs_f64() + f64::from(rate)) * 1.1;
+    if admitted as f64 > most {
+        broken.push(format!(
+            "A was admitted {admitted} writes, more than its limit allows ({most:.0})"
+        ));
+    }
+    // What the producer holds must not grow with what it refuses: 17,000 shed writes leaking a
+    // few KiB each would pass this line.
+    if rss_loaded > rss_calm + RSS_GROWTH_MIB {
+        broken.push(format!(
+            "the producer's peak RSS grew from {rss_calm:.0} MiB to {rss_loaded:.0} MiB under the overload"
+        ));
+    }
     if shed == 0 {
         broken.push("A was offered 3x its limit and nothing was shed".to_owned());
     }

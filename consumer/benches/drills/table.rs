@@ -29,7 +29,7 @@ impl Row {
         }
         if self.outcome.false_applied > 0 {
             failures.push(format!(
-                "{} writes answered FALSE were applied",
+                "{} writes answered FALSE or shed were applied",
                 self.outcome.false_applied
             ));
         }
@@ -55,7 +55,7 @@ fn thousands(n: usize) -> String {
 
 pub fn print(rows: &[Row]) {
     println!(
-        "| drill | backend | faults | writes | TRUE | FALSE | UNKNOWN | shed | refused or no answer | TRUE never applied | FALSE applied | duplicates applied | faults over to all TRUE applied | also measured |"
+        "| drill | backend | faults | writes | TRUE | FALSE | UNKNOWN | shed | refused or no answer | TRUE never applied | FALSE or shed applied | duplicates applied | faults over to all TRUE applied | also measured |"
     );
     println!(
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -76,8 +76,7 @@ pub fn print(rows: &[Row]) {
             n("refused"),
             o.true_lost,
             o.false_applied,
-            o.duplicates
-                .map_or("n/a (upserts)".to_owned(), thousands),
+            o.duplicates.map_or("n/a (upserts)".to_owned(), thousands),
             o.recovered
                 .map_or("not within 600 s".to_owned(), |d| format!(
                     "{:.1} s",

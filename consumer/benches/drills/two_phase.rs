@@ -16,7 +16,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_testkit::{Upstream, namespace_json, transaction_of, with_durable_storage};
 
-use crate::load::{Answer, Answers, DRAIN_LIMIT, Outcome, namespace_dir};
+use crate::load::{Answer, Answers, DRAIN_LIMIT, Outcome, namespace_dir, stragglers};
 use crate::processes::{Kill, Processes, dealt, kill_at_random};
 use crate::table::Row;
 
@@ -132,17 +132,19 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    // A transaction being applied right now shows some of its items: a refused or unanswered
-    // commit may still be sent by a producer's sweep (every 30 s). Partly applied counts only
-    // if it stays so for two sweeps.
+    // A refused or unanswered commit may still be queued by a producer's sweep (every 30 s, for
+    // transactions committing for over 10 s): two sweeps' time (a full run's) before counting.
+    // A transaction being applied at that moment shows some of its items, so partly applied
+    // counts only if it stays so for 60 s more.
+    tokio::time::sleep(stragglers() * 2).await;
     let settled = Instant::now();
     let (items, out_of_order, duplicates) = loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
         let (items, out_of_order, duplicates) = applied(&upstream);
         let partly = items.values().any(|s| s.len() < ITEMS);
-        if !partly || settled.elapsed() > Duration::from_secs(75) {
+        if !partly || settled.elapsed() > Duration::from_secs(60) {
             break (items, out_of_order, duplicates);
         }
+        tokio::time::sleep(Duration::from_secs(5)).await;
     };
     processes.stop();
 
@@ -191,8 +193,10 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
             written: answers.len(),
             answered: answers.tally(),
             true_lost: lost(Answer::True),
-            false_applied: answers
-                .with(Answer::False)
+            false_applied: [Answer::False, Answer::Shed]
+                .iter()
+                .flat_map(|a| answers.with(*a))
+                .collect::<Vec<_>>()
                 .iter()
                 .filter(|t| count(t) > 0)
                 .count(),
