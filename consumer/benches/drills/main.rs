@@ -1,7 +1,7 @@
 //! The fault drills, run like the benchmarks: a producer and a consumer as processes on the local
 //! stack, writers sending unique, checkable writes through WriteToLog, faults injected, then a wait
 //! for delivery and a row per drill: the writes answered TRUE / FALSE / UNKNOWN / shed / refused
-//! or unanswered, **TRUE never applied (must be 0)**, **FALSE applied (must be 0)**, duplicates
+//! or unanswered, **TRUE never applied (must be 0)**, **FALSE or shed applied (must be 0)**, duplicates
 //! applied, the time from the end of the faults to the last TRUE write applied, and what the drill
 //! measures besides. A client the drills write for does not retry: an UNKNOWN write may or may not
 //! be applied, and is only counted. The program exits 1 when a promise did not hold.
@@ -20,7 +20,8 @@
 //! - replication: kill -9 of producer, consumer and one region's writer, DRILL_KILLS of each,
 //!   under writes replicated to two regions: every TRUE write in both.
 //! - outage: Cassandra, the target, killed for DRILL_OUTAGE_SECS (60).
-//! - poison: one entry in 10 failing every attempt, DRILL_POISON_ENTRIES (20,000) healthy ones.
+//! - poison: one entry in 10 failing every attempt, DRILL_POISON_ENTRIES (20,000) healthy ones,
+//!   DRILL_POISON_ROUNDS (3) rounds of a run without poison and one with.
 //! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
 //! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60).
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
@@ -95,7 +96,8 @@ async fn main() {
             "poison" => {
                 let healthy =
                     usize::try_from(tunable("DRILL_POISON_ENTRIES", 20_000, 2_000)).unwrap();
-                rows.push(poison::drill(healthy).await);
+                let rounds = usize::try_from(tunable("DRILL_POISON_ROUNDS", 3, 1)).unwrap();
+                rows.push(poison::drill(healthy, rounds.max(1)).await);
             }
             "overload" => {
                 let rate = u32::try_from(tunable("DRILL_OVERLOAD_RATE", 300, 100)).unwrap();
