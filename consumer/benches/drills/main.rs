@@ -104,7 +104,9 @@ async fn main() {
                 rows.push(overload::drill(rate, secs("DRILL_OVERLOAD_SECS", 30, 5)).await);
             }
             "slow" => {
-                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 500));
+                // Slow enough that the consumer's in-flight bound (256 a queue) falls behind the
+                // writers: a smoke run's fewer writers need a slower target.
+                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 3_000));
                 rows.push(slow::drill(latency, secs("DRILL_SLOW_SECS", 60, 10), writers).await);
             }
             "partitions" => {
