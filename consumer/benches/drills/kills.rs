@@ -6,14 +6,14 @@
 //! in its database file; neither fsyncs each write, so what they acknowledged survives a process
 //! kill, not a power loss.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::SeedableRng as _;
 use rand::rngs::StdRng;
 use wal_namespaces::Backend;
-use wal_testkit::{Upstream, namespace_json};
+use wal_testkit::Upstream;
 
-use crate::load::{Applied, Load, Outcome, namespace_dir, settle};
+use crate::load::{Applied, Load, Outcome, settle, start_under_load};
 use crate::processes::{Kill, Processes, dealt, kill_at_random};
 use crate::table::Row;
 
@@ -29,18 +29,8 @@ pub async fn drill(backend: Backend, kills_each: usize, writers: usize, seed: u6
     let mut rng = StdRng::seed_from_u64(seed);
     let broker = broker(backend);
     let applied = Applied::Http(Upstream::start(|_| 200).await);
-    let text = namespace_json(backend, 2, &applied.target(), "");
-    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
     let prefix = format!("kills-{}", backend.to_string().to_lowercase());
-    let load = Load::start(
-        &name,
-        &prefix,
-        writers,
-        Duration::from_millis(5),
-        &processes.channel,
-        applied.payload(),
-    );
+    let (processes, load) = start_under_load(backend, &applied, Vec::new(), &prefix, writers).await;
     let kinds = [Kill::Producer, Kill::Consumer, Kill::Broker(broker)];
     let (outcome, faults) =
         kills_under_load(processes, load, &applied, &kinds, kills_each, &mut rng).await;

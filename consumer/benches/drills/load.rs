@@ -495,6 +495,31 @@ pub async fn settle_where(
     }
 }
 
+/// A drill's usual start: a namespace on `backend` (two queues) whose target is `applied`, a
+/// producer and a consumer serving it (with `env` over the stack's defaults), and `writers`
+/// writers at a 5 ms pace, their ids starting `prefix`.
+pub async fn start_under_load(
+    backend: wal_namespaces::Backend,
+    applied: &Applied,
+    env: Vec<(&'static str, String)>,
+    prefix: &str,
+    writers: usize,
+) -> (crate::processes::Processes, Load) {
+    let text = wal_testkit::namespace_json(backend, 2, &applied.target(), "");
+    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
+    let processes =
+        crate::processes::Processes::start_with_env(namespace_dir(&[(&name, &text)]), env).await;
+    let load = Load::start(
+        &name,
+        prefix,
+        writers,
+        Duration::from_millis(5),
+        &processes.channel,
+        applied.payload(),
+    );
+    (processes, load)
+}
+
 /// A folder with one namespace file, for the producer and consumer processes to read.
 pub fn namespace_dir(files: &[(&str, &str)]) -> PathBuf {
     let dir = std::env::temp_dir().join(unique("drill"));

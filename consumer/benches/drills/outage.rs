@@ -5,26 +5,16 @@
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{namespace_json, stack};
+use wal_testkit::stack;
 
-use crate::load::{Applied, Load, namespace_dir, settle};
-use crate::processes::Processes;
+use crate::load::{Applied, settle, start_under_load};
 use crate::table::Row;
 
 pub async fn drill(outage: Duration, writers: usize) -> Row {
     let backend = Backend::Kafka;
     let applied = Applied::cql().await;
-    let text = namespace_json(backend, 2, &applied.target(), "");
-    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
-    let load = Load::start(
-        &name,
-        "outage",
-        writers,
-        Duration::from_millis(5),
-        &processes.channel,
-        applied.payload(),
-    );
+    let (processes, load) =
+        start_under_load(backend, &applied, Vec::new(), "outage", writers).await;
 
     tokio::time::sleep(Duration::from_secs(10)).await;
     let before = load.answers.len();

@@ -12,10 +12,9 @@
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{cql_nodes, namespace_json, stack};
+use wal_testkit::{cql_nodes, stack};
 
-use crate::load::{Applied, Load, namespace_dir, settle};
-use crate::processes::Processes;
+use crate::load::{Applied, settle, start_under_load};
 use crate::table::Row;
 use crate::toxiproxy::{Stream, Toxiproxy};
 
@@ -56,17 +55,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
     ];
 
     let applied = Applied::cql().await;
-    let text = namespace_json(backend, 2, &applied.target(), "");
-    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let processes = Processes::start_with_env(namespace_dir(&[(&name, &text)]), env).await;
-    let load = Load::start(
-        &name,
-        "partitions",
-        writers,
-        Duration::from_millis(5),
-        &processes.channel,
-        applied.payload(),
-    );
+    let (processes, load) = start_under_load(backend, &applied, env, "partitions", writers).await;
     tokio::time::sleep(lengths.between).await;
 
     let both = [KAFKA, CQL];

@@ -3,17 +3,15 @@
 //! the consumer and one region's writer are killed with -9 at random moments, each restarted at
 //! once (the writer on its own address). Every write answered TRUE must end in both regions.
 
-use std::time::Duration;
-
 use memcache::exp::AsyncMetaClient;
 use rand::SeedableRng as _;
 use rand::rngs::StdRng;
 use wal_namespaces::Backend;
-use wal_testkit::{namespace_json, region_caches, unique};
+use wal_testkit::{region_caches, unique};
 
 use crate::kills::kills_under_load;
-use crate::load::{Applied, Load, namespace_dir};
-use crate::processes::{Kill, Processes, start_writer};
+use crate::load::{Applied, start_under_load};
+use crate::processes::{Kill, start_writer};
 use crate::table::Row;
 
 pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
@@ -29,20 +27,12 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
         caches.push(AsyncMetaClient::connect(at.as_str()).await.unwrap());
     }
     let applied = Applied::Regions { caches, target };
-    let text = namespace_json(Backend::Kafka, 2, &applied.target(), "");
-    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let mut processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
+    // The caches outlive runs: keys of this run only.
+    let prefix = unique("replication");
+    let (mut processes, load) =
+        start_under_load(Backend::Kafka, &applied, Vec::new(), &prefix, writers).await;
     processes.adopt_writer(east_writer);
     processes.adopt_writer(west_writer);
-    // The caches outlive runs: keys of this run only.
-    let load = Load::start(
-        &name,
-        &unique("replication"),
-        writers,
-        Duration::from_millis(5),
-        &processes.channel,
-        applied.payload(),
-    );
     let kinds = [Kill::Producer, Kill::Consumer, Kill::Writer("east")];
     let (outcome, faults) =
         kills_under_load(processes, load, &applied, &kinds, kills_each, &mut rng).await;

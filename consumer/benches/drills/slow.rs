@@ -6,27 +6,16 @@
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_testkit::{Upstream, namespace_json};
+use wal_testkit::Upstream;
 
-use crate::load::{Answer, Applied, Load, namespace_dir, peak_mib, settle};
-use crate::processes::Processes;
+use crate::load::{Answer, Applied, peak_mib, settle, start_under_load};
 use crate::table::Row;
 
 pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
     let backend = Backend::Kafka;
     let upstream = Upstream::serve("127.0.0.1:0", |_| 200, latency).await;
     let applied = Applied::Http(upstream);
-    let text = namespace_json(backend, 2, &applied.target(), "");
-    let name = wal_namespaces::parse(&text, "drill").unwrap().name;
-    let processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
-    let load = Load::start(
-        &name,
-        "slow",
-        writers,
-        Duration::from_millis(5),
-        &processes.channel,
-        applied.payload(),
-    );
+    let (processes, load) = start_under_load(backend, &applied, Vec::new(), "slow", writers).await;
 
     let Applied::Http(upstream) = &applied else {
         unreachable!("made above")
