@@ -1,6 +1,7 @@
 //! What the producer and the consumer share: the entry codec, the queue backends (Kafka, SQS)
 //! behind one [`queue::Queue`] trait, durable storage in CQL, and the binaries' shutdown signal.
 
+pub mod authorize;
 pub mod clusters;
 pub mod durable;
 pub mod entry;
@@ -8,3 +9,4 @@ pub mod metrics;
 pub mod outage;
 pub mod process;
 pub mod queue;
+pub mod tls;

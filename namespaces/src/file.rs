@@ -36,6 +36,27 @@ pub struct NamespaceFile {
     /// a persistence configuration, as Netflix's configs do; not both.
     #[serde(default, alias = "defaultTarget")]
     pub default_target: Option<TargetFile>,
+    /// Who may do what to this namespace once the platform's authorization is on (it is off
+    /// unless the deployment turns it on). Each list names principals (what a client
+    /// certificate's name maps to), `prefix*` for every principal starting with `prefix`, or
+    /// `*` for any authenticated client. A list left out grants that action to no one but the
+    /// deployment's super-users.
+    #[serde(default)]
+    pub access: Option<AccessFile>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessFile {
+    /// Who may call WriteToLog, WriteToLogBatch and the two-phase calls on it.
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Which writers may take entries replicated from another region into it.
+    #[serde(default)]
+    pub replicate: Vec<String>,
+    /// Who may apply or delete it, redrive its DLQ and replay it.
+    #[serde(default)]
+    pub admin: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -7,6 +7,7 @@
 //! or a mismatched DLQ list is refused with an error naming the file, the field path and what was
 //! expected. Each queue gets a DLQ, `<queue>-dlq`, when the config names none.
 
+mod access;
 mod error;
 pub mod feed;
 pub mod file;
@@ -14,6 +15,7 @@ mod load;
 mod model;
 mod validate;
 
+pub use access::{Access, Action, Grant};
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{ConfigText, load_dir, load_file, parse, parse_all, parse_stored, read_dir};
 pub use model::*;

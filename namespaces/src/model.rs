@@ -22,6 +22,8 @@ pub struct Namespace {
     /// What the namespace is for, and who to call: free text for operators.
     pub context: Option<String>,
     pub contacts: Option<String>,
+    /// Who may write, replicate and administer it, once authorization is on.
+    pub access: crate::Access,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -36,16 +36,19 @@ pub enum Outcome {
     Invalid,
     NotFound,
     Shed,
+    /// Refused by authorization: PERMISSION_DENIED or UNAUTHENTICATED.
+    Denied,
 }
 
 impl Outcome {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::True,
         Self::False,
         Self::Unknown,
         Self::Invalid,
         Self::NotFound,
         Self::Shed,
+        Self::Denied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl Outcome {
             Self::Invalid => "invalid",
             Self::NotFound => "not_found",
             Self::Shed => "shed",
+            Self::Denied => "denied",
         }
     }
 }
@@ -63,9 +67,11 @@ impl Outcome {
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
     wal_core::metrics::describe();
+    wal_core::tls::describe();
+    wal_core::authorize::describe();
     describe_counter!(
         REQUESTS,
-        "WriteToLog requests by namespace and outcome (true, false, unknown, invalid, not_found, shed)"
+        "WriteToLog requests by namespace and outcome (true, false, unknown, invalid, not_found, shed, denied)"
     );
     describe_histogram!(
         WRITE_SECONDS,
@@ -115,8 +121,8 @@ pub fn transaction_items_staged(namespace: &str, count: u64) {
 /// One namespace's metric handles.
 #[derive(Debug, Clone)]
 pub struct NamespaceMetrics {
-    requests: [Counter; 6],
-    latency: [Histogram; 6],
+    requests: [Counter; 7],
+    latency: [Histogram; 7],
     claim_checks: Counter,
     in_flight: Gauge,
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::settings::ProducerSettings;
-use wal_core::clusters::ClusterMapError;
+use wal_core::authorize::Authorizer;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
+use wal_core::tls::{ServerTls, TlsFlags};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
@@ -52,6 +53,24 @@ pub struct ProducerOptions {
     /// in production the control plane provisions).
     #[arg(long, env = "WAL_PROVISION", default_value_t = false)]
     pub provision: bool,
+
+    #[command(flatten)]
+    pub tls: TlsFlags,
+
+    /// Check every write against its namespace's `access.write` grants, by the principal of the
+    /// client's certificate: what is not granted is denied (PERMISSION_DENIED). Needs
+    /// --tls-client-ca, since principals come from client certificates.
+    #[arg(
+        long,
+        env = "WAL_AUTHORIZE",
+        default_value_t = false,
+        requires = "tls_client_ca"
+    )]
+    pub authorize: bool,
+
+    /// Principals allowed every action on every namespace (comma-separated), with --authorize.
+    #[arg(long, env = "WAL_SUPER_USERS", value_delimiter = ',')]
+    pub super_users: Vec<String>,
 }
 
 impl ProducerOptions {
@@ -64,8 +83,9 @@ impl ProducerOptions {
         Duration::from_millis(self.write_timeout_ms)
     }
 
-    /// What the library runs on, from these flags; fails on a cluster map that cannot be read.
-    pub fn settings(&self) -> Result<ProducerSettings, ClusterMapError> {
+    /// What the library runs on, from these flags; fails on a cluster map that cannot be read
+    /// and on TLS files that cannot be used.
+    pub fn settings(&self) -> anyhow::Result<ProducerSettings> {
         let write_timeout = self.write_timeout();
         let clusters = self
             .brokers
@@ -80,6 +100,12 @@ impl ProducerOptions {
             region: self.region.clone(),
             write_timeout,
             provision: self.provision,
+            tls: ServerTls::load(&self.tls)?,
+            authorizer: if self.authorize {
+                Authorizer::on(self.super_users.clone())
+            } else {
+                Authorizer::off()
+            },
         })
     }
 

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use wal_core::process::{ServeError, standard_services};
+use wal_core::tls::ServerTls;
 use wal_namespaces::Namespace;
 use wal_proto::v1::transactions_server::TransactionsServer;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
@@ -30,6 +31,8 @@ const PAYLOAD_CEILING_FLOOR: usize = 1024 * 1024;
 pub struct Producer {
     live: Arc<LiveRegistry>,
     service: WriteService,
+    /// TLS on the gRPC port, or plaintext.
+    tls: Option<ServerTls>,
     /// The largest request decoded: the largest payload any namespace here accepts, plus room.
     max_request_bytes: usize,
 }
@@ -52,11 +55,16 @@ impl Producer {
         // the default limit (1 MiB) when the producer starts with few or small namespaces.
         let payload_ceiling = registry.largest_payload_limit().max(PAYLOAD_CEILING_FLOOR);
         let live = Arc::new(LiveRegistry::new(registry, settings, payload_ceiling));
-        let service =
-            WriteService::new(Arc::clone(&live), &settings.region, settings.write_timeout);
+        let service = WriteService::new(
+            Arc::clone(&live),
+            &settings.region,
+            settings.write_timeout,
+            settings.authorizer.clone(),
+        );
         Ok(Self {
             live,
             service,
+            tls: settings.tls.clone(),
             max_request_bytes: payload_ceiling + REQUEST_OVERHEAD_BYTES,
         })
     }
@@ -95,9 +103,6 @@ impl Producer {
         health
             .set_serving::<TransactionsServer<TransactionService>>()
             .await;
-        // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment waits for
-        // the client's delayed ACK (40 ms on Linux) before its tail is sent.
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down: no new writes, answering those in flight");
@@ -110,11 +115,20 @@ impl Producer {
         };
         let sweeping = tokio::spawn(crate::expiry::sweep(Arc::clone(&self.live)));
         let resending = tokio::spawn(crate::resend::sweep(resend));
-        let served = router
-            .add_service(writes)
-            .add_service(transactions)
-            .serve_with_incoming_shutdown(incoming, signal)
-            .await;
+        let router = router.add_service(writes).add_service(transactions);
+        let served = match self.tls {
+            Some(tls) => {
+                router
+                    .serve_with_incoming_shutdown(tls.incoming(listener), signal)
+                    .await
+            }
+            None => {
+                // TCP_NODELAY: with Nagle's algorithm on, a response larger than one segment
+                // waits for the client's delayed ACK (40 ms on Linux) before its tail is sent.
+                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                router.serve_with_incoming_shutdown(incoming, signal).await
+            }
+        };
         sweeping.abort();
         resending.abort();
         served?;

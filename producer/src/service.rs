@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
+use wal_core::authorize::Authorizer;
 use wal_core::durable::CLAIM_CHECK_MARGIN;
 use wal_core::entry::{Body, Entry, now_micros};
 use wal_core::queue::{Durability, Queue};
+use wal_core::tls::Peer;
+use wal_namespaces::Action;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
 use wal_proto::v1::{
     Trilean, WriteResult, WriteToLogBatchRequest, WriteToLogBatchResponse, WriteToLogRequest,
@@ -31,16 +34,23 @@ pub struct WriteService {
     registry: Arc<LiveRegistry>,
     region: String,
     write_timeout: Duration,
+    authorizer: Authorizer,
     /// Requests naming no configured namespace.
     unknown: NamespaceMetrics,
 }
 
 impl WriteService {
-    pub fn new(registry: Arc<LiveRegistry>, region: &str, write_timeout: Duration) -> Self {
+    pub fn new(
+        registry: Arc<LiveRegistry>,
+        region: &str,
+        write_timeout: Duration,
+        authorizer: Authorizer,
+    ) -> Self {
         Self {
             registry,
             region: region.to_owned(),
             write_timeout,
+            authorizer,
             unknown: NamespaceMetrics::new(metrics::UNKNOWN_NAMESPACE),
         }
     }
@@ -48,6 +58,17 @@ impl WriteService {
     /// The namespace's runtime, if this producer serves it.
     pub(crate) fn runtime(&self, name: &str) -> Option<Arc<NamespaceRuntime>> {
         self.registry.current().get(name).cloned()
+    }
+
+    /// Whether `peer` may write to the namespace: checked before anything is stored.
+    pub(crate) fn authorize(
+        &self,
+        peer: Option<&Peer>,
+        runtime: &NamespaceRuntime,
+    ) -> Result<(), Status> {
+        self.authorizer
+            .check(peer, &runtime.config, Action::Write)
+            .map(drop)
     }
 
     /// The region this producer writes from.
@@ -229,6 +250,7 @@ impl WriteService {
         &self,
         request: WriteToLogRequest,
         trace: HashMap<String, String>,
+        peer: Option<&Peer>,
     ) -> Result<WriteToLogResponse, Status> {
         let started = Instant::now();
         // Checked before the name is looked up, logged or echoed in any answer.
@@ -249,6 +271,10 @@ impl WriteService {
             self.unknown.request(Outcome::NotFound, started.elapsed());
             return Err(status::unknown_namespace(&request.namespace));
         };
+        if let Err(denied) = self.authorize(peer, &runtime) {
+            runtime.metrics.request(Outcome::Denied, started.elapsed());
+            return Err(denied);
+        }
         let result = async {
             let write = request::check(
                 &runtime.config,
@@ -301,7 +327,8 @@ impl WriteAheadLog for WriteService {
         request: Request<WriteToLogRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let trace = trace_context(&request);
-        self.handle(request.into_inner(), trace)
+        let peer = request.extensions().get::<Peer>().cloned();
+        self.handle(request.into_inner(), trace, peer.as_ref())
             .await
             .map(Response::new)
     }
@@ -311,6 +338,7 @@ impl WriteAheadLog for WriteService {
         request: Request<WriteToLogBatchRequest>,
     ) -> Result<Response<WriteToLogBatchResponse>, Status> {
         let trace = trace_context(&request);
+        let peer = request.extensions().get::<Peer>().cloned();
         let writes = request.into_inner().writes;
         if writes.is_empty() || writes.len() > MAX_BATCH {
             return Err(Status::invalid_argument(format!(
@@ -322,7 +350,7 @@ impl WriteAheadLog for WriteService {
         let answers = futures::future::join_all(
             writes
                 .into_iter()
-                .map(|write| self.handle(write, trace.clone())),
+                .map(|write| self.handle(write, trace.clone(), peer.as_ref())),
         )
         .await;
         let results = answers

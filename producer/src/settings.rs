@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use wal_core::authorize::Authorizer;
 use wal_core::clusters::ClusterMap;
+use wal_core::tls::ServerTls;
 
 #[derive(Debug, Clone)]
 pub struct ProducerSettings {
@@ -17,4 +19,8 @@ pub struct ProducerSettings {
     /// Create the queues of every namespace served (local use; in production the control plane
     /// provisions).
     pub provision: bool,
+    /// TLS (and mTLS, with a client CA) on the gRPC port; plaintext when `None`.
+    pub tls: Option<ServerTls>,
+    /// Who may write to which namespace; off unless asked for.
+    pub authorizer: Authorizer,
 }

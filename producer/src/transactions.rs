@@ -17,6 +17,7 @@ use wal_core::durable::{
     DurableError, DurableStorage, StagedItem, Txn, TxnState, staging_keep, transaction_lifetime,
 };
 use wal_core::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
+use wal_core::tls::Peer;
 use wal_namespaces::Namespace;
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
@@ -55,6 +56,7 @@ impl TransactionService {
     /// The namespace's runtime and durable storage, or why a transaction cannot use it.
     fn namespace(
         &self,
+        peer: Option<&Peer>,
         name: &str,
         id: &str,
     ) -> Result<(Arc<NamespaceRuntime>, Arc<DurableStorage>), Status> {
@@ -62,6 +64,7 @@ impl TransactionService {
             .writes
             .runtime(name)
             .ok_or_else(|| status::unknown_namespace(name))?;
+        self.writes.authorize(peer, &runtime)?;
         let durable = runtime.durable.clone().ok_or_else(|| {
             Status::failed_precondition(format!(
                 "namespace '{name}' has no durable_storage; two-phase writes stage their items there"
@@ -480,8 +483,10 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AppendItemsRequest>,
     ) -> Result<Response<AppendItemsResponse>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let (runtime, durable) =
+            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
         self.append(&runtime, &durable, &request.transaction_id, request.items)
             .await
             .map(Response::new)
@@ -491,8 +496,10 @@ impl Transactions for TransactionService {
         &self,
         request: Request<CommitTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let (runtime, durable) =
+            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
         let answer = self
             .commit(
                 &runtime,
@@ -508,8 +515,10 @@ impl Transactions for TransactionService {
         &self,
         request: Request<WriteTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let (runtime, durable) =
+            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
         let count = request.items.len() as u64;
         if let Some(item) = request.items.iter().find(|i| i.sequence >= count) {
             return Err(Status::invalid_argument(format!(
@@ -536,8 +545,10 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AbortTransactionRequest>,
     ) -> Result<Response<AbortTransactionResponse>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let (runtime, durable) = self.namespace(&request.namespace, &request.transaction_id)?;
+        let (runtime, durable) =
+            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
         let (name, id) = (&runtime.config.name, &request.transaction_id);
         let keep = staging_keep(&runtime.config);
         let txn = match durable.transaction(name, id).await.map_err(unavailable)? {

@@ -34,6 +34,8 @@ mod grpc;
 #[cfg(feature = "fleet")]
 mod namespaces;
 #[cfg(feature = "fleet")]
+pub mod pki;
+#[cfg(feature = "fleet")]
 mod producer;
 #[cfg(feature = "fleet")]
 mod producer_process;

@@ -72,11 +72,14 @@ impl TestProducer {
         let server = tokio::spawn(producer.serve(listener, async {
             let _ = stopped.await;
         }));
-        let channel = Channel::from_shared(format!("http://{address}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        // A TLS port refuses this plaintext client's handshake; tests of TLS make their own
+        // clients (`pki::tls_channel`).
+        let plaintext = Channel::from_shared(format!("http://{address}")).unwrap();
+        let channel = if options.tls.tls_cert.is_some() {
+            plaintext.connect_lazy()
+        } else {
+            plaintext.connect().await.unwrap()
+        };
         Self {
             client: WriteAheadLogClient::new(channel.clone()),
             channel,

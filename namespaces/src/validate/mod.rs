@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
+mod access;
 mod limits;
 mod queues;
 mod target;
 
+use self::access::access;
 use self::limits::{
     delay_limits, durable_storage, in_range, payload_limit, rate_limit, retry_policy,
 };
@@ -133,6 +135,7 @@ pub(crate) fn validate(
         durable_storage: shared.durable_storage,
         context: shared.context,
         contacts: shared.contacts,
+        access: access(&mut problems, file.access.unwrap_or_default()),
     };
     problems.finish(namespace)
 }

@@ -1,0 +1,104 @@
+//! Authorization of a call on a namespace: the caller's principal (from its client certificate,
+//! see [`crate::tls`]) against the namespace's grants (`access` in its config) and the
+//! deployment's super-users. Off unless the deployment turns it on; once on, whatever is not
+//! granted is denied.
+//!
+//! A denial is PERMISSION_DENIED naming the principal, the action and the namespace, and happens
+//! before anything is stored. Denials are counted by namespace and action, and logged at WARN at
+//! most a few times a minute: a misconfigured client retrying in a loop must not bury the log.
+
+use std::sync::Arc;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use metrics::counter;
+use tonic::Status;
+use wal_namespaces::{Action, Namespace};
+
+use crate::tls::Peer;
+
+pub const DENIALS: &str = "wal_authorization_denials_total";
+
+#[derive(Debug, Clone, Default)]
+pub struct Authorizer {
+    on: Option<Arc<On>>,
+}
+
+#[derive(Debug)]
+struct On {
+    super_users: Vec<String>,
+    log: DefaultDirectRateLimiter,
+}
+
+impl Authorizer {
+    /// Every call allowed: the local default, and any deployment without client certificates.
+    pub fn off() -> Self {
+        Self::default()
+    }
+
+    /// Calls allowed where the namespace grants them, and every call of a super-user.
+    pub fn on(super_users: Vec<String>) -> Self {
+        let per_minute = std::num::NonZeroU32::MIN.saturating_add(9);
+        Self {
+            on: Some(Arc::new(On {
+                super_users,
+                log: RateLimiter::direct(Quota::per_minute(per_minute)),
+            })),
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.on.is_some()
+    }
+
+    /// Whether `peer` may do `action` to `namespace`. Returns the caller's principal (for an
+    /// audit trail) when it is known; an error is the status to answer with.
+    pub fn check(
+        &self,
+        peer: Option<&Peer>,
+        namespace: &Namespace,
+        action: Action,
+    ) -> Result<Option<Arc<str>>, Status> {
+        let principal = peer.and_then(|p| p.principal.clone());
+        let Some(on) = &self.on else {
+            return Ok(principal);
+        };
+        let refused = match (peer, &principal) {
+            (_, Some(principal)) => {
+                if on.super_users.iter().any(|s| s == principal.as_ref())
+                    || namespace.access.allows(principal, action)
+                {
+                    return Ok(Some(Arc::clone(principal)));
+                }
+                Status::permission_denied(format!(
+                    "principal {principal:?} may not {action} namespace {:?}: its config's access.{action} does not grant it",
+                    namespace.name
+                ))
+            }
+            (
+                Some(Peer {
+                    certificate_name: Some(name),
+                    ..
+                }),
+                None,
+            ) => Status::unauthenticated(format!(
+                "the client certificate's name {name:?} matches no principal mapping rule, so it is no one here"
+            )),
+            _ => Status::unauthenticated(
+                "authorization is on and this connection carries no client certificate",
+            ),
+        };
+        counter!(DENIALS, "namespace" => namespace.name.clone(), "action" => action.as_str())
+            .increment(1);
+        if on.log.check().is_ok() {
+            tracing::warn!(namespace = %namespace.name, %action, remote = ?peer.and_then(|p| p.remote), reason = refused.message(), "call denied (at most ten such lines a minute; every one counts on wal_authorization_denials_total)");
+        }
+        Err(refused)
+    }
+}
+
+pub fn describe() {
+    metrics::describe_counter!(
+        DENIALS,
+        "Calls refused by authorization (PERMISSION_DENIED or UNAUTHENTICATED), by namespace and action."
+    );
+}
