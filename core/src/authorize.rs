@@ -90,7 +90,7 @@ impl Authorizer {
         counter!(DENIALS, "namespace" => namespace.name.clone(), "action" => action.as_str())
             .increment(1);
         if on.log.check().is_ok() {
-            tracing::warn!(namespace = %namespace.name, %action, remote = ?peer.and_then(|p| p.remote), reason = refused.message(), "call denied (at most ten such lines a minute; every one counts on wal_authorization_denials_total)");
+            tracing::warn!(namespace = %namespace.name, %action, remote = %peer.and_then(|p| p.remote).map(|r| r.to_string()).unwrap_or_default(), reason = refused.message(), "call denied (at most ten such lines a minute; every one counts on wal_authorization_denials_total)");
         }
         Err(refused)
     }

@@ -18,6 +18,9 @@ pub enum Exit {
     NotStored = 5,
     /// `write`: UNKNOWN, may be stored; retry with the same --idempotency-id.
     Unknown = 6,
+    /// Not allowed: the caller's principal lacks the grant (PERMISSION_DENIED), or its
+    /// certificate maps to no principal (UNAUTHENTICATED).
+    Denied = 7,
 }
 
 /// A failure, with the exit code that classifies it.
@@ -46,9 +49,17 @@ impl Failure {
             Code::InvalidArgument => Exit::Usage,
             Code::FailedPrecondition | Code::Aborted => Exit::Refused,
             Code::NotFound => Exit::NotFound,
+            Code::PermissionDenied | Code::Unauthenticated => Exit::Denied,
             _ => Exit::Failed,
         };
-        Self::new(exit, format!("{doing}: {}", status.message()))
+        // A transport error (a refused TLS handshake, say) says why only in its sources.
+        let mut message = format!("{doing}: {}", status.message());
+        let mut source = std::error::Error::source(status);
+        while let Some(cause) = source {
+            message.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        Self::new(exit, message)
     }
 
     /// An outcome the output already described: only the exit code is left to give.

@@ -6,7 +6,8 @@
 //! broker failed or could not be reached, or the producer shed the write (retrying may help); 2
 //! bad arguments or a bad file (fix the command); 3 refused by the control plane's rules (the
 //! message says which); 4 not found; for `write`, 5 FALSE (not stored: retry freely) and 6
-//! UNKNOWN (retry with the same --idempotency-id).
+//! UNKNOWN (retry with the same --idempotency-id); 7 not allowed (the caller's principal lacks
+//! the grant, or its certificate maps to no principal).
 
 mod breakers;
 mod checkpoint;
@@ -15,6 +16,7 @@ mod dlq;
 mod failure;
 mod namespace;
 mod output;
+mod producer;
 mod replay;
 mod replication;
 mod time;

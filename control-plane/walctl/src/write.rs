@@ -11,6 +11,7 @@ use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 
 use crate::output::{self, Format};
+use crate::producer::ProducerFlags;
 use crate::{Exit, Failure};
 
 #[derive(Debug, Args)]
@@ -23,9 +24,8 @@ pub struct Write {
     /// Read the payload from a file, or from standard input with -.
     #[arg(short, long)]
     file: Option<PathBuf>,
-    /// The producer's gRPC address.
-    #[arg(long, env = "WAL_PRODUCER", default_value = "http://127.0.0.1:50051")]
-    producer: String,
+    #[command(flatten)]
+    producer: ProducerFlags,
     /// Deliver no earlier than this after now: 90s, 15m, 2h, 3days.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     delay: Duration,
@@ -82,13 +82,11 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         idempotency_id: write.idempotency_id,
         key: write.key,
     };
-    let mut client = WriteAheadLogClient::connect(write.producer.clone())
-        .await
-        .map_err(|e| Failure::unreachable_producer(&write.producer, e))?;
+    let mut client = WriteAheadLogClient::new(write.producer.connect().await?);
     let response = client
         .write_to_log(request)
         .await
-        .map_err(|s| Failure::from_status(&s, "write refused"))?
+        .map_err(|s| write.producer.refused(&s, "write refused"))?
         .into_inner();
     let durable = response.durable();
     let word = durable_word(durable);

@@ -154,7 +154,13 @@ impl ServerTls {
                         counter!(HANDSHAKE_FAILURES).increment(1);
                         // Refusals are the client's problem, and a scanner can make many.
                         if refusals.check().is_ok() {
-                            tracing::warn!(%remote, %error, "TLS handshake refused (at most a few such lines a minute; every one counts on wal_tls_handshake_failures_total)");
+                            // A plaintext client's first bytes are no TLS record.
+                            let hint = if error.to_string().contains("InvalidContentType") {
+                                "a plaintext client? this port speaks TLS only"
+                            } else {
+                                ""
+                            };
+                            tracing::warn!(%remote, %error, hint, "TLS handshake refused (at most a few such lines a minute; every one counts on wal_tls_handshake_failures_total)");
                         }
                         return;
                     }

@@ -16,6 +16,7 @@ use wal_proto::v1::{
 
 use crate::Failure;
 use crate::output::{self, Format};
+use crate::producer::ProducerFlags;
 
 /// Items per call: the producer's per-call limit.
 const PER_CALL: usize = 1000;
@@ -28,9 +29,8 @@ pub struct TxnWrite {
     /// The items: a JSON array file, or - for standard input.
     #[arg(long)]
     items: PathBuf,
-    /// The producer's gRPC address.
-    #[arg(long, env = "WAL_PRODUCER", default_value = "http://127.0.0.1:50051")]
-    producer: String,
+    #[command(flatten)]
+    producer: ProducerFlags,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,11 +96,9 @@ fn read_items(path: &PathBuf) -> Result<Vec<TransactionItem>, Failure> {
 pub async fn run(write: TxnWrite, format: Format) -> Result<(), Failure> {
     let items = read_items(&write.items)?;
     let count = items.len() as u64;
-    let mut client = TransactionsClient::connect(write.producer.clone())
-        .await
-        .map_err(|e| Failure::unreachable_producer(&write.producer, e))?;
+    let mut client = TransactionsClient::new(write.producer.connect().await?);
     let (namespace, id) = (write.namespace.clone(), write.transaction_id.clone());
-    let refused = |s: tonic::Status| Failure::from_status(&s, "transaction refused");
+    let refused = |s: tonic::Status| write.producer.refused(&s, "transaction refused");
     let response = if items.len() <= PER_CALL {
         client
             .write_transaction(WriteTransactionRequest {
