@@ -21,6 +21,10 @@ pub struct ControlPlaneSettings {
     pub store: String,
     /// The clusters namespaces may name; an apply naming another is refused.
     pub clusters: wal_core::clusters::ClusterMap,
+    /// TLS (and mTLS, with a client CA) on the gRPC port; plaintext when `None`.
+    pub tls: Option<wal_core::tls::ServerTls>,
+    /// Who may change which namespace; off unless asked for.
+    pub authorizer: wal_core::authorize::Authorizer,
 }
 
 /// Why a control plane did not start, with its cause.
@@ -35,6 +39,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct ControlPlane {
     service: RegistryService,
+    tls: Option<wal_core::tls::ServerTls>,
 }
 
 impl ControlPlane {
@@ -42,7 +47,8 @@ impl ControlPlane {
         let store = NamespaceStore::connect(&settings.store).await?;
         let provisioner = Provisioner::connect(&settings.clusters).await?;
         Ok(Self {
-            service: RegistryService::new(store, provisioner),
+            service: RegistryService::new(store, provisioner, settings.authorizer.clone()),
+            tls: settings.tls.clone(),
         })
     }
 
@@ -67,10 +73,19 @@ impl ControlPlane {
             // Open watches would otherwise keep the server waiting for ever.
             announcer.stop();
         };
-        router
-            .add_service(NamespaceRegistryServer::new(self.service))
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
-            .await?;
+        let router = router.add_service(NamespaceRegistryServer::new(self.service));
+        match self.tls {
+            Some(tls) => {
+                router
+                    .serve_with_incoming_shutdown(tls.incoming(listener), shutdown)
+                    .await?
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
+                    .await?
+            }
+        }
         Ok(())
     }
 }

@@ -12,6 +12,10 @@ use wal_proto::v1::{
     ListRequest, ListResponse, NamespaceVersion, ValidateResponse, WatchRequest,
 };
 
+use wal_core::authorize::Authorizer;
+use wal_core::tls::Peer;
+use wal_namespaces::Action;
+
 use crate::changes::{self, Forbidden};
 use crate::provision::Provisioner;
 use crate::store::{NamespaceStore, NewVersion, StoreError, StoredVersion};
@@ -25,11 +29,14 @@ pub struct RegistryService {
     /// store's version check instead.
     changing: Mutex<()>,
     announcer: Announcer,
+    authorizer: Authorizer,
 }
 
 /// What an apply would do, worked out before anything is provisioned or stored.
 struct Plan {
     namespace: Namespace,
+    /// The last config stored, even if deleted since: its grants decide who may change it.
+    old: Option<Namespace>,
     value: Value,
     latest: Option<StoredVersion>,
     changes: Vec<String>,
@@ -38,13 +45,36 @@ struct Plan {
 }
 
 impl RegistryService {
-    pub fn new(store: NamespaceStore, provisioner: Provisioner) -> Self {
+    pub fn new(store: NamespaceStore, provisioner: Provisioner, authorizer: Authorizer) -> Self {
         Self {
             store,
             provisioner,
             changing: Mutex::new(()),
             announcer: Announcer::default(),
+            authorizer,
         }
+    }
+
+    /// Whether `peer` may apply `plan`: the stored config's admins (a config cannot grant its
+    /// own change), or a super-user to create one; and, for anyone but a super-user, the new
+    /// config must still name an admin, or nobody but the super-users could change it again.
+    /// Returns the author to record: the caller's principal when it is known, else what the
+    /// request says.
+    fn may_apply(&self, peer: Option<&Peer>, plan: &Plan, stated: &str) -> Result<String, Status> {
+        let principal = match &plan.old {
+            Some(old) => self.authorizer.check(peer, old, Action::Admin)?,
+            None => self.authorizer.check_create(peer, &plan.namespace.name)?,
+        };
+        if self.authorizer.is_on()
+            && plan.namespace.access.admin.is_empty()
+            && !self.authorizer.is_super_user(principal.as_deref())
+        {
+            return Err(Status::failed_precondition(format!(
+                "namespace '{}': access.admin grants no one, so after this apply only super-users could change it; name its admins in access.admin",
+                plan.namespace.name
+            )));
+        }
+        Ok(author(principal.as_deref(), stated))
     }
 
     /// Ends the open watches when the server shuts down.
@@ -107,6 +137,7 @@ impl RegistryService {
         };
         Ok(Plan {
             namespace,
+            old,
             value,
             latest,
             changes,
@@ -205,6 +236,17 @@ fn version_message(version: StoredVersion) -> NamespaceVersion {
     }
 }
 
+/// The author recorded for a change: the authenticated principal when there is one (what the
+/// request states is then kept beside it, as `principal (as "stated")`, when it differs), else
+/// what the request states.
+fn author(principal: Option<&str>, stated: &str) -> String {
+    match principal {
+        Some(principal) if principal == stated => principal.to_owned(),
+        Some(principal) => format!("{principal} (as {stated:?})"),
+        None => stated.to_owned(),
+    }
+}
+
 fn author_of(author: &str) -> Result<&str, Status> {
     let author = author.trim();
     if author.is_empty() || author.len() > 256 {
@@ -221,10 +263,13 @@ impl NamespaceRegistry for RegistryService {
         &self,
         request: Request<ApplyRequest>,
     ) -> Result<Response<ApplyResponse>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let author = author_of(&request.author)?;
+        let stated = author_of(&request.author)?;
         let _one_at_a_time = self.changing.lock().await;
         let plan = self.plan(&request.config_json).await?;
+        let author = self.may_apply(peer.as_ref(), &plan, stated)?;
+        let author = author.as_str();
         // Provisioned on every apply, changed or not, so applying again repairs a queue deleted
         // by hand; a failure stores nothing, and the apply can simply be repeated.
         let created = self
@@ -328,8 +373,9 @@ impl NamespaceRegistry for RegistryService {
         &self,
         request: Request<DeleteRequest>,
     ) -> Result<Response<NamespaceVersion>, Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
-        let author = author_of(&request.author)?;
+        let stated = author_of(&request.author)?;
         let _one_at_a_time = self.changing.lock().await;
         let latest = self
             .store
@@ -342,6 +388,12 @@ impl NamespaceRegistry for RegistryService {
                 request.name
             )));
         };
+        let current = stored_config(&request.name, latest.config.as_deref().unwrap_or_default())?;
+        let principal = self
+            .authorizer
+            .check(peer.as_ref(), &current, Action::Admin)?;
+        let author = author(principal.as_deref(), stated);
+        let author = author.as_str();
         let stored = self
             .store
             .add(NewVersion {

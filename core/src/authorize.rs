@@ -50,6 +50,40 @@ impl Authorizer {
         self.on.is_some()
     }
 
+    /// Whether `peer` may create namespace `name`: a namespace that does not exist yet has no
+    /// grants, so only a super-user may (a namespace's own config cannot grant its creation).
+    pub fn check_create(
+        &self,
+        peer: Option<&Peer>,
+        name: &str,
+    ) -> Result<Option<Arc<str>>, Status> {
+        let principal = peer.and_then(|p| p.principal.clone());
+        let Some(on) = &self.on else {
+            return Ok(principal);
+        };
+        match &principal {
+            Some(p) if on.super_users.iter().any(|s| s == p.as_ref()) => Ok(principal),
+            Some(p) => Err(self.denied(
+                on,
+                peer,
+                name,
+                Action::Admin,
+                Status::permission_denied(format!(
+                    "principal {p:?} may not create namespace {name:?}: only super-users create namespaces"
+                )),
+            )),
+            None => Err(self.denied(on, peer, name, Action::Admin, unauthenticated(peer))),
+        }
+    }
+
+    /// Whether `principal` is one of the super-users (always false with authorization off).
+    pub fn is_super_user(&self, principal: Option<&str>) -> bool {
+        match (&self.on, principal) {
+            (Some(on), Some(p)) => on.super_users.iter().any(|s| s == p),
+            _ => false,
+        }
+    }
+
     /// Whether `peer` may do `action` to `namespace`. Returns the caller's principal (for an
     /// audit trail) when it is known; an error is the status to answer with.
     pub fn check(
@@ -74,25 +108,37 @@ impl Authorizer {
                     namespace.name
                 ))
             }
-            (
-                Some(Peer {
-                    certificate_name: Some(name),
-                    ..
-                }),
-                None,
-            ) => Status::unauthenticated(format!(
-                "the client certificate's name {name:?} matches no principal mapping rule, so it is no one here"
-            )),
-            _ => Status::unauthenticated(
-                "authorization is on and this connection carries no client certificate",
-            ),
+            _ => unauthenticated(peer),
         };
-        counter!(DENIALS, "namespace" => namespace.name.clone(), "action" => action.as_str())
+        Err(self.denied(on, peer, &namespace.name, action, refused))
+    }
+
+    /// Counts and (rate-limited) logs a denial.
+    fn denied(
+        &self,
+        on: &On,
+        peer: Option<&Peer>,
+        namespace: &str,
+        action: Action,
+        refused: Status,
+    ) -> Status {
+        counter!(DENIALS, "namespace" => namespace.to_owned(), "action" => action.as_str())
             .increment(1);
         if on.log.check().is_ok() {
-            tracing::warn!(namespace = %namespace.name, %action, remote = %peer.and_then(|p| p.remote).map(|r| r.to_string()).unwrap_or_default(), reason = refused.message(), "call denied (at most ten such lines a minute; every one counts on wal_authorization_denials_total)");
+            tracing::warn!(namespace, %action, remote = %peer.and_then(|p| p.remote).map(|r| r.to_string()).unwrap_or_default(), reason = refused.message(), "call denied (at most ten such lines a minute; every one counts on wal_authorization_denials_total)");
         }
-        Err(refused)
+        refused
+    }
+}
+
+fn unauthenticated(peer: Option<&Peer>) -> Status {
+    match peer.and_then(|p| p.certificate_name.as_ref()) {
+        Some(name) => Status::unauthenticated(format!(
+            "the client certificate's name {name:?} matches no principal mapping rule, so it is no one here"
+        )),
+        None => Status::unauthenticated(
+            "authorization is on and this connection carries no client certificate",
+        ),
     }
 }
 

@@ -14,20 +14,7 @@ pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
 
 /// Like [`control_plane`], with its address.
 pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
-    let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
-    let brokers = wal_core::process::BrokerFlags::local_stack();
-    let clusters = brokers.cluster_map(brokers.kafka(), cql_nodes()).unwrap();
-    let settings = ControlPlaneSettings {
-        store: format!("sqlite://{}", store.display()),
-        clusters: with_second_cluster(clusters),
-    };
-    let control_plane = ControlPlane::start(&settings).await.unwrap_or_else(|e| {
-        let error = anyhow::Error::from(e);
-        panic!("control plane start (is the stack up? scripts/stack up): {error:#}")
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(control_plane.serve(listener, std::future::pending()));
+    let address = control_plane_serving(None, wal_core::authorize::Authorizer::off()).await;
     let channel = Channel::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()
@@ -37,6 +24,31 @@ pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
         NamespaceRegistryClient::new(channel),
         format!("http://{address}"),
     )
+}
+
+/// A control plane on a free port with a fresh SQLite store, serving TLS when `tls` is given and
+/// authorizing with `authorizer`; returns its address.
+pub async fn control_plane_serving(
+    tls: Option<wal_core::tls::ServerTls>,
+    authorizer: wal_core::authorize::Authorizer,
+) -> std::net::SocketAddr {
+    let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
+    let brokers = wal_core::process::BrokerFlags::local_stack();
+    let clusters = brokers.cluster_map(brokers.kafka(), cql_nodes()).unwrap();
+    let settings = ControlPlaneSettings {
+        store: format!("sqlite://{}", store.display()),
+        clusters: with_second_cluster(clusters),
+        tls,
+        authorizer,
+    };
+    let control_plane = ControlPlane::start(&settings).await.unwrap_or_else(|e| {
+        let error = anyhow::Error::from(e);
+        panic!("control plane start (is the stack up? scripts/stack up): {error:#}")
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(control_plane.serve(listener, std::future::pending()));
+    address
 }
 
 /// A namespace config: `queues` as (name, "KAFKA" | "SQS") in one persistence configuration each,

@@ -33,7 +33,7 @@ mod fleet;
 mod grpc;
 #[cfg(feature = "fleet")]
 mod namespaces;
-#[cfg(feature = "fleet")]
+#[cfg(feature = "control-plane")]
 pub mod pki;
 #[cfg(feature = "fleet")]
 mod producer;
@@ -63,7 +63,8 @@ pub use consumer::{
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
-    apply_config, config, control_plane, control_plane_at, delete_namespace, json_of, walctl_at,
+    apply_config, config, control_plane, control_plane_at, control_plane_serving, delete_namespace,
+    json_of, walctl_at,
 };
 #[cfg(feature = "fleet")]
 pub use cql::{Cql, KEYSPACE};
