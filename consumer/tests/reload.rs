@@ -82,7 +82,11 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
     let first = namespace_json(Backend::Kafka, 1, &target, "");
     apply(&mut registry, &first).await;
 
-    let following = async || Feed::open(Source::ControlPlane(url.clone())).await.unwrap();
+    let following = async || {
+        Feed::open(Source::ControlPlane(url.clone(), None))
+            .await
+            .unwrap()
+    };
     let mut producer = TestProducer::start_following(following().await).await;
     let consumer = start_consumer_following(following().await).await;
     let client = producer.client.clone();

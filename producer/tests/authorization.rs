@@ -352,3 +352,63 @@ async fn served_certificate(address: SocketAddr) -> Vec<u8> {
         Err(error) => panic!("handshake for the server's certificate: {error}"),
     }
 }
+
+#[tokio::test]
+async fn a_producer_follows_a_control_plane_that_requires_client_certificates() {
+    use wal_namespaces::feed::{ClientTls, Feed, Source};
+    use wal_proto::v1::ApplyRequest;
+    use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+
+    let pki = Pki::new("wal test CA");
+    let (cert, key) = pki.server("control-plane");
+    let tls = wal_core::tls::ServerTls::load(&wal_core::tls::TlsFlags {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        tls_client_ca: Some(pki.ca_path()),
+        tls_reload_secs: 10,
+        principal_rules: "DEFAULT".into(),
+    })
+    .unwrap();
+    let address = wal_testkit::control_plane_serving(
+        tls,
+        wal_core::authorize::Authorizer::on(vec!["root".into()]),
+    )
+    .await;
+    let name = wal_testkit::unique("followed");
+    let config = wal_testkit::config(
+        &name,
+        "KAFKA",
+        &[&wal_testkit::unique("followed-q")],
+        r#", "default_target": {"kind": "http", "settings": {"url": "http://127.0.0.1:9/x"}}, "access": {"admin": ["root"]}"#,
+    );
+    let root = pki.client(Named::Cn("root"));
+    NamespaceRegistryClient::new(tls_channel(address, &pki.ca_pem(), Some(&root)))
+        .apply(ApplyRequest {
+            config_json: config,
+            author: "test".into(),
+        })
+        .await
+        .unwrap();
+
+    // The follower's certificate, as a deployment mounts it.
+    let follower = pki.client(Named::Cn("producer"));
+    let (cert, key) = (pki.dir.join("follower.pem"), pki.dir.join("follower.key"));
+    std::fs::write(&cert, &follower.cert).unwrap();
+    std::fs::write(&key, &follower.key).unwrap();
+    let source = Source::ControlPlane(
+        format!("https://localhost:{}", address.port()),
+        Some(ClientTls {
+            ca: pki.ca_path(),
+            cert: Some(cert),
+            key: Some(key),
+        }),
+    );
+    let mut producer = TestProducer::start_following(Feed::open(source).await.unwrap()).await;
+    let answer = producer
+        .client
+        .write_to_log(write(&name, b"followed"))
+        .await
+        .unwrap();
+    assert_eq!(answer.get_ref().durable(), Trilean::True);
+    producer.shutdown().await;
+}

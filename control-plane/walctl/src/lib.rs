@@ -49,6 +49,29 @@ pub struct Cli {
     )]
     control_plane: String,
 
+    /// The CA certificate (PEM) a TLS control plane's certificate chains to (with an https://
+    /// --control-plane).
+    #[arg(long, global = true, env = "WAL_CONTROL_PLANE_CA")]
+    control_plane_ca: Option<std::path::PathBuf>,
+
+    /// The client certificate (PEM) to present to a control plane that requires one (mTLS).
+    #[arg(
+        long,
+        global = true,
+        env = "WAL_CONTROL_PLANE_CERT",
+        requires = "control_plane_key"
+    )]
+    control_plane_cert: Option<std::path::PathBuf>,
+
+    /// The private key (PEM) of --control-plane-cert.
+    #[arg(
+        long,
+        global = true,
+        env = "WAL_CONTROL_PLANE_KEY",
+        requires = "control_plane_cert"
+    )]
+    control_plane_key: Option<std::path::PathBuf>,
+
     /// How results are printed: tables for people, JSON for scripts.
     #[arg(long, short, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -80,6 +103,13 @@ enum Command {
 
 /// Runs the command line's command; the exit code says how it ended.
 pub async fn run(cli: Cli) -> ExitCode {
+    if let Some(ca) = cli.control_plane_ca.clone() {
+        namespace::use_tls(wal_namespaces::feed::ClientTls {
+            ca,
+            cert: cli.control_plane_cert.clone(),
+            key: cli.control_plane_key.clone(),
+        });
+    }
     let result = match cli.command {
         Command::Namespace(command) => {
             namespace::run(command, &cli.control_plane, cli.output).await

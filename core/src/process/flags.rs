@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use wal_namespaces::feed::Source;
+use wal_namespaces::feed::{ClientTls, Source};
 
 use crate::clusters::{ClusterMap, ClusterMapError};
 use crate::queue::kafka::KafkaSettings;
@@ -80,6 +80,24 @@ pub struct FeedFlags {
     /// its changes, instead of reading --namespaces.
     #[arg(long, env = "WAL_CONTROL_PLANE")]
     pub control_plane: Option<String>,
+
+    /// The CA certificate (PEM) a TLS control plane's certificate chains to (with an https://
+    /// --control-plane).
+    #[arg(long, env = "WAL_CONTROL_PLANE_CA", requires = "control_plane")]
+    pub control_plane_ca: Option<PathBuf>,
+
+    /// The client certificate (PEM) to present to a control plane that requires one.
+    #[arg(
+        long,
+        env = "WAL_CONTROL_PLANE_CERT",
+        requires = "control_plane_ca",
+        requires = "control_plane_key"
+    )]
+    pub control_plane_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --control-plane-cert.
+    #[arg(long, env = "WAL_CONTROL_PLANE_KEY", requires = "control_plane_cert")]
+    pub control_plane_key: Option<PathBuf>,
 }
 
 impl FeedFlags {
@@ -88,13 +106,23 @@ impl FeedFlags {
         Self {
             namespaces,
             control_plane: None,
+            control_plane_ca: None,
+            control_plane_cert: None,
+            control_plane_key: None,
         }
     }
 
     /// Where the namespaces come from.
     pub fn source(&self) -> Source {
         match &self.control_plane {
-            Some(url) => Source::ControlPlane(url.clone()),
+            Some(url) => Source::ControlPlane(
+                url.clone(),
+                self.control_plane_ca.clone().map(|ca| ClientTls {
+                    ca,
+                    cert: self.control_plane_cert.clone(),
+                    key: self.control_plane_key.clone(),
+                }),
+            ),
             None => Source::Folder(self.namespaces.clone()),
         }
     }

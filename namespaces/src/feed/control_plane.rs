@@ -21,6 +21,7 @@ const RETRY_MAX: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub(super) struct Follower {
     url: String,
+    tls: Option<super::ClientTls>,
     stream: Option<Streaming<NamespaceSnapshot>>,
     /// The (name, version) pairs of the last snapshot seen; a reconnect repeats it.
     seen: Vec<(String, i64)>,
@@ -28,9 +29,13 @@ pub(super) struct Follower {
 }
 
 impl Follower {
-    pub(super) async fn open(url: &str) -> Result<(Self, Vec<Namespace>), FeedError> {
+    pub(super) async fn open(
+        url: &str,
+        tls: Option<super::ClientTls>,
+    ) -> Result<(Self, Vec<Namespace>), FeedError> {
         let mut follower = Self {
             url: url.to_owned(),
+            tls,
             stream: None,
             seen: Vec::new(),
             retry: RETRY_FIRST,
@@ -111,6 +116,10 @@ impl Follower {
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(5))
             .keep_alive_while_idle(true);
+        let endpoint = match &self.tls {
+            Some(tls) => tls.apply(endpoint)?,
+            None => endpoint,
+        };
         let channel = endpoint
             .connect()
             .await

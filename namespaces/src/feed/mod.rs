@@ -39,16 +39,47 @@ pub fn describe_metrics() {
 pub enum Source {
     /// A folder of `*.json` configs, one namespace each.
     Folder(PathBuf),
-    /// A control plane's gRPC address, e.g. `http://127.0.0.1:50060`.
-    ControlPlane(String),
+    /// A control plane's gRPC address, e.g. `http://127.0.0.1:50060`, and the TLS to reach it
+    /// with (`https://...`) when it serves TLS.
+    ControlPlane(String, Option<ClientTls>),
 }
 
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Folder(dir) => write!(f, "folder {}", dir.display()),
-            Self::ControlPlane(url) => write!(f, "control plane {url}"),
+            Self::ControlPlane(url, _) => write!(f, "control plane {url}"),
         }
+    }
+}
+
+/// How a follower reaches a control plane that serves TLS: the CA to trust and, for mTLS, the
+/// client certificate and key. The files are read at each connection, so rotated ones are used
+/// from the next reconnect on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    pub ca: std::path::PathBuf,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl ClientTls {
+    /// `endpoint` with this TLS, or why the files cannot be used.
+    pub fn apply(
+        &self,
+        endpoint: tonic::transport::Endpoint,
+    ) -> Result<tonic::transport::Endpoint, String> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(&self.ca)?));
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        endpoint
+            .tls_config(tls)
+            .map_err(|e| format!("cannot use TLS with this address (expected https://...): {e}"))
     }
 }
 
@@ -95,8 +126,8 @@ impl Feed {
                 let (changes, current) = folder::FolderChanges::open(dir)?;
                 (Changes::Folder(changes), current)
             }
-            Source::ControlPlane(url) => {
-                let (follower, current) = control_plane::Follower::open(url).await?;
+            Source::ControlPlane(url, tls) => {
+                let (follower, current) = control_plane::Follower::open(url, tls.clone()).await?;
                 (Changes::ControlPlane(Box::new(follower)), current)
             }
         };

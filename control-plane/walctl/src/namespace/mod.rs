@@ -109,15 +109,53 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
 fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>, asked: &str) -> Result<T, Failure> {
     result
         .map(tonic::Response::into_inner)
-        .map_err(|status| Failure::from_status(&status, asked))
+        .map_err(|status| refused(&status, asked))
+}
+
+/// What the control plane answered, with a hint when the connection itself failed: a TLS
+/// control plane refuses a plaintext client, or one without a certificate, at the handshake.
+pub fn refused(status: &tonic::Status, asked: &str) -> Failure {
+    let mut failure = Failure::from_status(status, asked);
+    let transport = matches!(
+        status.code(),
+        tonic::Code::Unknown | tonic::Code::Unavailable | tonic::Code::Cancelled
+    );
+    let hint = match TLS.get() {
+        _ if !transport => "",
+        None => {
+            " (if the control plane serves TLS, give an https:// --control-plane and --control-plane-ca)"
+        }
+        Some(tls) if tls.cert.is_none() => {
+            " (if the control plane requires client certificates, give --control-plane-cert and --control-plane-key)"
+        }
+        Some(_) => {
+            " (the control plane may not trust this client certificate, or it has expired; its log says which)"
+        }
+    };
+    failure.message.push_str(hint);
+    failure
 }
 
 /// The registry's client, as each subcommand takes it.
 type Registry = NamespaceRegistryClient<Channel>;
 
+/// The TLS every connection to the control plane uses, set once from the command line: one
+/// walctl run talks to one control plane, and every command reaches it through [`connect`].
+static TLS: std::sync::OnceLock<wal_namespaces::feed::ClientTls> = std::sync::OnceLock::new();
+
+pub fn use_tls(tls: wal_namespaces::feed::ClientTls) {
+    let _ = TLS.set(tls);
+}
+
 pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, Failure> {
     let endpoint = Channel::from_shared(address.to_owned())
         .map_err(|e| Failure::usage(format!("--control-plane '{address}' is not a URL: {e}")))?;
+    let endpoint = match TLS.get() {
+        Some(tls) => tls
+            .apply(endpoint)
+            .map_err(|e| Failure::usage(format!("--control-plane '{address}': {e}")))?,
+        None => endpoint,
+    };
     let channel = endpoint
         .connect()
         .await
