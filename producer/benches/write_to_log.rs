@@ -4,7 +4,9 @@
 //!   same payload size, acks=all, idempotence, linger and concurrency;
 //! - SQS: WriteToLog on an SQS namespace against raw SendMessage with the same concurrency;
 //! - the batch path (WriteToLogBatch) with the same number of writes in flight;
-//! - latency at half of WriteToLog's measured maximum throughput, both sides paced at that rate.
+//! - latency at half of WriteToLog's measured maximum throughput, both sides paced at that rate;
+//! - WriteToLog with mTLS and authorization on (a second producer process, client certificates,
+//!   an `access.write` grant) against plaintext, at maximum throughput and at half of it.
 //!
 //! The producer runs as its own process (the release `wal-producer` binary), as in production.
 //! Each figure is the median of three alternating rounds. Run with:
@@ -23,9 +25,10 @@ use hdrhistogram::Histogram;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::Semaphore;
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_testkit::pki::{Named, Pki};
 
 const PAYLOAD_BYTES: usize = 1024;
 
@@ -146,6 +149,10 @@ fn summarize(runs: &[Run]) -> (f64, f64, f64) {
 }
 
 fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
+    print_labeled(title, ("WriteToLog", wal), (raw_name, raw));
+}
+
+fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): (&str, &[Run])) {
     let (wal_rate, wal_p50, wal_p99) = summarize(wal);
     let (raw_rate, raw_p50, raw_p99) = summarize(raw);
     println!("\n{title}");
@@ -155,7 +162,7 @@ fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
     );
     println!(
         "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
-        "WriteToLog", wal_rate, wal_p50, wal_p99
+        wal_name, wal_rate, wal_p50, wal_p99
     );
     println!(
         "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
@@ -173,7 +180,17 @@ fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
         .zip(raw)
         .map(|(w, r)| format!("{:.0}/{:.0}", w.per_second, r.per_second))
         .collect();
-    println!("  rounds (WAL/raw writes/s): {}", rounds.join("  "));
+    println!(
+        "  {:<24} {:>12} {:>+10.2} {:>+10.2}",
+        "difference (ms)",
+        "",
+        wal_p50 - raw_p50,
+        wal_p99 - raw_p99
+    );
+    println!(
+        "  rounds (writes/s, first/second row): {}",
+        rounds.join("  ")
+    );
 }
 
 struct ProducerProcess(Child);
@@ -193,11 +210,34 @@ fn free_port() -> u16 {
 /// one HTTP/2 connection, whose frames one task on each side must handle in turn.
 const CONNECTIONS: usize = 4;
 
+/// The bench's client principal, granted `access.write` on the mTLS producer's namespace.
+const PRINCIPAL: &str = "bench";
+
 async fn start_producer(
     dir: &std::path::Path,
+    tls: Option<&Pki>,
 ) -> (ProducerProcess, Vec<WriteAheadLogClient<Channel>>) {
     let (port, metrics_port) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_wal-producer"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wal-producer"));
+    let mut endpoint = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
+    if let Some(pki) = tls {
+        let (cert, key) = pki.server("producer");
+        command
+            .args(["--tls-cert", cert.to_str().unwrap()])
+            .args(["--tls-key", key.to_str().unwrap()])
+            .args(["--tls-client-ca", pki.ca_path().to_str().unwrap()])
+            .arg("--authorize");
+        let client = pki.client(Named::Cn(PRINCIPAL));
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(pki.ca_pem()))
+            .identity(Identity::from_pem(&client.cert, &client.key))
+            .domain_name("localhost");
+        endpoint = Channel::from_shared(format!("https://127.0.0.1:{port}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+    }
+    let child = command
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .args(["--namespaces", dir.to_str().unwrap(), "--provision"])
@@ -219,7 +259,6 @@ async fn start_producer(
         if let Ok(Some(status)) = process.0.try_wait() {
             panic!("wal-producer exited at start-up with {status} (its error is above)");
         }
-        let endpoint = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
         if endpoint.connect().await.is_ok() {
             let mut clients = Vec::new();
             for _ in 0..CONNECTIONS {
@@ -233,12 +272,23 @@ async fn start_producer(
 }
 
 fn namespace_file(dir: &std::path::Path, name: &str, kind: &str, queue_key: &str, queue: &str) {
+    write_namespace(dir, name, kind, queue_key, queue, "");
+}
+
+fn write_namespace(
+    dir: &std::path::Path,
+    name: &str,
+    kind: &str,
+    queue_key: &str,
+    queue: &str,
+    extra: &str,
+) {
     let text = format!(
         r#"{{"namespace": "{name}",
             "persistence_configurations": {{"persistence_configuration": [
               {{"physical_storage": {{"type": "{kind}"}}, "config": {{"{queue_key}": ["{queue}"]}}}}]}},
             "rate_limit": {{"writes_per_second": 1000000, "max_in_flight": 100000}},
-            "default_target": {{"kind": "cql", "settings": {{"keyspace": "bench", "table": "rows"}}}}}}"#
+            "default_target": {{"kind": "cql", "settings": {{"keyspace": "bench", "table": "rows"}}}}{extra}}}"#
     );
     std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
 }
@@ -364,7 +414,7 @@ async fn main() {
         "wal-queue",
         &format!("bench-wal-{run_id}"),
     );
-    let (_process, client) = start_producer(&dir).await;
+    let (_process, client) = start_producer(&dir, None).await;
     let batch = env_usize("BENCH_BATCH", 16);
 
     let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
@@ -473,6 +523,45 @@ async fn main() {
         &batch_paced,
         &raw_batch_paced,
         "raw rdkafka",
+    );
+
+    // mTLS and authorization on, against plaintext: a second producer on the same topic.
+    let secured_dir = dir.join("secured");
+    std::fs::create_dir_all(&secured_dir).unwrap();
+    write_namespace(
+        &secured_dir,
+        "bench_kafka",
+        "KAFKA",
+        "wal-kafka-topics",
+        &format!("bench-wal-{run_id}"),
+        &format!(r#", "access": {{"write": ["{PRINCIPAL}"]}}"#),
+    );
+    let pki = Pki::new("bench CA");
+    let (_secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
+    closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
+    let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        plain_runs
+            .push(closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka")).await);
+        tls_runs
+            .push(closed_loop(kafka_writes, concurrency, wal_call(&secured, "bench_kafka")).await);
+    }
+    print_labeled(
+        "Kafka, mTLS and authorization on against plaintext, maximum throughput (closed loop)",
+        ("mTLS + authorization", &tls_runs),
+        ("plaintext", &plain_runs),
+    );
+    let (mut tls_paced, mut plain_paced) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        plain_paced.push(open_loop(paced, half, wal_call(&client, "bench_kafka")).await);
+        tls_paced.push(open_loop(paced, half, wal_call(&secured, "bench_kafka")).await);
+    }
+    print_labeled(
+        &format!(
+            "Kafka, mTLS and authorization on against plaintext, at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"
+        ),
+        ("mTLS + authorization", &tls_paced),
+        ("plaintext", &plain_paced),
     );
 
     let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
