@@ -2,7 +2,16 @@
 
 /// CPU seconds this process has used so far (user + system), from /proc.
 pub fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_seconds_at("/proc/self/stat")
+}
+
+/// CPU seconds process `pid` has used so far (user + system); 0 when it is gone.
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    cpu_seconds_at(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_seconds_at(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start at its closing parenthesis.
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -20,8 +20,9 @@
 //! - replication: kill -9 of producer, consumer and one region's writer, DRILL_KILLS of each,
 //!   under writes replicated to two regions: every TRUE write in both.
 //! - outage: Cassandra, the target, killed for DRILL_OUTAGE_SECS (60).
-//! - poison: one entry in 10 failing every attempt, DRILL_POISON_ENTRIES (20,000) healthy ones,
-//!   DRILL_POISON_ROUNDS (3) rounds of a run without poison and one with.
+//! - poison: one entry in 10 failing every attempt: DRILL_POISON_ROUNDS (3) rounds of a run without
+//!   poison and one with, as steady traffic (DRILL_POISON_RATE, 2,000 healthy writes/s, for
+//!   DRILL_POISON_SECS, 20) and as a backlog of DRILL_POISON_ENTRIES (20,000) healthy ones.
 //! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
 //! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60).
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
@@ -97,7 +98,9 @@ async fn main() {
                 let healthy =
                     usize::try_from(tunable("DRILL_POISON_ENTRIES", 20_000, 2_000)).unwrap();
                 let rounds = usize::try_from(tunable("DRILL_POISON_ROUNDS", 3, 1)).unwrap();
-                rows.push(poison::drill(healthy, rounds.max(1)).await);
+                let rate = tunable("DRILL_POISON_RATE", 2_000, 300) as f64;
+                let secs = tunable("DRILL_POISON_SECS", 20, 3) as f64;
+                rows.push(poison::drill(healthy, rounds.max(1), rate, secs).await);
             }
             "overload" => {
                 let rate = u32::try_from(tunable("DRILL_OVERLOAD_RATE", 300, 100)).unwrap();
