@@ -86,8 +86,15 @@ func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.
 	for _, values := range valueSets(t) {
 		for _, d := range deployments(t, "-f", values) {
 			c := d.Spec.Template.Spec.Containers[0]
-			for probe, p := range map[string]any{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || (probe == "readiness" && c.ReadinessProbe.GRPC == nil) || (probe == "liveness" && c.LivenessProbe.GRPC == nil) {
+			// The kubelet's gRPC probe cannot speak TLS: a TLS server is probed on its port.
+			_, tls := env(d, "WAL_TLS_CERT")
+			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				switch {
+				case p == nil:
+					t.Errorf("%s %s: no %s probe", values, d.Name, probe)
+				case tls && p.TCPSocket == nil:
+					t.Errorf("%s %s: serves TLS and has no TCP %s probe", values, d.Name, probe)
+				case !tls && p.GRPC == nil:
 					t.Errorf("%s %s: no gRPC %s probe", values, d.Name, probe)
 				}
 			}
@@ -108,6 +115,50 @@ func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.
 				t.Errorf("%s %s: WAL_CLUSTERS is %q", values, d.Name, v)
 			}
 		}
+	}
+}
+
+func TestWithTLSTheServersMountTheSecretAndTheFollowersReachTheControlPlaneOverIt(t *testing.T) {
+	values := filepath.Join(chart, "ci", "tls-values.yaml")
+	servers := 0
+	for _, d := range deployments(t, "-f", values) {
+		component := d.Spec.Template.Labels["app.kubernetes.io/component"]
+		mounted := false
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == "tls" && v.Secret != nil && v.Secret.SecretName == "wal-tls" {
+				mounted = true
+			}
+		}
+		if component == "producer" || component == "control-plane" {
+			servers++
+			if cert, _ := env(d, "WAL_TLS_CERT"); cert != "/etc/wal/tls/tls.crt" || !mounted {
+				t.Errorf("%s: WAL_TLS_CERT %q, Secret mounted: %v", d.Name, cert, mounted)
+			}
+			if ca, _ := env(d, "WAL_TLS_CLIENT_CA"); ca != "/etc/wal/tls/ca.crt" {
+				t.Errorf("%s: client certificates not required (WAL_TLS_CLIENT_CA %q)", d.Name, ca)
+			}
+			if on, _ := env(d, "WAL_AUTHORIZE"); on != "true" {
+				t.Errorf("%s: WAL_AUTHORIZE is %q", d.Name, on)
+			}
+			if users, _ := env(d, "WAL_SUPER_USERS"); users != "platform/walctl" {
+				t.Errorf("%s: WAL_SUPER_USERS is %q", d.Name, users)
+			}
+		}
+		if component == "producer" || component == "consumer" {
+			url, _ := env(d, "WAL_CONTROL_PLANE")
+			cert, _ := env(d, "WAL_CONTROL_PLANE_CERT")
+			if !strings.HasPrefix(url, "https://") || cert != "/etc/wal/tls/tls.crt" || !mounted {
+				t.Errorf("%s: follows %q with certificate %q (Secret mounted: %v)", d.Name, url, cert, mounted)
+			}
+		}
+	}
+	if servers != 2 {
+		t.Errorf("expected a producer and a control plane, found %d TLS servers", servers)
+	}
+	// Without a Secret named, the chart says what is missing.
+	out, err := render(t, "--set", "tls.enabled=true")
+	if err == nil || !strings.Contains(out, "tls.secretName") {
+		t.Errorf("tls on without a Secret rendered: %v\n%s", err, out)
 	}
 }
 

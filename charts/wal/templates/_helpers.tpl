@@ -69,9 +69,67 @@ checksum/namespaces: {{ toJson .Values.namespaces | sha256sum }}
 # No control plane provisions the namespaces' queues in folder mode: the processes do.
 - name: WAL_PROVISION
   value: "true"
+{{- else if .Values.tls.enabled }}
+- name: WAL_CONTROL_PLANE
+  value: https://{{ include "wal.component" (dict "root" . "component" "control-plane") }}:{{ .Values.controlPlane.service.port }}
+- name: WAL_CONTROL_PLANE_CA
+  value: /etc/wal/tls/ca.crt
+- name: WAL_CONTROL_PLANE_CERT
+  value: /etc/wal/tls/tls.crt
+- name: WAL_CONTROL_PLANE_KEY
+  value: /etc/wal/tls/tls.key
 {{- else }}
 - name: WAL_CONTROL_PLANE
   value: http://{{ include "wal.component" (dict "root" . "component" "control-plane") }}:{{ .Values.controlPlane.service.port }}
+{{- end }}
+{{- end -}}
+
+{{/* A TLS server's settings (producer, control plane), from the tls values. */}}
+{{- define "wal.tlsServerEnv" -}}
+{{- if .Values.tls.enabled }}
+- name: WAL_TLS_CERT
+  value: /etc/wal/tls/tls.crt
+- name: WAL_TLS_KEY
+  value: /etc/wal/tls/tls.key
+- name: WAL_TLS_CLIENT_CA
+  value: /etc/wal/tls/ca.crt
+- name: WAL_PRINCIPAL_RULES
+  value: {{ .Values.tls.principalRules | quote }}
+- name: WAL_AUTHORIZE
+  value: {{ .Values.tls.authorize | quote }}
+{{- with .Values.tls.superUsers }}
+- name: WAL_SUPER_USERS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Probes of a gRPC port: the kubelet's gRPC probe speaks plaintext only, so with TLS on a
+TCP probe stands in (the port answers). */}}
+{{- define "wal.grpcProbes" -}}
+{{- $port := .port }}
+{{- if .root.Values.tls.enabled }}
+readinessProbe:
+  tcpSocket:
+    port: {{ $port }}
+  periodSeconds: {{ .readinessPeriod }}
+livenessProbe:
+  tcpSocket:
+    port: {{ $port }}
+  initialDelaySeconds: 10
+  periodSeconds: 10
+  failureThreshold: 6
+{{- else }}
+readinessProbe:
+  grpc:
+    port: {{ $port }}
+  periodSeconds: {{ .readinessPeriod }}
+livenessProbe:
+  grpc:
+    port: {{ $port }}
+  initialDelaySeconds: 10
+  periodSeconds: 10
+  failureThreshold: 6
 {{- end }}
 {{- end -}}
 
@@ -86,6 +144,23 @@ checksum/namespaces: {{ toJson .Values.namespaces | sha256sum }}
 {{- end }}
 - name: tmp
   mountPath: /tmp
+{{- include "wal.tlsVolumeMount" . }}
+{{- end -}}
+
+{{- define "wal.tlsVolumeMount" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/wal/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "wal.tlsVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ required "tls.secretName: name the Secret holding tls.crt, tls.key and ca.crt" .Values.tls.secretName }}
+{{- end }}
 {{- end -}}
 
 {{- define "wal.volumes" -}}
@@ -99,6 +174,7 @@ checksum/namespaces: {{ toJson .Values.namespaces | sha256sum }}
 {{- end }}
 - name: tmp
   emptyDir: {}
+{{- include "wal.tlsVolume" . }}
 {{- end -}}
 
 {{- define "wal.podSpecCommon" -}}
