@@ -150,6 +150,9 @@ impl ServerTls {
                 let handshake = TlsAcceptor::from(config).accept(tcp);
                 let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Ok(stream)) => stream,
+                    // Closed before a byte was sent: a TCP probe (the chart's, with TLS on)
+                    // or a port check, not a refused client.
+                    Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return,
                     Ok(Err(error)) => {
                         counter!(HANDSHAKE_FAILURES).increment(1);
                         // Refusals are the client's problem, and a scanner can make many.
