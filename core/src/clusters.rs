@@ -24,7 +24,11 @@
 //!
 //! `client` holds more librdkafka properties for every client of that cluster. The properties
 //! the platform's guarantees rest on (`acks`, idempotence, offset commits, group ids) are
-//! refused: the platform sets them itself.
+//! refused: the platform sets them itself. A value may be `${env:NAME}` or `${file:/path}`
+//! (see [`crate::secret`]), so passwords stay out of the map; secret values are never printed.
+//!
+//! A CQL shard may name `username` and `password` (the password as such a reference, or plain)
+//! for a cluster with authentication on.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -84,6 +88,13 @@ pub struct CqlShard {
     /// The datacenter whose nodes the driver prefers; unset, any.
     #[serde(default)]
     pub local_datacenter: Option<String>,
+    /// The user to log in as, on a cluster with authentication on.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Its password: `${env:NAME}`, `${file:/path}` or the value itself. Resolved when the map
+    /// is read; never printed.
+    #[serde(default)]
+    pub password: Option<crate::secret::Secret>,
 }
 
 /// Entries by name, one of them the default.
@@ -188,6 +199,8 @@ impl ClusterMap {
         let cql = CqlShard {
             contact_points: cql_nodes,
             local_datacenter: None,
+            username: None,
+            password: None,
         };
         Self {
             kafka: Named::single(kafka),
@@ -226,11 +239,24 @@ impl ClusterMap {
             map.kafka =
                 named(section.default, clusters).map_err(|r| invalid("kafka.default", r))?;
         }
-        if let Some(section) = file.cql {
-            for (name, shard) in &section.shards {
+        if let Some(mut section) = file.cql {
+            for (name, shard) in &mut section.shards {
                 if shard.contact_points.is_empty() {
                     let at = format!("cql.shards.{name}.contact_points");
                     return Err(invalid(&at, "expected at least one host:port".to_owned()));
+                }
+                if let Some(password) = &shard.password {
+                    let at = format!("cql.shards.{name}.password");
+                    let resolved = crate::secret::resolve(password.expose())
+                        .map_err(|reason| invalid(&at, reason))?;
+                    shard.password = Some(crate::secret::Secret::new(resolved));
+                }
+                if shard.password.is_some() != shard.username.is_some() {
+                    let at = format!("cql.shards.{name}");
+                    return Err(invalid(
+                        &at,
+                        "expected username and password together".to_owned(),
+                    ));
                 }
             }
             map.cql =
@@ -408,9 +434,11 @@ fn kafka_cluster(
             return Err((format!("client.{key}"), reason));
         }
     }
+    let client = crate::secret::ClientProperties::resolved(file.client)
+        .map_err(|(key, reason)| (format!("client.{key}"), reason))?;
     Ok(KafkaSettings {
         bootstrap_servers: file.bootstrap_servers,
-        client: file.client,
+        client,
         ..template.clone()
     })
 }
@@ -446,7 +474,7 @@ mod tests {
         assert_eq!(map.default_kafka().bootstrap_servers, "a:9092");
         let events = map.kafka(Some("events")).unwrap();
         assert_eq!(events.bootstrap_servers, "b:9092");
-        assert_eq!(events.client["security.protocol"], "SSL");
+        assert_eq!(events.client.get("security.protocol"), Some("SSL"));
         // The flags' timeouts travel to every cluster.
         assert_eq!(
             events.delivery_timeout,
@@ -455,6 +483,59 @@ mod tests {
         assert!(map.kafka(Some("default")).is_none());
         assert_eq!(map.cql(None).unwrap().contact_points, ["127.0.0.1:19042"]);
         assert_eq!(map.cql(Some("default")), map.cql(None));
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_or_files_and_are_never_printed() {
+        let file = std::env::temp_dir().join(format!("wal-cql-password-{}", uuid::Uuid::now_v7()));
+        std::fs::write(&file, "cql-secret\n").unwrap();
+        // PATH stands for a variable a deployment sets: it is set wherever this runs.
+        let path = std::env::var("PATH").unwrap();
+        let map = with_text(&format!(
+            r#"{{"kafka": {{"default": "main", "clusters": {{"main": {{"bootstrap_servers": "a:9092",
+                  "client": {{"sasl.username": "wal", "sasl.password": "${{env:PATH}}"}}}}}}}},
+                "cql": {{"default": "s", "shards": {{"s": {{"contact_points": ["c:9042"],
+                  "username": "wal", "password": "${{file:{}}}"}}}}}}}}"#,
+            file.display()
+        ))
+        .unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(
+            map.default_kafka().client.get("sasl.password"),
+            Some(path.as_str())
+        );
+        let shard = map.cql(None).unwrap();
+        assert_eq!(
+            shard.password.as_ref().map(|p| p.expose()),
+            Some("cql-secret")
+        );
+        let printed = format!("{map:?}");
+        assert!(
+            !printed.contains(&path) && !printed.contains("cql-secret"),
+            "{printed}"
+        );
+        assert!(printed.contains("<redacted>"), "{printed}");
+
+        let error = with_text(
+            r#"{"kafka": {"default": "m", "clusters": {"m": {"bootstrap_servers": "a:1",
+                 "client": {"sasl.password": "${env:WAL_NO_SUCH_VARIABLE_EVER}"}}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("at kafka.clusters.m.client.sasl.password")
+                && error.contains("WAL_NO_SUCH_VARIABLE_EVER"),
+            "{error}"
+        );
+        let error = with_text(
+            r#"{"cql": {"default": "s", "shards": {"s": {"contact_points": ["c:1"], "username": "u"}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("expected username and password together"),
+            "{error}"
+        );
     }
 
     #[test]

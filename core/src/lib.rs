@@ -9,4 +9,5 @@ pub mod metrics;
 pub mod outage;
 pub mod process;
 pub mod queue;
+pub mod secret;
 pub mod tls;

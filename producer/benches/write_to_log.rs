@@ -170,7 +170,7 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
     );
     println!(
         "  {:<24} {:>12.2} {:>10.2} {:>10.2}",
-        "ratio (WAL / raw)",
+        "ratio (row 1 / row 2)",
         wal_rate / raw_rate,
         wal_p50 / raw_p50,
         wal_p99 / raw_p99

@@ -58,6 +58,8 @@ pub struct DurableSettings {
     /// The datacenter whose nodes requests go to first (the cluster map's shard says); unset,
     /// any.
     pub local_datacenter: Option<String>,
+    /// A user and password, for a cluster with authentication on.
+    pub credentials: Option<(String, crate::secret::Secret)>,
 }
 
 impl DurableSettings {
@@ -68,6 +70,7 @@ impl DurableSettings {
             replication_factor: 1,
             connect_timeout: Duration::from_secs(5),
             local_datacenter: None,
+            credentials: None,
         }
     }
 
@@ -76,6 +79,7 @@ impl DurableSettings {
         Self {
             nodes: shard.contact_points.clone(),
             local_datacenter: shard.local_datacenter.clone(),
+            credentials: shard.username.clone().zip(shard.password.clone()),
             ..Self::new(&[], keyspace)
         }
     }
@@ -138,6 +142,9 @@ impl DurableStorage {
         let mut builder = SessionBuilder::new()
             .known_nodes(&settings.nodes)
             .connection_timeout(settings.connect_timeout);
+        if let Some((user, password)) = &settings.credentials {
+            builder = builder.user(user, password.expose());
+        }
         if let Some(datacenter) = &settings.local_datacenter {
             let policy = DefaultPolicy::builder()
                 .prefer_datacenter(datacenter.clone())

@@ -1,6 +1,5 @@
 //! How to reach a Kafka cluster, and the clients one process shares across its Kafka queues.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +40,7 @@ pub struct KafkaSettings {
     /// More librdkafka properties for every client of this cluster (security.protocol, sasl.*,
     /// ssl.*), from the cluster map. Never the ones the platform's guarantees rest on: the map
     /// refuses those (see `clusters`).
-    pub client: BTreeMap<String, String>,
+    pub client: crate::secret::ClientProperties,
 }
 
 impl KafkaSettings {
@@ -58,7 +57,7 @@ impl KafkaSettings {
             session_timeout: Duration::from_secs(10),
             // librdkafka's maximum.
             max_poll_interval: Duration::from_secs(24 * 3600),
-            client: BTreeMap::new(),
+            client: crate::secret::ClientProperties::default(),
         }
     }
 
