@@ -4,9 +4,8 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 
-use wal_core::authorize::Authorizer;
+use wal_core::authorize::SecurityFlags;
 use wal_core::process::BrokerFlags;
-use wal_core::tls::{ServerTls, TlsFlags};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -30,23 +29,11 @@ pub struct ControlPlaneOptions {
     #[command(flatten)]
     pub brokers: BrokerFlags,
 
+    /// TLS on the gRPC port, and authorization of applies and deletes against the stored
+    /// config's `access.admin` (so no apply can grant itself); only --super-users create
+    /// namespaces.
     #[command(flatten)]
-    pub tls: TlsFlags,
-
-    /// Check every apply and delete against the namespace's `access.admin` grants (its stored
-    /// config's, so no apply can grant itself), by the principal of the client's certificate;
-    /// only --super-users create namespaces. Needs --tls-client-ca.
-    #[arg(
-        long,
-        env = "WAL_AUTHORIZE",
-        default_value_t = false,
-        requires = "tls_client_ca"
-    )]
-    pub authorize: bool,
-
-    /// Principals allowed every action on every namespace (comma-separated), with --authorize.
-    #[arg(long, env = "WAL_SUPER_USERS", value_delimiter = ',')]
-    pub super_users: Vec<String>,
+    pub security: SecurityFlags,
 }
 
 impl ControlPlaneOptions {
@@ -59,12 +46,8 @@ impl ControlPlaneOptions {
         Ok(crate::ControlPlaneSettings {
             store: self.store.clone(),
             clusters,
-            tls: ServerTls::load(&self.tls)?,
-            authorizer: if self.authorize {
-                Authorizer::on(self.super_users.clone())
-            } else {
-                Authorizer::off()
-            },
+            tls: self.security.server_tls()?,
+            authorizer: self.security.authorizer(),
         })
     }
 }

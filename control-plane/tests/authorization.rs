@@ -7,7 +7,7 @@
 use tonic::Code;
 use tonic::transport::Channel;
 use wal_core::authorize::Authorizer;
-use wal_core::tls::{ServerTls, TlsFlags};
+use wal_core::tls::ServerTls;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{ApplyRequest, DeleteRequest, HistoryRequest, ListRequest};
 use wal_testkit::pki::{Named, Pki, tls_channel};
@@ -23,15 +23,7 @@ fn apply(config_json: String) -> ApplyRequest {
 #[tokio::test]
 async fn only_a_namespaces_admins_change_it_and_the_author_is_the_principal() {
     let pki = Pki::new("wal test CA");
-    let (cert, key) = pki.server("control-plane");
-    let tls = ServerTls::load(&TlsFlags {
-        tls_cert: Some(cert),
-        tls_key: Some(key),
-        tls_client_ca: Some(pki.ca_path()),
-        tls_reload_secs: 10,
-        principal_rules: "DEFAULT".into(),
-    })
-    .unwrap();
+    let tls = ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
     let address = control_plane_serving(tls, Authorizer::on(vec!["root".into()])).await;
     let client = |name: &str| -> NamespaceRegistryClient<Channel> {
         let cert = pki.client(Named::Cn(name));

@@ -18,6 +18,43 @@ use crate::tls::Peer;
 
 pub const DENIALS: &str = "wal_authorization_denials_total";
 
+/// A server's security flags: TLS (see [`crate::tls`]) and authorization.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SecurityFlags {
+    #[command(flatten)]
+    pub tls: crate::tls::TlsFlags,
+
+    /// Check every call against the namespace's grants (`access` in its config), by the
+    /// principal of the client's certificate: what is not granted is denied (PERMISSION_DENIED).
+    /// Needs --tls-client-ca, since principals come from client certificates.
+    #[arg(
+        long,
+        env = "WAL_AUTHORIZE",
+        default_value_t = false,
+        requires = "tls_client_ca"
+    )]
+    pub authorize: bool,
+
+    /// Principals allowed every action on every namespace (comma-separated), with --authorize.
+    #[arg(long, env = "WAL_SUPER_USERS", value_delimiter = ',')]
+    pub super_users: Vec<String>,
+}
+
+impl SecurityFlags {
+    /// The TLS to serve, or `None` for plaintext; fails on files that cannot be used.
+    pub fn server_tls(&self) -> Result<Option<crate::tls::ServerTls>, crate::tls::TlsError> {
+        crate::tls::ServerTls::load(&self.tls)
+    }
+
+    pub fn authorizer(&self) -> Authorizer {
+        if self.authorize {
+            Authorizer::on(self.super_users.clone())
+        } else {
+            Authorizer::off()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Authorizer {
     on: Option<Arc<On>>,

@@ -8,9 +8,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::settings::ProducerSettings;
-use wal_core::authorize::Authorizer;
+use wal_core::authorize::SecurityFlags;
 use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
-use wal_core::tls::{ServerTls, TlsFlags};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]
@@ -54,23 +53,10 @@ pub struct ProducerOptions {
     #[arg(long, env = "WAL_PROVISION", default_value_t = false)]
     pub provision: bool,
 
+    /// TLS on the gRPC port, and authorization of writes against each namespace's
+    /// `access.write`.
     #[command(flatten)]
-    pub tls: TlsFlags,
-
-    /// Check every write against its namespace's `access.write` grants, by the principal of the
-    /// client's certificate: what is not granted is denied (PERMISSION_DENIED). Needs
-    /// --tls-client-ca, since principals come from client certificates.
-    #[arg(
-        long,
-        env = "WAL_AUTHORIZE",
-        default_value_t = false,
-        requires = "tls_client_ca"
-    )]
-    pub authorize: bool,
-
-    /// Principals allowed every action on every namespace (comma-separated), with --authorize.
-    #[arg(long, env = "WAL_SUPER_USERS", value_delimiter = ',')]
-    pub super_users: Vec<String>,
+    pub security: SecurityFlags,
 }
 
 impl ProducerOptions {
@@ -100,12 +86,8 @@ impl ProducerOptions {
             region: self.region.clone(),
             write_timeout,
             provision: self.provision,
-            tls: ServerTls::load(&self.tls)?,
-            authorizer: if self.authorize {
-                Authorizer::on(self.super_users.clone())
-            } else {
-                Authorizer::off()
-            },
+            tls: self.security.server_tls()?,
+            authorizer: self.security.authorizer(),
         })
     }
 

@@ -32,13 +32,13 @@ impl Secured {
         let (cert, key) = pki.server("producer");
         let ca = pki.ca_path();
         let producer = TestProducer::start_with(namespaces, |o| {
-            o.tls.tls_cert = Some(cert);
-            o.tls.tls_key = Some(key);
-            o.tls.tls_client_ca = Some(ca);
-            o.tls.tls_reload_secs = 1;
-            o.tls.principal_rules = RULES.to_owned();
-            o.authorize = true;
-            o.super_users = vec!["root".to_owned()];
+            o.security.tls.tls_cert = Some(cert);
+            o.security.tls.tls_key = Some(key);
+            o.security.tls.tls_client_ca = Some(ca);
+            o.security.tls.tls_reload_secs = 1;
+            o.security.tls.principal_rules = RULES.to_owned();
+            o.security.authorize = true;
+            o.security.super_users = vec!["root".to_owned()];
         })
         .await;
         Self { producer, pki }
@@ -188,11 +188,11 @@ async fn clients_without_a_usable_certificate_are_refused_and_store_nothing() {
     let (cert, key) = secured.pki.server("strict");
     let ca = secured.pki.ca_path();
     let strict = TestProducer::start_with(vec![open.clone()], |o| {
-        o.tls.tls_cert = Some(cert);
-        o.tls.tls_key = Some(key);
-        o.tls.tls_client_ca = Some(ca);
-        o.tls.principal_rules = spiffe_only.to_owned();
-        o.authorize = true;
+        o.security.tls.tls_cert = Some(cert);
+        o.security.tls.tls_key = Some(key);
+        o.security.tls.tls_client_ca = Some(ca);
+        o.security.tls.principal_rules = spiffe_only.to_owned();
+        o.security.authorize = true;
     })
     .await;
     let orphan = secured.pki.client(Named::Cn("orphan"));
@@ -360,15 +360,8 @@ async fn a_producer_follows_a_control_plane_that_requires_client_certificates() 
     use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 
     let pki = Pki::new("wal test CA");
-    let (cert, key) = pki.server("control-plane");
-    let tls = wal_core::tls::ServerTls::load(&wal_core::tls::TlsFlags {
-        tls_cert: Some(cert),
-        tls_key: Some(key),
-        tls_client_ca: Some(pki.ca_path()),
-        tls_reload_secs: 10,
-        principal_rules: "DEFAULT".into(),
-    })
-    .unwrap();
+    let tls =
+        wal_core::tls::ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
     let address = wal_testkit::control_plane_serving(
         tls,
         wal_core::authorize::Authorizer::on(vec!["root".into()]),

@@ -77,6 +77,19 @@ impl Pki {
         (cert_path, key_path)
     }
 
+    /// A TLS server's flags for a new server certificate (`<file>.pem`), client certificates
+    /// from this CA required, principals mapped by `rules`.
+    pub fn server_flags(&self, file: &str, rules: &str) -> wal_core::tls::TlsFlags {
+        let (cert, key) = self.server(file);
+        wal_core::tls::TlsFlags {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            tls_client_ca: Some(self.ca_path()),
+            tls_reload_secs: 10,
+            principal_rules: rules.to_owned(),
+        }
+    }
+
     /// A client certificate naming its holder as `named`.
     pub fn client(&self, named: Named<'_>) -> ClientCert {
         self.issue(named, false)

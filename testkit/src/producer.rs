@@ -75,7 +75,7 @@ impl TestProducer {
         // A TLS port refuses this plaintext client's handshake; tests of TLS make their own
         // clients (`pki::tls_channel`).
         let plaintext = Channel::from_shared(format!("http://{address}")).unwrap();
-        let channel = if options.tls.tls_cert.is_some() {
+        let channel = if options.security.tls.tls_cert.is_some() {
             plaintext.connect_lazy()
         } else {
             plaintext.connect().await.unwrap()

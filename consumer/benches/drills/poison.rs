@@ -45,16 +45,14 @@ struct Run {
     processes: Processes,
 }
 
-async fn run(healthy: usize, with_poison: bool) -> Run {
-    // Counted as they arrive: cloning every request to count them would take the CPU the
-    // run is measuring.
-    let healthy_seen = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&healthy_seen);
+/// An upstream failing every poison entry (counting the healthy ones it applies in
+/// `healthy_seen`), a namespace delivering to it, and its producer.
+async fn start(healthy_seen: Arc<AtomicUsize>) -> (Upstream, wal_namespaces::Namespace, Processes) {
     let upstream = Upstream::start(move |r| {
         if r.body.starts_with(b"poison-") {
             500
         } else {
-            seen.fetch_add(1, Ordering::Relaxed);
+            healthy_seen.fetch_add(1, Ordering::Relaxed);
             200
         }
     })
@@ -62,7 +60,15 @@ async fn run(healthy: usize, with_poison: bool) -> Run {
     let text = namespace_json(Backend::Kafka, 2, &upstream.target(), POLICY);
     let namespace = wal_namespaces::parse(&text, "drill").unwrap();
     let dir = namespace_dir(&[(&namespace.name, &text)]);
-    let mut processes = Processes::start_producer(dir, Vec::new()).await;
+    let processes = Processes::start_producer(dir, Vec::new()).await;
+    (upstream, namespace, processes)
+}
+
+async fn run(healthy: usize, with_poison: bool) -> Run {
+    // Counted as they arrive: cloning every request to count them would take the CPU the
+    // run is measuring.
+    let healthy_seen = Arc::new(AtomicUsize::new(0));
+    let (upstream, namespace, mut processes) = start(Arc::clone(&healthy_seen)).await;
     let mut ids = Vec::new();
     for i in 0..healthy {
         ids.push(format!("healthy-{i}"));
@@ -143,18 +149,7 @@ struct Steady {
 }
 
 async fn steady(rate: f64, secs: f64, with_poison: bool) -> Steady {
-    let upstream = Upstream::start(|r| {
-        if r.body.starts_with(b"poison-") {
-            500
-        } else {
-            200
-        }
-    })
-    .await;
-    let text = namespace_json(Backend::Kafka, 2, &upstream.target(), POLICY);
-    let namespace = wal_namespaces::parse(&text, "drill").unwrap();
-    let dir = namespace_dir(&[(&namespace.name, &text)]);
-    let mut processes = Processes::start_producer(dir, Vec::new()).await;
+    let (upstream, namespace, mut processes) = start(Arc::default()).await;
     processes.start_consumer();
     let channel = processes.channel.read().unwrap().clone();
     let answers = Arc::new(Answers::default());
