@@ -414,7 +414,7 @@ async fn main() {
         "wal-queue",
         &format!("bench-wal-{run_id}"),
     );
-    let (_process, client) = start_producer(&dir, None).await;
+    let (process, client) = start_producer(&dir, None).await;
     let batch = env_usize("BENCH_BATCH", 16);
 
     let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
@@ -537,7 +537,7 @@ async fn main() {
         &format!(r#", "access": {{"write": ["{PRINCIPAL}"]}}"#),
     );
     let pki = Pki::new("bench CA");
-    let (_secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
+    let (secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
     closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
     let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
@@ -593,5 +593,7 @@ async fn main() {
         &raw_sqs,
         "raw SendMessage",
     );
+    // The producers first: one whose namespace folder vanished under it logs an ERROR.
+    drop((process, secured_process));
     let _ = std::fs::remove_dir_all(&dir);
 }
