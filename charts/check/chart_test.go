@@ -155,8 +155,13 @@ func TestWithTLSTheServersMountTheSecretAndTheFollowersReachTheControlPlaneOverI
 	if servers != 2 {
 		t.Errorf("expected a producer and a control plane, found %d TLS servers", servers)
 	}
+	// Authorization without TLS would run with none: refused, saying why.
+	out, err := render(t, "--set", "tls.authorize=true")
+	if err == nil || !strings.Contains(out, "tls.authorize needs tls.enabled") {
+		t.Errorf("tls.authorize without tls rendered: %v\n%s", err, out)
+	}
 	// Without a Secret named, the chart says what is missing.
-	out, err := render(t, "--set", "tls.enabled=true")
+	out, err = render(t, "--set", "tls.enabled=true")
 	if err == nil || !strings.Contains(out, "tls.secretName") {
 		t.Errorf("tls on without a Secret rendered: %v\n%s", err, out)
 	}

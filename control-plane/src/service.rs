@@ -35,8 +35,6 @@ pub struct RegistryService {
 /// What an apply would do, worked out before anything is provisioned or stored.
 struct Plan {
     namespace: Namespace,
-    /// The last config stored, even if deleted since: its grants decide who may change it.
-    old: Option<Namespace>,
     value: Value,
     latest: Option<StoredVersion>,
     changes: Vec<String>,
@@ -55,26 +53,48 @@ impl RegistryService {
         }
     }
 
-    /// Whether `peer` may apply `plan`: the stored config's admins (a config cannot grant its
-    /// own change), or a super-user to create one; and, for anyone but a super-user, the new
-    /// config must still name an admin, or nobody but the super-users could change it again.
-    /// Returns the author to record: the caller's principal when it is known, else what the
-    /// request says.
-    fn may_apply(&self, peer: Option<&Peer>, plan: &Plan, stated: &str) -> Result<String, Status> {
-        let principal = match &plan.old {
-            Some(old) => self.authorizer.check(peer, old, Action::Admin)?,
-            None => self.authorizer.check_create(peer, &plan.namespace.name)?,
-        };
+    /// Whether `peer` may apply `config_json`, decided before anything else is read or locked,
+    /// so a caller without the grant learns nothing of the namespace's state: the last stored
+    /// config's admins may (a config cannot grant its own change; after a delete, its last
+    /// admins may apply it again), and a super-user may create one. Returns the caller's
+    /// principal when it is known.
+    async fn may_apply(
+        &self,
+        peer: Option<&Peer>,
+        config_json: &str,
+    ) -> Result<Option<std::sync::Arc<str>>, Status> {
+        if !self.authorizer.is_on() {
+            return Ok(peer.and_then(|p| p.principal.clone()));
+        }
+        let namespace = wal_namespaces::parse(config_json, "the applied config")
+            .map_err(|errors| Status::invalid_argument(errors.to_string()))?;
+        let last = self
+            .store
+            .last_config(&namespace.name)
+            .await
+            .map_err(store_status)?;
+        match last.as_ref().and_then(|v| v.config.as_deref()) {
+            Some(text) => {
+                let old = stored_config(&namespace.name, text)?;
+                self.authorizer.check(peer, &old, Action::Admin)
+            }
+            None => self.authorizer.check_create(peer, &namespace.name),
+        }
+    }
+
+    /// For anyone but a super-user, the applied config must still name an admin, or nobody but
+    /// the super-users could change the namespace again.
+    fn check_admins_left(&self, principal: Option<&str>, plan: &Plan) -> Result<(), Status> {
         if self.authorizer.is_on()
             && plan.namespace.access.admin.is_empty()
-            && !self.authorizer.is_super_user(principal.as_deref())
+            && !self.authorizer.is_super_user(principal)
         {
             return Err(Status::failed_precondition(format!(
                 "namespace '{}': access.admin grants no one, so after this apply only super-users could change it; name its admins in access.admin",
                 plan.namespace.name
             )));
         }
-        Ok(author(principal.as_deref(), stated))
+        Ok(())
     }
 
     /// Ends the open watches when the server shuts down.
@@ -137,7 +157,6 @@ impl RegistryService {
         };
         Ok(Plan {
             namespace,
-            old,
             value,
             latest,
             changes,
@@ -266,9 +285,11 @@ impl NamespaceRegistry for RegistryService {
         let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
         let stated = author_of(&request.author)?;
+        let principal = self.may_apply(peer.as_ref(), &request.config_json).await?;
         let _one_at_a_time = self.changing.lock().await;
         let plan = self.plan(&request.config_json).await?;
-        let author = self.may_apply(peer.as_ref(), &plan, stated)?;
+        self.check_admins_left(principal.as_deref(), &plan)?;
+        let author = author(principal.as_deref(), stated);
         let author = author.as_str();
         // Provisioned on every apply, changed or not, so applying again repairs a queue deleted
         // by hand; a failure stores nothing, and the apply can simply be repeated.

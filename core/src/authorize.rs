@@ -17,6 +17,9 @@ use wal_namespaces::{Action, Namespace};
 use crate::tls::Peer;
 
 pub const DENIALS: &str = "wal_authorization_denials_total";
+/// The namespace label of a refused creation: the requested name is the caller's to choose,
+/// and a label per name would let anyone grow the metrics without bound.
+const NEW_NAMESPACE: &str = "(new)";
 
 /// A server's security flags: TLS (see [`crate::tls`]) and authorization.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -103,13 +106,19 @@ impl Authorizer {
             Some(p) => Err(self.denied(
                 on,
                 peer,
-                name,
+                NEW_NAMESPACE,
                 Action::Admin,
                 Status::permission_denied(format!(
                     "principal {p:?} may not create namespace {name:?}: only super-users create namespaces"
                 )),
             )),
-            None => Err(self.denied(on, peer, name, Action::Admin, unauthenticated(peer))),
+            None => Err(self.denied(
+                on,
+                peer,
+                NEW_NAMESPACE,
+                Action::Admin,
+                unauthenticated(peer),
+            )),
         }
     }
 

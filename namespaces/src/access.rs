@@ -9,9 +9,9 @@ use std::fmt;
 pub enum Action {
     /// WriteToLog, WriteToLogBatch and the two-phase calls.
     Write,
-    /// A writer taking entries from another region's consumer.
+    /// A writer taking entries from another region's consumer (reserved: not yet checked).
     Replicate,
-    /// Apply or delete the namespace, redrive its DLQ, replay it.
+    /// Apply or delete the namespace on the control plane.
     Admin,
 }
 

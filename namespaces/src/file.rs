@@ -51,10 +51,12 @@ pub struct AccessFile {
     /// Who may call WriteToLog, WriteToLogBatch and the two-phase calls on it.
     #[serde(default)]
     pub write: Vec<String>,
-    /// Which writers may take entries replicated from another region into it.
+    /// Which other regions' consumers may replicate into it. Reserved: not yet checked (the
+    /// region writer does not authorize yet).
     #[serde(default)]
     pub replicate: Vec<String>,
-    /// Who may apply or delete it, redrive its DLQ and replay it.
+    /// Who may apply or delete it on the control plane. (DLQ redrive and replay go to the
+    /// brokers directly and are not checked yet.)
     #[serde(default)]
     pub admin: Vec<String>,
 }

@@ -272,7 +272,6 @@ async fn rotated_certificates_are_used_without_a_failed_write() {
         secured.pki.dir.join("producer.pem"),
         secured.pki.dir.join("producer.key"),
     );
-    let served_before = std::fs::read(&cert).unwrap();
     for round in 0..2 {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let (new_cert, new_key) = secured.pki.server(&format!("next{round}"));
@@ -284,7 +283,6 @@ async fn rotated_certificates_are_used_without_a_failed_write() {
     }
     let answered = writer.await.unwrap();
     assert!(answered > 0);
-    assert_ne!(std::fs::read(&cert).unwrap(), served_before);
 
     // The rotated certificate is the one served now.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -111,8 +111,10 @@ impl Pki {
                 .push(SanType::DnsName(dns.try_into().unwrap())),
             Named::Cn(_) => {}
         }
+        // A SAN's certificate gets a CN of its own, so a test shows the SAN is what counts.
         let cn = match named {
-            Named::Uri(n) | Named::Dns(n) | Named::Cn(n) => n,
+            Named::Uri(_) | Named::Dns(_) => "a common name the SAN takes precedence over",
+            Named::Cn(n) => n,
         };
         params.distinguished_name.push(DnType::CommonName, cn);
         if expired {

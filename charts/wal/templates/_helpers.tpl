@@ -86,6 +86,9 @@ checksum/namespaces: {{ toJson .Values.namespaces | sha256sum }}
 
 {{/* A TLS server's settings (producer, control plane), from the tls values. */}}
 {{- define "wal.tlsServerEnv" -}}
+{{- if and .Values.tls.authorize (not .Values.tls.enabled) }}
+{{- fail "tls.authorize needs tls.enabled: principals come from client certificates" }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 - name: WAL_TLS_CERT
   value: /etc/wal/tls/tls.crt

@@ -59,7 +59,8 @@ pub struct Cli {
         long,
         global = true,
         env = "WAL_CONTROL_PLANE_CERT",
-        requires = "control_plane_key"
+        requires = "control_plane_key",
+        requires = "control_plane_ca"
     )]
     control_plane_cert: Option<std::path::PathBuf>,
 

@@ -67,10 +67,9 @@ impl ProducerFlags {
     /// which the client sees only as a closed connection.
     pub fn refused(&self, status: &tonic::Status, doing: &str) -> Failure {
         let mut failure = Failure::from_status(status, doing);
-        let transport = matches!(
-            status.code(),
-            tonic::Code::Unknown | tonic::Code::Unavailable | tonic::Code::Cancelled
-        );
+        // Only a failed connection carries a transport error as its source; an UNAVAILABLE
+        // the producer answered gets no TLS hint.
+        let transport = std::error::Error::source(status).is_some();
         let hint = if !transport {
             ""
         } else if self.tls_ca.is_none() {

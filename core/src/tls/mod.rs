@@ -39,7 +39,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPTED_BACKLOG: usize = 64;
 
 /// The TLS flags every server shares.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct TlsFlags {
     /// The server's certificate chain (PEM). With it, the port speaks TLS only.
     #[arg(long, env = "WAL_TLS_CERT", requires = "tls_key")]
@@ -61,9 +61,23 @@ pub struct TlsFlags {
 
     /// How a client certificate's name (SAN URI, else DNS SAN, else CN) becomes a principal, in
     /// Kafka's ssl.principal.mapping.rules syntax: RULE:pattern/replacement/[LU] and DEFAULT,
-    /// comma-separated, the first match winning. A name no rule matches is refused.
+    /// comma-separated, the first match winning. With --authorize, a name no rule matches is
+    /// refused.
     #[arg(long, env = "WAL_PRINCIPAL_RULES", default_value = "DEFAULT")]
     pub principal_rules: String,
+}
+
+impl Default for TlsFlags {
+    /// Plaintext, with the flags' defaults for the rest.
+    fn default() -> Self {
+        Self {
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_reload_secs: 10,
+            principal_rules: "DEFAULT".to_owned(),
+        }
+    }
 }
 
 impl TlsFlags {
@@ -81,6 +95,8 @@ impl TlsFlags {
 #[derive(Debug, Clone)]
 pub struct ServerTls {
     files: TlsFiles,
+    /// The bytes the configuration in use was built from; a reload builds only what differs.
+    loaded: Arc<files::Contents>,
     current: Arc<RwLock<Arc<ServerConfig>>>,
     rules: Arc<PrincipalRules>,
     reload_every: Duration,
@@ -94,9 +110,11 @@ impl ServerTls {
         let Some(files) = flags.files() else {
             return Ok(None);
         };
-        let config = files.build(&files.read()?)?;
+        let contents = files.read()?;
+        let config = files.build(&contents)?;
         Ok(Some(Self {
             files,
+            loaded: Arc::new(contents),
             current: Arc::new(RwLock::new(config)),
             rules: Arc::new(rules),
             reload_every: Duration::from_secs(flags.tls_reload_secs),
@@ -150,8 +168,8 @@ impl ServerTls {
                 let handshake = TlsAcceptor::from(config).accept(tcp);
                 let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Ok(stream)) => stream,
-                    // Closed before a byte was sent: a TCP probe (the chart's, with TLS on)
-                    // or a port check, not a refused client.
+                    // Closed before the handshake ended: a TCP probe (the chart's, with TLS on),
+                    // a port check or a client that gave up; not a refusal.
                     Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return,
                     Ok(Err(error)) => {
                         counter!(HANDSHAKE_FAILURES).increment(1);
@@ -186,7 +204,7 @@ impl ServerTls {
     async fn reload(self, accepted: mpsc::Sender<std::io::Result<PeerStream>>) {
         // What was last tried, good or not, and the last failure said: a broken set is
         // reported once, not every read, until the files change again.
-        let mut tried = self.files.read().ok();
+        let mut tried = Some((*self.loaded).clone());
         let mut said = None;
         loop {
             tokio::select! {
@@ -196,6 +214,8 @@ impl ServerTls {
             let outcome = match self.files.read() {
                 Ok(contents) if Some(&contents) == tried.as_ref() => continue,
                 Ok(contents) => {
+                    // New files: their failure, if any, is news even if it reads the same.
+                    said = None;
                     let built = self.files.build(&contents);
                     tried = Some(contents);
                     built

@@ -2,10 +2,16 @@
 //! know Kafka's ACLs need nothing new: a comma-separated list of `RULE:pattern/replacement/`
 //! (optionally ending `L` or `U` to lower- or upper-case the result) and `DEFAULT` (the name
 //! as it is). The first rule whose pattern matches the whole name wins; a name no rule
-//! matches maps to nobody, and its client is refused.
+//! matches maps to nobody: with authorization on, its client is refused (UNAUTHENTICATED).
+//! Group references are Java's, as in Kafka: `$1_$2` is group 1, `_`, group 2. A rule whose
+//! result is empty maps to nobody too.
 //!
-//! Example: `RULE:^spiffe:\/\/example\.org\/team\/([a-z0-9-]+)$/$1/,DEFAULT` maps
-//! `spiffe://example.org/team/payments` to `payments` and any other name to itself. As in Kafka,
+//! Mind `DEFAULT` beside SPIFFE rules: it maps a certificate without a SAN URI to its DNS SAN
+//! or CN as written, so a CN that spells a mapped principal (`payments`) becomes that principal.
+//! Leave `DEFAULT` out where only one kind of name is issued.
+//!
+//! Example: `RULE:^spiffe:\/\/example\.org\/team\/([a-z0-9-]+)$/$1/` maps
+//! `spiffe://example.org/team/payments` to `payments` and any other name to nobody. As in Kafka,
 //! a '/' inside a pattern or replacement is written `\/`.
 
 use std::fmt;
@@ -67,6 +73,10 @@ impl PrincipalRules {
                 let captures = pattern.captures(name)?;
                 let mut mapped = String::new();
                 captures.expand(replacement, &mut mapped);
+                // An empty principal is nobody, not a name every such client would share.
+                if mapped.is_empty() {
+                    return None;
+                }
                 Some(match case {
                     Case::Keep => mapped,
                     Case::Lower => mapped.to_lowercase(),
@@ -140,10 +150,30 @@ fn replace_rule(text: &str, at: usize) -> Result<(Rule, &str), RulesError> {
     })?;
     let rule = Rule::Replace {
         pattern,
-        replacement,
+        replacement: java_groups(&replacement),
         case,
     };
     Ok((rule, rest))
+}
+
+/// A replacement with Java's group references (`$1_$2`: group 1, then `_`, then group 2) in
+/// the regex crate's braced form (`${1}_${2}`): unbraced, the crate would read `$1_` as a group
+/// named `1_`, and map every name to what follows.
+fn java_groups(replacement: &str) -> String {
+    let mut out = String::with_capacity(replacement.len() + 4);
+    let mut chars = replacement.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push_str("${");
+            while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                out.push(d);
+            }
+            out.push('}');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The text up to the first '/' not escaped by a backslash (`\/` stands for '/'), and what
@@ -211,6 +241,13 @@ mod tests {
     fn escaped_slashes_belong_to_the_pattern() {
         let r = rules(r"RULE:^spiffe:\/\/wal\/(.*)$/$1/");
         assert_eq!(r.map("spiffe://wal/a").as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn group_references_are_javas_and_an_empty_result_is_nobody() {
+        let r = rules(r"RULE:^([a-z]+)\.([a-z]+)$/$1_$2/,RULE:^x(.*)$/$1/");
+        assert_eq!(r.map("team.svc").as_deref(), Some("team_svc"));
+        assert_eq!(r.map("x"), None);
     }
 
     #[test]

@@ -116,10 +116,9 @@ fn answer<T>(result: Result<tonic::Response<T>, tonic::Status>, asked: &str) -> 
 /// control plane refuses a plaintext client, or one without a certificate, at the handshake.
 pub fn refused(status: &tonic::Status, asked: &str) -> Failure {
     let mut failure = Failure::from_status(status, asked);
-    let transport = matches!(
-        status.code(),
-        tonic::Code::Unknown | tonic::Code::Unavailable | tonic::Code::Cancelled
-    );
+    // Only a failed connection carries a transport error as its source; an UNAVAILABLE the
+    // server answered (a store outage, say) gets no TLS hint.
+    let transport = std::error::Error::source(status).is_some();
     let hint = match TLS.get() {
         _ if !transport => "",
         None => {
