@@ -47,7 +47,7 @@ impl ControlPlaneOptions {
             store: self.store.clone(),
             clusters,
             tls: self.security.server_tls()?,
-            authorizer: self.security.authorizer(),
+            authorizer: self.security.authorizer().map_err(anyhow::Error::msg)?,
         })
     }
 }

@@ -30,12 +30,9 @@ pub struct SecurityFlags {
     /// Check every call against the namespace's grants (`access` in its config), by the
     /// principal of the client's certificate: what is not granted is denied (PERMISSION_DENIED).
     /// Needs --tls-client-ca, since principals come from client certificates.
-    #[arg(
-        long,
-        env = "WAL_AUTHORIZE",
-        default_value_t = false,
-        requires = "tls_client_ca"
-    )]
+    // Checked in `authorizer`, not with clap's `requires`: clap counts WAL_AUTHORIZE=false in
+    // the environment as the flag given.
+    #[arg(long, env = "WAL_AUTHORIZE", default_value_t = false)]
     pub authorize: bool,
 
     /// Principals allowed every action on every namespace (comma-separated), with --authorize.
@@ -49,11 +46,16 @@ impl SecurityFlags {
         crate::tls::ServerTls::load(&self.tls)
     }
 
-    pub fn authorizer(&self) -> Authorizer {
-        if self.authorize {
-            Authorizer::on(self.super_users.clone())
-        } else {
-            Authorizer::off()
+    /// The authorizer these flags ask for; refused when authorization is asked for without
+    /// client certificates, where no caller would have a principal.
+    pub fn authorizer(&self) -> Result<Authorizer, String> {
+        match (self.authorize, &self.tls.tls_client_ca) {
+            (false, _) => Ok(Authorizer::off()),
+            (true, Some(_)) => Ok(Authorizer::on(self.super_users.clone())),
+            (true, None) => Err(
+                "--authorize needs --tls-client-ca (and --tls-cert, --tls-key): principals come from client certificates"
+                    .to_owned(),
+            ),
         }
     }
 }

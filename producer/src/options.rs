@@ -87,7 +87,7 @@ impl ProducerOptions {
             write_timeout,
             provision: self.provision,
             tls: self.security.server_tls()?,
-            authorizer: self.security.authorizer(),
+            authorizer: self.security.authorizer().map_err(anyhow::Error::msg)?,
         })
     }
 
