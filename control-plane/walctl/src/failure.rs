@@ -54,10 +54,8 @@ impl Failure {
         };
         // A transport error (a refused TLS handshake, say) says why only in its sources.
         let mut message = format!("{doing}: {}", status.message());
-        let mut source = std::error::Error::source(status);
-        while let Some(cause) = source {
-            message.push_str(&format!(": {cause}"));
-            source = cause.source();
+        if let Some(source) = std::error::Error::source(status) {
+            message.push_str(&format!(": {}", causes(source)));
         }
         Self::new(exit, message)
     }
@@ -93,4 +91,16 @@ impl Failure {
             ),
         )
     }
+}
+
+/// An error with its causes, `: `-separated: a transport error says why only in its sources.
+pub fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::Channel;
+use wal_namespaces::feed::ClientTls;
 
 use crate::Failure;
 
@@ -38,26 +39,21 @@ impl ProducerFlags {
                 self.producer
             ))
         })?;
+        // The same TLS a service uses to follow the control plane: one way to build it.
         let endpoint = match &self.tls_ca {
             None => endpoint,
-            Some(ca) => {
-                let mut tls =
-                    ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
-                if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-                    tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-                }
-                endpoint.tls_config(tls).map_err(|e| {
-                    Failure::usage(format!(
-                        "--producer {:?}: cannot use TLS with it: {e}; expected an https:// address",
-                        self.producer
-                    ))
-                })?
+            Some(ca) => ClientTls {
+                ca: ca.clone(),
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
             }
+            .apply(endpoint)
+            .map_err(|e| Failure::usage(format!("--producer {:?}: {e}", self.producer)))?,
         };
         endpoint
             .connect()
             .await
-            .map_err(|e| Failure::unreachable_producer(&self.producer, source_chain(&e)))
+            .map_err(|e| Failure::unreachable_producer(&self.producer, crate::failure::causes(&e)))
     }
 }
 
@@ -82,20 +78,4 @@ impl ProducerFlags {
         failure.message.push_str(hint);
         failure
     }
-}
-
-fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
-}
-
-/// An error with its causes: a refused handshake says why only in its source.
-fn source_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
