@@ -9,7 +9,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# librdkafka is compiled from source by rdkafka-sys (C toolchain and make come with this image).
+# librdkafka and the OpenSSL it links (for Kafka TLS and SASL) are compiled from source by
+# rdkafka-sys and openssl-src (C toolchain, make and perl come with this image).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \

@@ -167,6 +167,35 @@ func TestWithTLSTheServersMountTheSecretAndTheFollowersReachTheControlPlaneOverI
 	}
 }
 
+func TestClusterSecretsAreMountedWhereTheMapsFileValuesNameThem(t *testing.T) {
+	values := filepath.Join(chart, "ci", "tls-values.yaml")
+	for _, d := range deployments(t, "-f", values) {
+		if isWriter(d) {
+			continue
+		}
+		volume := false
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == "kafka-login" {
+				volume = true
+			}
+		}
+		mounted := false
+		for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+			if m.Name == "secret-kafka-login" && m.MountPath == "/etc/wal/secrets/kafka-login" && m.ReadOnly {
+				mounted = true
+			}
+		}
+		if !volume || !mounted {
+			t.Errorf("%s: Secret kafka-login as a volume: %v, mounted read-only at /etc/wal/secrets/kafka-login: %v", d.Name, volume, mounted)
+		}
+	}
+	// A name Kubernetes would refuse as a volume's is refused by the schema.
+	out, err := render(t, "--set", "clusterSecrets={Kafka_Login}")
+	if err == nil || !strings.Contains(out, "clusterSecrets") {
+		t.Errorf("an invalid Secret name rendered: %v\n%s", err, out)
+	}
+}
+
 func isWriter(d *appsv1.Deployment) bool {
 	return d.Spec.Template.Labels["app.kubernetes.io/component"] == "writer"
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use wal_core::clusters::ClusterMap;
-use wal_core::queue::kafka::KafkaError;
-use wal_core::queue::{Backends, Queue, QueueSpec};
+use wal_core::queue::{Backends, ConnectError, Queue, QueueSpec};
 use wal_namespaces::{Namespace, QueueConfig};
 
 #[derive(Debug)]
@@ -17,8 +16,8 @@ pub struct Provisioner {
 
 impl Provisioner {
     /// Clients for every cluster of the map (connected lazily: a broker that is down fails the
-    /// applies that need it, not the start).
-    pub async fn connect(clusters: &ClusterMap) -> Result<Self, KafkaError> {
+    /// applies that need it, not the start; brokers that refuse the credentials fail it).
+    pub async fn connect(clusters: &ClusterMap) -> Result<Self, ConnectError> {
         let backends = Backends::connect_all(clusters).await?;
         Ok(Self {
             backends,

@@ -7,7 +7,6 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use wal_core::process::{ServeError, standard_services};
-use wal_core::queue::kafka::KafkaError;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
 
 use crate::provision::Provisioner;
@@ -33,7 +32,7 @@ pub enum StartError {
     #[error("opening the namespace store")]
     Store(#[from] StoreError),
     #[error("configuring the Kafka clients")]
-    Kafka(#[from] KafkaError),
+    Kafka(#[from] wal_core::queue::ConnectError),
 }
 
 #[derive(Debug)]

@@ -38,6 +38,7 @@ use wal_namespaces::{Backend, Namespace};
 
 use crate::queue::kafka::KafkaSettings;
 use crate::queue::sqs::SqsSettings;
+use crate::secret::Secrets;
 
 /// The name of the one cluster of each kind the single-address flags make.
 pub const DEFAULT_NAME: &str = "default";
@@ -214,6 +215,12 @@ impl ClusterMap {
     /// clusters take this map's default Kafka settings (timeouts, partitions) with their own
     /// bootstrap servers and client properties.
     pub fn with_file(self, path: &Path) -> Result<Self, ClusterMapError> {
+        self.with_file_as(path, Secrets::Read)
+    }
+
+    /// Like [`with_file`](Self::with_file); with [`Secrets::FormOnly`] the secret references
+    /// are checked for their form but not read (a map checked away from where it runs).
+    pub fn with_file_as(self, path: &Path, secrets: Secrets) -> Result<Self, ClusterMapError> {
         let text = std::fs::read(path).map_err(|source| ClusterMapError::Read {
             path: path.to_owned(),
             source,
@@ -232,7 +239,7 @@ impl ClusterMap {
             let mut clusters = BTreeMap::new();
             for (name, cluster) in section.clusters {
                 let at = format!("kafka.clusters.{name}");
-                let settings = kafka_cluster(&template, cluster)
+                let settings = kafka_cluster(&template, cluster, secrets)
                     .map_err(|(field, reason)| invalid(&format!("{at}.{field}"), reason))?;
                 clusters.insert(name, settings);
             }
@@ -247,7 +254,7 @@ impl ClusterMap {
                 }
                 if let Some(password) = &shard.password {
                     let at = format!("cql.shards.{name}.password");
-                    let resolved = crate::secret::resolve(password.expose())
+                    let resolved = crate::secret::resolve_as(password.expose(), secrets)
                         .map_err(|reason| invalid(&at, reason))?;
                     shard.password = Some(crate::secret::Secret::new(resolved));
                 }
@@ -423,6 +430,7 @@ fn named<T>(default: String, entries: BTreeMap<String, T>) -> Result<Named<T>, S
 fn kafka_cluster(
     template: &KafkaSettings,
     file: KafkaClusterFile,
+    secrets: Secrets,
 ) -> Result<KafkaSettings, (String, String)> {
     if file.bootstrap_servers.trim().is_empty() {
         let reason = "expected host:port[,host:port...]".to_owned();
@@ -434,7 +442,7 @@ fn kafka_cluster(
             return Err((format!("client.{key}"), reason));
         }
     }
-    let client = crate::secret::ClientProperties::resolved(file.client)
+    let client = crate::secret::ClientProperties::resolved(file.client, secrets)
         .map_err(|(key, reason)| (format!("client.{key}"), reason))?;
     Ok(KafkaSettings {
         bootstrap_servers: file.bootstrap_servers,

@@ -7,17 +7,38 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Whether secret references are read, or only checked for their form: a map checked away from
+/// where it runs (`walctl clusters --secrets form`, the chart's checks) has no such files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Secrets {
+    #[default]
+    Read,
+    FormOnly,
+}
+
 /// What a value stands for: itself, or the environment variable or file it names.
 pub fn resolve(value: &str) -> Result<String, String> {
+    resolve_as(value, Secrets::Read)
+}
+
+/// Like [`resolve`]; with [`Secrets::FormOnly`] a well-formed reference is returned as it is.
+pub fn resolve_as(value: &str, secrets: Secrets) -> Result<String, String> {
     let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
         return Ok(value.to_owned());
     };
+    let form_only = secrets == Secrets::FormOnly;
     if let Some(name) = reference.strip_prefix("env:") {
+        if form_only {
+            return Ok(value.to_owned());
+        }
         return std::env::var(name).map_err(|_| {
             format!("names the environment variable {name}, which is not set (or not UTF-8)")
         });
     }
     if let Some(path) = reference.strip_prefix("file:") {
+        if form_only {
+            return Ok(value.to_owned());
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("names the file {path}, which cannot be read: {e}"))?;
         return Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned());
@@ -44,11 +65,14 @@ pub fn is_secret(key: &str) -> bool {
 pub struct ClientProperties(BTreeMap<String, String>);
 
 impl ClientProperties {
-    /// Each value resolved ([`resolve`]); an error names the property.
-    pub fn resolved(raw: BTreeMap<String, String>) -> Result<Self, (String, String)> {
+    /// Each value resolved ([`resolve_as`]); an error names the property.
+    pub fn resolved(
+        raw: BTreeMap<String, String>,
+        secrets: Secrets,
+    ) -> Result<Self, (String, String)> {
         let mut out = BTreeMap::new();
         for (key, value) in raw {
-            let value = resolve(&value).map_err(|reason| (key.clone(), reason))?;
+            let value = resolve_as(&value, secrets).map_err(|reason| (key.clone(), reason))?;
             out.insert(key, value);
         }
         Ok(Self(out))
@@ -142,6 +166,16 @@ mod tests {
     }
 
     #[test]
+    fn form_only_checks_a_reference_without_reading_it() {
+        let absent = "${file:/nonexistent/password}";
+        assert_eq!(resolve_as(absent, Secrets::FormOnly).unwrap(), absent);
+        assert!(resolve_as(absent, Secrets::Read).is_err());
+        let unset = "${env:WAL_NO_SUCH_VARIABLE_EVER}";
+        assert_eq!(resolve_as(unset, Secrets::FormOnly).unwrap(), unset);
+        assert!(resolve_as("${vault:x}", Secrets::FormOnly).is_err());
+    }
+
+    #[test]
     fn secret_properties_are_never_printed() {
         let raw = BTreeMap::from([
             ("sasl.password".to_owned(), "hunter2".to_owned()),
@@ -149,7 +183,7 @@ mod tests {
             ("sasl.jaas.config".to_owned(), "hunter4".to_owned()),
             ("sasl.username".to_owned(), "wal".to_owned()),
         ]);
-        let properties = ClientProperties::resolved(raw).unwrap();
+        let properties = ClientProperties::resolved(raw, Secrets::Read).unwrap();
         let shown = format!("{properties:?}");
         assert!(!shown.contains("hunter"), "{shown}");
         assert!(shown.contains("\"sasl.username\": \"wal\""), "{shown}");

@@ -19,6 +19,9 @@ mod scrape;
 pub use scrape::scrape;
 pub mod stack;
 
+#[cfg(feature = "control-plane")]
+pub mod secured_kafka;
+
 #[cfg(feature = "fleet")]
 mod consumer;
 #[cfg(feature = "control-plane")]

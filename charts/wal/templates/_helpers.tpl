@@ -148,6 +148,24 @@ livenessProbe:
 - name: tmp
   mountPath: /tmp
 {{- include "wal.tlsVolumeMount" . }}
+{{- include "wal.clusterSecretMounts" . }}
+{{- end -}}
+
+{{/* The clusterSecrets, where the cluster map's ${file:...} values find them. */}}
+{{- define "wal.clusterSecretMounts" -}}
+{{- range .Values.clusterSecrets }}
+- name: secret-{{ . }}
+  mountPath: /etc/wal/secrets/{{ . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "wal.clusterSecretVolumes" -}}
+{{- range .Values.clusterSecrets }}
+- name: secret-{{ . }}
+  secret:
+    secretName: {{ . }}
+{{- end }}
 {{- end -}}
 
 {{- define "wal.tlsVolumeMount" -}}
@@ -178,6 +196,7 @@ livenessProbe:
 - name: tmp
   emptyDir: {}
 {{- include "wal.tlsVolume" . }}
+{{- include "wal.clusterSecretVolumes" . }}
 {{- end -}}
 
 {{- define "wal.podSpecCommon" -}}

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde_json::json;
 use wal_core::clusters::ClusterMap;
 use wal_core::process::BrokerFlags;
+use wal_core::secret::Secrets;
 
 use crate::Failure;
 use crate::output::{Format, print_json, table};
@@ -17,8 +18,18 @@ pub struct Clusters {
     map: PathBuf,
     /// Namespace config files whose cluster and shard names must be in the map.
     namespaces: Vec<PathBuf>,
+    /// Read the map's ${env:...} and ${file:...} secrets, as the processes do (read), or only
+    /// check their form (form): for a map checked away from where it runs, a chart's say.
+    #[arg(long, value_enum, default_value_t = SecretsArg::Read)]
+    secrets: SecretsArg,
     #[command(flatten)]
     brokers: BrokerFlags,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SecretsArg {
+    Read,
+    Form,
 }
 
 pub fn run(command: Clusters, format: Format) -> Result<(), Failure> {
@@ -26,8 +37,12 @@ pub fn run(command: Clusters, format: Format) -> Result<(), Failure> {
         clusters: Some(command.map.clone()),
         ..command.brokers
     };
+    let secrets = match command.secrets {
+        SecretsArg::Read => Secrets::Read,
+        SecretsArg::Form => Secrets::FormOnly,
+    };
     let map = flags
-        .cluster_map(flags.kafka(), Vec::new())
+        .cluster_map_as(flags.kafka(), Vec::new(), secrets)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let mut problems = Vec::new();
     for path in &command.namespaces {

@@ -9,6 +9,7 @@ use wal_namespaces::feed::{ClientTls, Source};
 use crate::clusters::{ClusterMap, ClusterMapError};
 use crate::queue::kafka::KafkaSettings;
 use crate::queue::sqs::SqsSettings;
+use crate::secret::Secrets;
 
 /// The brokers a process's namespaces live on.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -51,9 +52,20 @@ impl BrokerFlags {
         kafka: KafkaSettings,
         cql_nodes: Vec<String>,
     ) -> Result<ClusterMap, ClusterMapError> {
+        self.cluster_map_as(kafka, cql_nodes, Secrets::Read)
+    }
+
+    /// Like [`cluster_map`](Self::cluster_map), reading the file's secrets or only checking
+    /// their form ([`Secrets`]).
+    pub fn cluster_map_as(
+        &self,
+        kafka: KafkaSettings,
+        cql_nodes: Vec<String>,
+        secrets: Secrets,
+    ) -> Result<ClusterMap, ClusterMapError> {
         let map = ClusterMap::single(kafka, cql_nodes, self.sqs());
         match &self.clusters {
-            Some(path) => map.with_file(path),
+            Some(path) => map.with_file_as(path, secrets),
             None => Ok(map),
         }
     }

@@ -7,12 +7,23 @@ use std::sync::Arc;
 
 use rdkafka::error::KafkaError;
 
-use super::kafka::KafkaBackend;
+use super::kafka::{KafkaBackend, Refused};
 use super::sqs::SqsBackend;
 use crate::clusters::ClusterMap;
 use wal_namespaces::{Namespace, QueueConfig};
 
 use super::{Backend, Queue, QueueSpec};
+
+/// Why a process could not make its backend clients.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// librdkafka refused a setting of the cluster's.
+    #[error("Kafka cluster '{cluster}': {source}")]
+    Settings { cluster: String, source: KafkaError },
+    /// The brokers refused the credentials or the TLS handshake.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct Backends {
@@ -26,20 +37,22 @@ pub struct Backends {
 impl Backends {
     /// Clients for what `namespaces` use of `map`: the Kafka clusters their Kafka queues name,
     /// SQS if a queue is on it. The clients connect lazily, so only a malformed Kafka setting
-    /// fails here. A cluster the map does not have is left out; its queues have no handle.
-    pub async fn connect(map: &ClusterMap, namespaces: &[Namespace]) -> Result<Self, KafkaError> {
+    /// fails here, or a secured cluster whose brokers refuse its credentials (see
+    /// `KafkaBackend::check_credentials`). A cluster the map does not have is left out; its
+    /// queues have no handle.
+    pub async fn connect(map: &ClusterMap, namespaces: &[Namespace]) -> Result<Self, ConnectError> {
         Self::default().with_missing(map, namespaces).await
     }
 
     /// Clients for every cluster of `map`, and SQS: for a process that may touch any queue
     /// (the control plane, walctl).
-    pub async fn connect_all(map: &ClusterMap) -> Result<Self, KafkaError> {
+    pub async fn connect_all(map: &ClusterMap) -> Result<Self, ConnectError> {
         let mut backends = Self {
             default_kafka: map.kafka_name(None).to_owned(),
             ..Self::default()
         };
         for (name, settings) in map.kafka_clusters() {
-            let backend = KafkaBackend::new(settings.clone())?;
+            let backend = kafka_backend(name, settings).await?;
             backends.kafka.insert(name.to_owned(), backend);
         }
         backends.sqs = Some(SqsBackend::new(map.sqs().clone()).await);
@@ -53,7 +66,7 @@ impl Backends {
         &self,
         map: &ClusterMap,
         namespaces: &[Namespace],
-    ) -> Result<Self, KafkaError> {
+    ) -> Result<Self, ConnectError> {
         let mut backends = self.clone();
         backends.default_kafka = map.kafka_name(None).to_owned();
         let queues = || namespaces.iter().flat_map(|ns| ns.queues.iter());
@@ -62,7 +75,7 @@ impl Backends {
             if let Some(settings) = map.kafka(Some(name))
                 && !backends.kafka.contains_key(name)
             {
-                let backend = KafkaBackend::new(settings.clone())?;
+                let backend = kafka_backend(name, settings).await?;
                 backends.kafka.insert(name.to_owned(), backend);
             }
         }
@@ -93,4 +106,17 @@ impl Backends {
             Backend::Sqs => Some(Arc::new(self.sqs.as_ref()?.queue(spec))),
         }
     }
+}
+
+/// The clients of one Kafka cluster, made and, when secured, let in.
+async fn kafka_backend(
+    cluster: &str,
+    settings: &crate::queue::kafka::KafkaSettings,
+) -> Result<Arc<KafkaBackend>, ConnectError> {
+    let backend = KafkaBackend::new(settings.clone()).map_err(|source| ConnectError::Settings {
+        cluster: cluster.to_owned(),
+        source,
+    })?;
+    backend.check_credentials(cluster).await?;
+    Ok(backend)
 }

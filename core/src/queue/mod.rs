@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::entry::{self, CodecError, Entry, ErrorClass};
-pub use backends::Backends;
+pub use backends::{Backends, ConnectError};
 use error::EnqueueTo;
 pub use error::{Durability, EnqueueError, Operation, QueueError};
 

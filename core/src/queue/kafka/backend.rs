@@ -80,6 +80,8 @@ pub struct KafkaBackend {
     /// The producer's view of its brokers, shared with its context: a delivered record says
     /// they answer again.
     pub(super) producer_outage: Arc<Outage>,
+    /// The last refusal the producer heard of (see `credentials`).
+    pub(super) producer_refusal: Arc<super::context::Refusal>,
     pub(super) admin: AdminClient<OutageContext>,
 }
 
@@ -97,6 +99,7 @@ impl KafkaBackend {
     pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
         let context = OutageContext::new("producer");
         let producer_outage = context.outage();
+        let producer_refusal = context.refusal();
         let producer = settings
             .client_config()
             .set("client.id", "wal")
@@ -118,6 +121,7 @@ impl KafkaBackend {
             settings,
             producer,
             producer_outage,
+            producer_refusal,
             admin,
         }))
     }

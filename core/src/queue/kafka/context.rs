@@ -13,23 +13,29 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::classify::broker_away;
 use super::offsets::OffsetTracker;
 use crate::outage::Outage;
 
-/// The context of the producer and admin clients: errors folded into their outage.
+/// The context of the producer and admin clients: errors folded into their outage, and the last
+/// time the brokers refused to let the client in, for the start-up check (`credentials`).
 #[derive(Debug)]
 pub struct OutageContext {
     pub(super) outage: Arc<Outage>,
+    pub(super) refusal: Arc<Refusal>,
 }
+
+/// The last time the brokers would not let a client in, in librdkafka's words.
+pub(super) type Refusal = Mutex<Option<String>>;
 
 impl OutageContext {
     /// A context for a client of the Kafka service, named `client` in logs and metrics.
     pub fn new(client: &str) -> Self {
         Self {
             outage: Arc::new(Outage::new("kafka", client)),
+            refusal: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -38,10 +44,21 @@ impl OutageContext {
     pub fn outage(&self) -> Arc<Outage> {
         Arc::clone(&self.outage)
     }
+
+    /// Where the client's refusals are kept: keep it before the context moves into the client.
+    pub(super) fn refusal(&self) -> Arc<Refusal> {
+        Arc::clone(&self.refusal)
+    }
 }
 
 impl ClientContext for OutageContext {
     fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code().is_some_and(refused) {
+            *self
+                .refusal
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(reason.to_owned());
+        }
         report_error(&self.outage, error, reason);
     }
 
@@ -96,6 +113,17 @@ pub(super) fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTrack
     tracker
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The brokers answered but would not let the client in: its credentials or TLS settings are
+/// wrong (or the brokers' are), and trying again changes nothing until someone acts.
+pub(super) fn refused(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Authentication
+            | RDKafkaErrorCode::SSL
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+    )
 }
 
 fn report_error(outage: &Outage, error: KafkaError, reason: &str) {

@@ -9,7 +9,8 @@
 //! Entries that wait longer than [`KAFKA_HOLD_LIMIT`] are parked on the queue's delay tiers,
 //! topics named `<topic>.delay-<wait>`, provisioned with the queue (see `queue::delay`).
 //!
-//! Files: `backend` (settings and the shared clients), `produce` (one record's send), `receiver`
+//! Files: `backend` (settings and the shared clients), `credentials` (the start-up check of a
+//! secured cluster), `produce` (one record's send), `receiver`
 //! (the consumer side: group, pause, probe, offsets), `provision` (topics), `scan` (reading a
 //! topic by time, for replay and redrive); this file is the `Queue` contract on top of them.
 //!
@@ -20,6 +21,7 @@
 mod backend;
 mod classify;
 mod context;
+mod credentials;
 mod lag;
 mod offsets;
 mod produce;
@@ -45,6 +47,7 @@ pub use self::backend::{KafkaBackend, KafkaSettings};
 pub use self::classify::broker_away;
 pub use self::context::OutageContext;
 use self::context::lock;
+pub use self::credentials::Refused;
 use self::lag::{group_lag, unfinished};
 use self::receiver::Receiver;
 use super::delay::{self, KAFKA_HOLD_LIMIT};

@@ -1,0 +1,64 @@
+//! The local stack's SASL_SSL listener (the first broker's `SECURE` listener, see
+//! `scripts/stack`): where it is, the CA its certificate chains to, its user, and cluster maps
+//! that reach it.
+
+use std::path::{Path, PathBuf};
+
+/// The SASL_SSL listener's address.
+pub fn secure_bootstrap() -> String {
+    std::env::var("WAL_KAFKA_SECURE").unwrap_or_else(|_| "127.0.0.1:19096".to_owned())
+}
+
+/// The CA the listener's certificate chains to (made by `scripts/stack up`).
+pub fn kafka_ca() -> PathBuf {
+    if let Ok(path) = std::env::var("WAL_KAFKA_CA") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var("WAL_STACK_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/wal/stack"),
+        PathBuf::from,
+    );
+    home.join("run/kafka/tls/ca.pem")
+}
+
+/// The user the stack made, with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN credentials.
+pub fn sasl_user() -> String {
+    std::env::var("WAL_KAFKA_SASL_USER").unwrap_or_else(|_| "wal".to_owned())
+}
+
+pub fn sasl_password() -> String {
+    std::env::var("WAL_KAFKA_SASL_PASSWORD").unwrap_or_else(|_| "wal-local-secret".to_owned())
+}
+
+/// The name the map written by [`secured_cluster_map`] gives its (default) Kafka cluster.
+pub const SECURED_CLUSTER: &str = "secured";
+
+/// Writes to `dir` a cluster map whose default Kafka cluster, [`SECURED_CLUSTER`], is the
+/// SASL_SSL listener, logged in with `mechanism` and `password` and trusting the CA at `ca`.
+/// The password goes in a file of its own that the map names as `${file:...}`, as a mounted
+/// Secret would be. Returns the map's path.
+pub fn secured_cluster_map(dir: &Path, mechanism: &str, password: &str, ca: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("the cluster map's folder");
+    let secret = dir.join("kafka-password");
+    std::fs::write(&secret, format!("{password}\n")).expect("the password file");
+    let map = serde_json::json!({
+        "kafka": {
+            "default": SECURED_CLUSTER,
+            "clusters": {
+                SECURED_CLUSTER: {
+                    "bootstrap_servers": secure_bootstrap(),
+                    "client": {
+                        "security.protocol": "SASL_SSL",
+                        "sasl.mechanisms": mechanism,
+                        "sasl.username": sasl_user(),
+                        "sasl.password": format!("${{file:{}}}", secret.display()),
+                        "ssl.ca.location": ca.display().to_string(),
+                    }
+                }
+            }
+        }
+    });
+    let path = dir.join("clusters.json");
+    std::fs::write(&path, map.to_string()).expect("the cluster map");
+    path
+}
