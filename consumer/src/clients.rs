@@ -10,11 +10,10 @@ use std::time::Duration;
 use memcache::exp::AsyncMetaClient;
 use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
-use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use tokio::sync::{Mutex, OnceCell};
 use wal_core::clusters::ClusterMap;
+use wal_core::cql::CqlPlace;
 use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
 use wal_core::outage::Outage;
 use wal_core::queue::kafka::OutageContext;
@@ -33,8 +32,11 @@ const MEMCACHED_MAX_IDLE: usize = 256;
 /// Where the targets' clusters are.
 #[derive(Debug, Clone)]
 pub struct ClientSettings {
-    /// CQL contact points (`host:port`) for cql targets and claim checks.
+    /// CQL contact points (`host:port`) for cql targets and claim checks, when the process has
+    /// no cluster map (the writer); with one, its default shard says.
     pub cql_nodes: Vec<String>,
+    /// The login for `cql_nodes`, on a cluster with authentication on.
+    pub cql_credentials: Option<(String, wal_core::secret::Secret)>,
     /// memcached servers (`host:port`) for cache targets that name none.
     pub memcached: Vec<String>,
     /// Kafka bootstrap servers for kafka targets.
@@ -127,32 +129,48 @@ impl Clients {
         &self.settings
     }
 
+    /// Where cql targets write: the cluster map's default CQL shard (its nodes, login and
+    /// datacenter) when this process has a map, else `settings.cql_nodes` with
+    /// `settings.cql_credentials` (the writer, which reads no map).
+    fn cql_place(&self) -> CqlPlace {
+        match self
+            .clusters
+            .as_ref()
+            .and_then(|clusters| clusters.cql(None))
+        {
+            Some(shard) => CqlPlace::of_shard(shard),
+            None => CqlPlace {
+                nodes: self.settings.cql_nodes.clone(),
+                local_datacenter: None,
+                credentials: self.settings.cql_credentials.clone(),
+            },
+        }
+    }
+
     /// The CQL session for cql targets, connected on first use.
     pub async fn cql(&self) -> Result<Arc<Session>, TargetError> {
         let session = self
             .cql
             .get_or_try_init(|| async {
-                if self.settings.cql_nodes.is_empty() {
+                let place = self.cql_place();
+                if place.nodes.is_empty() {
                     // Retryable: a deployment missing a setting is fixed by a restart, and the
                     // entries should still be there when it is.
                     return Err(TargetError::retryable(
                         "a cql target needs CQL nodes; pass --cql-nodes or WAL_CQL_NODES",
                     ));
                 }
-                let profile = ExecutionProfile::builder()
-                    .request_timeout(Some(self.settings.request_timeout))
-                    .build();
-                SessionBuilder::new()
-                    .known_nodes(&self.settings.cql_nodes)
-                    .connection_timeout(Duration::from_secs(5))
-                    .default_execution_profile_handle(profile.into_handle())
+                // A refused login is unavailable too: the entries wait (using no attempt) for
+                // the credentials to be fixed, rather than going to the DLQ.
+                place
+                    .session_builder(Duration::from_secs(5), Some(self.settings.request_timeout))
                     .build()
                     .await
                     .map(Arc::new)
                     .map_err(|e| {
                         TargetError::unavailable(format!(
                             "connecting to CQL nodes {:?}: {e}",
-                            self.settings.cql_nodes
+                            place.nodes
                         ))
                     })
             })

@@ -149,6 +149,7 @@ impl ConsumerOptions {
     pub fn client_settings(&self) -> ClientSettings {
         ClientSettings {
             cql_nodes: self.cql.cql_nodes.clone(),
+            cql_credentials: None,
             memcached: self.memcached.clone(),
             kafka_bootstrap: self
                 .target_kafka_bootstrap

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use wal_core::queue::Backend;
 use wal_producer::{Producer, ProducerOptions};
-use wal_testkit::secured_kafka::{
+use wal_testkit::secured::{
     SECURED_CLUSTER, kafka_ca, sasl_password, secure_bootstrap, secured_cluster_map,
 };
 use wal_testkit::{

@@ -403,6 +403,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
     let clients = Arc::new(
         Clients::new(ClientSettings {
             cql_nodes: Vec::new(),
+            cql_credentials: None,
             memcached: Vec::new(),
             kafka_bootstrap: format!("generation-{generation}"),
             request_timeout: Duration::from_secs(5),

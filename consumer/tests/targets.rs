@@ -42,6 +42,7 @@ fn registry(settings: ClientSettings) -> TargetRegistry {
 fn unreachable_registry() -> TargetRegistry {
     registry(ClientSettings {
         cql_nodes: vec![NOWHERE.into()],
+        cql_credentials: None,
         memcached: vec![NOWHERE.into()],
         kafka_bootstrap: NOWHERE.into(),
         request_timeout: Duration::from_secs(2),

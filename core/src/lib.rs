@@ -3,6 +3,7 @@
 
 pub mod authorize;
 pub mod clusters;
+pub mod cql;
 pub mod durable;
 pub mod entry;
 pub mod metrics;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
+use wal_core::cql::CqlPlace;
 
 use crate::cql_rows;
 use crate::stack::{cql_nodes, unique};
@@ -19,11 +19,25 @@ pub struct Cql {
 
 impl Cql {
     pub async fn connect() -> Self {
-        let session = SessionBuilder::new()
-            .known_nodes(cql_nodes())
+        Self::connect_to(CqlPlace {
+            nodes: cql_nodes(),
+            ..CqlPlace::default()
+        })
+        .await
+    }
+
+    /// A session on the Cassandra at `place` (with its login, if it has one).
+    pub async fn connect_to(place: CqlPlace) -> Self {
+        let session = place
+            .session_builder(std::time::Duration::from_secs(5), None)
             .build()
             .await
-            .expect("connect to Cassandra (scripts/stack up)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connect to Cassandra at {:?} (scripts/stack up): {e}",
+                    place.nodes
+                )
+            });
         session
             .query_unpaged(
                 format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),

@@ -20,7 +20,7 @@ pub use scrape::scrape;
 pub mod stack;
 
 #[cfg(feature = "control-plane")]
-pub mod secured_kafka;
+pub mod secured;
 
 #[cfg(feature = "fleet")]
 mod consumer;

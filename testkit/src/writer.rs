@@ -47,7 +47,9 @@ impl TestWriter {
         let address = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(wal_writer::service::serve(
-            options.settings(),
+            options
+                .settings()
+                .expect("the local stack's writer settings"),
             listener,
             async {
                 let _ = stopped.await;

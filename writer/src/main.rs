@@ -36,7 +36,7 @@ async fn run(options: WriterOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     tracing::info!(listen = %options.listen, region = %options.region, metrics = %options.metrics_listen, "wal-writer ready");
-    service::serve(options.settings(), listener, process::shutdown_signal()).await?;
+    service::serve(options.settings()?, listener, process::shutdown_signal()).await?;
     tracing::info!("wal-writer stopped");
     Ok(())
 }

@@ -38,6 +38,20 @@ pub struct WriterOptions {
     #[command(flatten)]
     pub cql: CqlFlags,
 
+    /// The user cql targets log in to CQL as, on a cluster with authentication on. (The
+    /// producer and consumer take it from their cluster map's CQL shard; the writer reads none.)
+    #[arg(long, env = "WAL_CQL_USERNAME", requires = "cql_password")]
+    pub cql_username: Option<String>,
+
+    /// Its password: the value, ${env:NAME} or ${file:/path} (a mounted Secret). Never printed.
+    #[arg(
+        long,
+        env = "WAL_CQL_PASSWORD",
+        hide_env_values = true,
+        requires = "cql_username"
+    )]
+    pub cql_password: Option<String>,
+
     /// memcached servers (comma-separated host:port) for cache targets that name none.
     #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
     pub memcached: Vec<String>,
@@ -53,12 +67,23 @@ pub struct WriterOptions {
 }
 
 impl WriterOptions {
-    pub fn settings(&self) -> WriterSettings {
+    /// The settings these flags make; an error names a --cql-password secret that cannot be
+    /// read.
+    pub fn settings(&self) -> anyhow::Result<WriterSettings> {
         let apply_timeout = Duration::from_millis(self.apply_timeout_ms);
-        WriterSettings {
+        let cql_credentials = match (&self.cql_username, &self.cql_password) {
+            (Some(user), Some(password)) => {
+                let password = wal_core::secret::resolve(password)
+                    .map_err(|reason| anyhow::anyhow!("--cql-password {reason}"))?;
+                Some((user.clone(), wal_core::secret::Secret::new(password)))
+            }
+            _ => None,
+        };
+        Ok(WriterSettings {
             region: self.region.clone(),
             clients: ClientSettings {
                 cql_nodes: self.cql.cql_nodes.clone(),
+                cql_credentials,
                 memcached: self.memcached.clone(),
                 // A writer applies to caches and CQL tables only; it never publishes.
                 kafka_bootstrap: String::new(),
@@ -66,7 +91,7 @@ impl WriterOptions {
             },
             max_in_flight: self.max_in_flight,
             apply_timeout,
-        }
+        })
     }
 
     /// Options for a writer in tests: the flags' defaults (the environment ignored), any free
@@ -84,5 +109,29 @@ impl WriterOptions {
             memcached
         };
         options
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<WriterOptions, clap::Error> {
+        WriterOptions::try_parse_from(std::iter::once("wal-writer").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_cql_login_takes_both_flags_and_reads_the_password_where_it_points() {
+        assert!(parse(&["--cql-username", "wal"]).is_err());
+        assert!(parse(&["--cql-password", "secret"]).is_err());
+
+        let options = parse(&["--cql-username", "wal", "--cql-password", "secret"]).unwrap();
+        let (user, password) = options.settings().unwrap().clients.cql_credentials.unwrap();
+        assert_eq!((user.as_str(), password.expose()), ("wal", "secret"));
+
+        let missing = "${file:/nonexistent/cql-password}";
+        let options = parse(&["--cql-username", "wal", "--cql-password", missing]).unwrap();
+        let error = options.settings().unwrap_err().to_string();
+        assert!(error.contains("--cql-password names the file"), "{error}");
     }
 }

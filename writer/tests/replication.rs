@@ -228,7 +228,7 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
     let applied = Arc::new(Mutex::new(Vec::new()));
     let options = WriterOptions::for_local_stack("regionb", vec![caches[0].clone()]);
     let flaky = Flaky {
-        inner: RegionWriterService::new(options.settings()).unwrap(),
+        inner: RegionWriterService::new(options.settings().unwrap()).unwrap(),
         fail_key: slow_key.clone(),
         failures: Mutex::new(5),
         applied: Arc::clone(&applied),

@@ -187,6 +187,7 @@ mod tests {
     fn registry() -> TargetRegistry {
         let settings = ClientSettings {
             cql_nodes: Vec::new(),
+            cql_credentials: None,
             memcached: Vec::new(),
             kafka_bootstrap: String::new(),
             request_timeout: Duration::from_secs(1),

@@ -13,10 +13,7 @@ mod staging;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
-use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
-use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::statement::prepared::PreparedStatement;
 pub use staging::{ITEM_PAGE, Listing, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
 
@@ -139,25 +136,19 @@ impl DurableStorage {
     /// Connects, creates the keyspace and tables if missing, and prepares the statements.
     pub async fn connect(settings: &DurableSettings) -> Result<Self, DurableError> {
         let keyspace = valid_identifier(&settings.keyspace)?;
-        let mut builder = SessionBuilder::new()
-            .known_nodes(&settings.nodes)
-            .connection_timeout(settings.connect_timeout);
-        if let Some((user, password)) = &settings.credentials {
-            builder = builder.user(user, password.expose());
-        }
-        if let Some(datacenter) = &settings.local_datacenter {
-            let policy = DefaultPolicy::builder()
-                .prefer_datacenter(datacenter.clone())
-                .build();
-            let profile = ExecutionProfile::builder()
-                .load_balancing_policy(policy)
-                .build();
-            builder = builder.default_execution_profile_handle(profile.into_handle());
-        }
-        let session = builder.build().await.map_err(|e| DurableError::Connect {
+        let place = crate::cql::CqlPlace {
             nodes: settings.nodes.clone(),
-            reason: e.to_string(),
-        })?;
+            local_datacenter: settings.local_datacenter.clone(),
+            credentials: settings.credentials.clone(),
+        };
+        let session = place
+            .session_builder(settings.connect_timeout, None)
+            .build()
+            .await
+            .map_err(|e| DurableError::Connect {
+                nodes: settings.nodes.clone(),
+                reason: e.to_string(),
+            })?;
         let tables = schema(keyspace, settings.replication_factor)
             .into_iter()
             .chain(archive::schema(keyspace))

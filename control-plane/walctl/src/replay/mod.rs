@@ -299,6 +299,7 @@ async fn finish(
 fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failure> {
     let settings = ClientSettings {
         cql_nodes: replay.cql.cql_nodes.clone(),
+        cql_credentials: None,
         memcached: replay.memcached.clone(),
         kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),
         request_timeout: replay.apply_timeout,

@@ -1,6 +1,6 @@
-//! The local stack's SASL_SSL listener (the first broker's `SECURE` listener, see
-//! `scripts/stack`): where it is, the CA its certificate chains to, its user, and cluster maps
-//! that reach it.
+//! The local stack's services that want credentials (see `scripts/stack`): the first broker's
+//! SASL_SSL listener (where it is, the CA its certificate chains to, its user) and the Cassandra
+//! with authentication on (`cassandra-auth`), and cluster maps that reach them.
 
 use std::path::{Path, PathBuf};
 
@@ -54,6 +54,51 @@ pub fn secured_cluster_map(dir: &Path, mechanism: &str, password: &str, ca: &Pat
                         "sasl.password": format!("${{file:{}}}", secret.display()),
                         "ssl.ca.location": ca.display().to_string(),
                     }
+                }
+            }
+        }
+    });
+    let path = dir.join("clusters.json");
+    std::fs::write(&path, map.to_string()).expect("the cluster map");
+    path
+}
+
+/// The Cassandra that wants a password (`scripts/stack up cassandra-auth`).
+pub fn cql_auth_nodes() -> Vec<String> {
+    std::env::var("WAL_CQL_AUTH_NODES")
+        .unwrap_or_else(|_| "127.0.0.1:19045".to_owned())
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Its superuser, and that user's password.
+pub fn cql_auth_login() -> (String, String) {
+    let user = std::env::var("WAL_CQL_AUTH_USER").unwrap_or_else(|_| "cassandra".to_owned());
+    let password =
+        std::env::var("WAL_CQL_AUTH_PASSWORD").unwrap_or_else(|_| "cassandra".to_owned());
+    (user, password)
+}
+
+/// The name the map written by [`auth_cql_cluster_map`] gives its (default) CQL shard.
+pub const AUTH_SHARD: &str = "auth";
+
+/// Writes to `dir` a cluster map whose default CQL shard, [`AUTH_SHARD`], is the Cassandra
+/// with authentication on, logged in as its superuser with `password` (from a file the map
+/// names as `${file:...}`). Its Kafka is the flags' (the stack's plaintext broker). Returns the
+/// map's path.
+pub fn auth_cql_cluster_map(dir: &Path, password: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("the cluster map's folder");
+    let secret = dir.join("cql-password");
+    std::fs::write(&secret, format!("{password}\n")).expect("the password file");
+    let map = serde_json::json!({
+        "cql": {
+            "default": AUTH_SHARD,
+            "shards": {
+                AUTH_SHARD: {
+                    "contact_points": cql_auth_nodes(),
+                    "username": cql_auth_login().0,
+                    "password": format!("${{file:{}}}", secret.display()),
                 }
             }
         }

@@ -1,0 +1,59 @@
+//! How the platform opens a CQL session: the contact points, the login on a cluster with
+//! authentication on, and the datacenter to prefer. Durable storage and cql targets connect the
+//! same way, so a shard of the cluster map means the same thing to both.
+
+use std::time::Duration;
+
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::policies::load_balancing::DefaultPolicy;
+
+use crate::secret::Secret;
+
+/// Where a session goes and how it logs in.
+#[derive(Debug, Clone, Default)]
+pub struct CqlPlace {
+    /// Contact points, `host:port`.
+    pub nodes: Vec<String>,
+    /// The datacenter whose nodes requests go to first; unset, any.
+    pub local_datacenter: Option<String>,
+    /// A user and password, for a cluster with authentication on.
+    pub credentials: Option<(String, Secret)>,
+}
+
+impl CqlPlace {
+    /// The place of a shard of the cluster map.
+    pub fn of_shard(shard: &crate::clusters::CqlShard) -> Self {
+        Self {
+            nodes: shard.contact_points.clone(),
+            local_datacenter: shard.local_datacenter.clone(),
+            credentials: shard.username.clone().zip(shard.password.clone()),
+        }
+    }
+
+    /// A session builder for this place; `request_timeout` bounds each request (`None`: the
+    /// driver's default).
+    pub fn session_builder(
+        &self,
+        connect_timeout: Duration,
+        request_timeout: Option<Duration>,
+    ) -> SessionBuilder {
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&self.nodes)
+            .connection_timeout(connect_timeout);
+        if let Some((user, password)) = &self.credentials {
+            builder = builder.user(user, password.expose());
+        }
+        let mut profile = ExecutionProfile::builder();
+        if let Some(timeout) = request_timeout {
+            profile = profile.request_timeout(Some(timeout));
+        }
+        if let Some(datacenter) = &self.local_datacenter {
+            let policy = DefaultPolicy::builder()
+                .prefer_datacenter(datacenter.clone())
+                .build();
+            profile = profile.load_balancing_policy(policy);
+        }
+        builder.default_execution_profile_handle(profile.build().into_handle())
+    }
+}
