@@ -196,6 +196,39 @@ func TestClusterSecretsAreMountedWhereTheMapsFileValuesNameThem(t *testing.T) {
 	}
 }
 
+func TestWithTLSTheWriterServesMTLSToItsReplicatorsAndConsumersCallItWithTheirCertificates(t *testing.T) {
+	values := filepath.Join(chart, "ci", "tls-values.yaml")
+	writers := 0
+	for _, d := range deployments(t, "-f", values) {
+		if isWriter(d) {
+			writers++
+			if cert, _ := env(d, "WAL_TLS_CERT"); cert != "/etc/wal/tls/tls.crt" {
+				t.Errorf("%s: WAL_TLS_CERT is %q", d.Name, cert)
+			}
+			if users, _ := env(d, "WAL_SUPER_USERS"); users != "wal/wal-consumer" {
+				t.Errorf("%s: lets in %q, not writer.replicators", d.Name, users)
+			}
+			continue
+		}
+		if d.Spec.Template.Labels["app.kubernetes.io/component"] == "consumer" {
+			if ca, _ := env(d, "WAL_WRITER_CA"); ca != "/etc/wal/tls/ca.crt" {
+				t.Errorf("%s: WAL_WRITER_CA is %q", d.Name, ca)
+			}
+			if cert, _ := env(d, "WAL_WRITER_CERT"); cert != "/etc/wal/tls/tls.crt" {
+				t.Errorf("%s: WAL_WRITER_CERT is %q", d.Name, cert)
+			}
+		}
+	}
+	if writers == 0 {
+		t.Fatal("tls-values.yaml renders no writer")
+	}
+	// Authorization on a writer with nobody listed would refuse every region: refused, saying why.
+	out, err := render(t, "-f", values, "--set-json", "writer.replicators=[]")
+	if err == nil || !strings.Contains(out, "writer.replicators") {
+		t.Errorf("a writer with authorization and no replicators rendered: %v\n%s", err, out)
+	}
+}
+
 func isWriter(d *appsv1.Deployment) bool {
 	return d.Spec.Template.Labels["app.kubernetes.io/component"] == "writer"
 }

@@ -37,6 +37,8 @@ pub struct ClientSettings {
     pub cql_nodes: Vec<String>,
     /// The login for `cql_nodes`, on a cluster with authentication on.
     pub cql_credentials: Option<(String, wal_core::secret::Secret)>,
+    /// TLS to the other regions' writers (region targets), or plaintext.
+    pub writer_tls: Option<wal_namespaces::feed::ClientTls>,
     /// memcached servers (`host:port`) for cache targets that name none.
     pub memcached: Vec<String>,
     /// Kafka bootstrap servers for kafka targets.

@@ -62,6 +62,26 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_REPLICATE_TO", value_delimiter = ',')]
     pub replicate_to: Vec<String>,
 
+    /// The CA certificate (PEM) the other regions' writers' certificates chain to. With it,
+    /// writers are reached over TLS: a region target's writer address without a scheme, or
+    /// with http://, is called with https://.
+    #[arg(long, env = "WAL_WRITER_CA")]
+    pub writer_ca: Option<std::path::PathBuf>,
+
+    /// The client certificate (PEM) to present to writers that require one (their --authorize
+    /// lets in only the principals it names).
+    #[arg(
+        long,
+        env = "WAL_WRITER_CERT",
+        requires = "writer_ca",
+        requires = "writer_key"
+    )]
+    pub writer_cert: Option<std::path::PathBuf>,
+
+    /// The private key (PEM) of --writer-cert.
+    #[arg(long, env = "WAL_WRITER_KEY", requires = "writer_cert")]
+    pub writer_key: Option<std::path::PathBuf>,
+
     /// Kafka bootstrap servers for kafka targets (the cluster map's default cluster when unset).
     #[arg(long, env = "WAL_TARGET_KAFKA_BOOTSTRAP")]
     pub target_kafka_bootstrap: Option<String>,
@@ -150,6 +170,14 @@ impl ConsumerOptions {
         ClientSettings {
             cql_nodes: self.cql.cql_nodes.clone(),
             cql_credentials: None,
+            writer_tls: self
+                .writer_ca
+                .clone()
+                .map(|ca| wal_namespaces::feed::ClientTls {
+                    ca,
+                    cert: self.writer_cert.clone(),
+                    key: self.writer_key.clone(),
+                }),
             memcached: self.memcached.clone(),
             kafka_bootstrap: self
                 .target_kafka_bootstrap

@@ -43,6 +43,7 @@ fn unreachable_registry() -> TargetRegistry {
     registry(ClientSettings {
         cql_nodes: vec![NOWHERE.into()],
         cql_credentials: None,
+        writer_tls: None,
         memcached: vec![NOWHERE.into()],
         kafka_bootstrap: NOWHERE.into(),
         request_timeout: Duration::from_secs(2),

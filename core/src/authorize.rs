@@ -124,6 +124,29 @@ impl Authorizer {
         }
     }
 
+    /// Whether `peer` may call a service that holds no namespace config to check grants in (a
+    /// region's writer): only super-users may. `scope` stands for the namespace in the metric
+    /// and the log (a caller's own namespace names would let it grow the metrics unbounded).
+    pub fn check_super_user(
+        &self,
+        peer: Option<&Peer>,
+        scope: &str,
+        action: Action,
+    ) -> Result<Option<Arc<str>>, Status> {
+        let principal = peer.and_then(|p| p.principal.clone());
+        let Some(on) = &self.on else {
+            return Ok(principal);
+        };
+        let refused = match &principal {
+            Some(p) if on.super_users.iter().any(|s| s == p.as_ref()) => return Ok(principal),
+            Some(p) => Status::permission_denied(format!(
+                "principal {p:?} may not {action} here: {scope} lets only its --super-users in"
+            )),
+            None => unauthenticated(peer),
+        };
+        Err(self.denied(on, peer, scope, action, refused))
+    }
+
     /// Whether `principal` is one of the super-users (always false with authorization off).
     pub fn is_super_user(&self, principal: Option<&str>) -> bool {
         match (&self.on, principal) {

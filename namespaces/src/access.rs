@@ -9,7 +9,8 @@ use std::fmt;
 pub enum Action {
     /// WriteToLog, WriteToLogBatch and the two-phase calls.
     Write,
-    /// A writer taking entries from another region's consumer (reserved: not yet checked).
+    /// A writer taking entries from another region's consumer. The writer checks it against its
+    /// own super-users (it reads no namespace config); `access.replicate` is reserved.
     Replicate,
     /// Apply or delete the namespace on the control plane.
     Admin,

@@ -51,8 +51,9 @@ pub struct AccessFile {
     /// Who may call WriteToLog, WriteToLogBatch and the two-phase calls on it.
     #[serde(default)]
     pub write: Vec<String>,
-    /// Which other regions' consumers may replicate into it. Reserved: not yet checked (the
-    /// region writer does not authorize yet).
+    /// Which other regions' consumers may replicate into it. Reserved: a region's writer reads
+    /// no namespace config, so it lets in its own --super-users (the consumers' principals)
+    /// for every namespace, and this is not checked.
     #[serde(default)]
     pub replicate: Vec<String>,
     /// Who may apply or delete it on the control plane. (DLQ redrive and replay go to the

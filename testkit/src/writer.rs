@@ -40,7 +40,26 @@ impl TestWriter {
 
     /// Like [`TestWriter::start`], on `address` (a restarted writer keeps its address).
     pub async fn start_at(region: &str, memcached: &str, address: SocketAddr) -> Self {
-        let options = WriterOptions::for_local_stack(region, vec![memcached.to_owned()]);
+        Self::launch(region, memcached, address, |_| {}).await
+    }
+
+    /// Like [`TestWriter::start`], with `adjust` applied to its options (TLS, say).
+    pub async fn start_with(
+        region: &str,
+        memcached: &str,
+        adjust: impl FnOnce(&mut WriterOptions),
+    ) -> Self {
+        Self::launch(region, memcached, "127.0.0.1:0".parse().unwrap(), adjust).await
+    }
+
+    async fn launch(
+        region: &str,
+        memcached: &str,
+        address: SocketAddr,
+        adjust: impl FnOnce(&mut WriterOptions),
+    ) -> Self {
+        let mut options = WriterOptions::for_local_stack(region, vec![memcached.to_owned()]);
+        adjust(&mut options);
         let listener = TcpListener::bind(address)
             .await
             .unwrap_or_else(|e| panic!("binding a writer on {address}: {e}"));

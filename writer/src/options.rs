@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use wal_consumer::clients::ClientSettings;
+use wal_core::authorize::SecurityFlags;
 use wal_core::process::{CqlFlags, local_defaults, local_memcached};
 
 use crate::service::WriterSettings;
@@ -37,6 +38,12 @@ pub struct WriterOptions {
 
     #[command(flatten)]
     pub cql: CqlFlags,
+
+    /// mTLS, and who may replicate into this writer. The writer reads no namespace config, so
+    /// with --authorize only the --super-users may call it: list the principals of the other
+    /// regions' consumers.
+    #[command(flatten)]
+    pub security: SecurityFlags,
 
     /// The user cql targets log in to CQL as, on a cluster with authentication on. (The
     /// producer and consumer take it from their cluster map's CQL shard; the writer reads none.)
@@ -79,11 +86,19 @@ impl WriterOptions {
             }
             _ => None,
         };
+        let tls = self.security.server_tls()?;
+        let authorizer = self
+            .security
+            .authorizer()
+            .map_err(|reason| anyhow::anyhow!(reason))?;
         Ok(WriterSettings {
             region: self.region.clone(),
+            tls,
+            authorizer,
             clients: ClientSettings {
                 cql_nodes: self.cql.cql_nodes.clone(),
                 cql_credentials,
+                writer_tls: None,
                 memcached: self.memcached.clone(),
                 // A writer applies to caches and CQL tables only; it never publishes.
                 kafka_bootstrap: String::new(),

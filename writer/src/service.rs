@@ -8,12 +8,18 @@ use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::{Mutation, TargetError, TargetRegistry, cache, cql};
+use wal_core::authorize::Authorizer;
 use wal_core::entry::{Body, Entry};
+use wal_core::tls::Peer;
+use wal_namespaces::Action;
 use wal_proto::v1::region_writer_server::RegionWriter;
 use wal_proto::v1::{ApplyOutcome, ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
 use wal_targets::region::{APPLY_KINDS, same_region};
 
 use crate::metrics;
+
+/// What a writer's denials are counted under, in place of a namespace.
+const WRITER_SCOPE: &str = "(region writer)";
 
 /// The most entries one call may carry.
 pub const MAX_ENTRIES_PER_CALL: usize = 1000;
@@ -23,6 +29,10 @@ pub const MAX_ENTRIES_PER_CALL: usize = 1000;
 pub struct WriterSettings {
     /// This writer's region; entries that started here are refused.
     pub region: String,
+    /// TLS on the gRPC port, or plaintext.
+    pub tls: Option<wal_core::tls::ServerTls>,
+    /// Who may call: with authorization on, the super-users only.
+    pub authorizer: Authorizer,
     /// Where this region's caches and CQL nodes are.
     pub clients: ClientSettings,
     /// Entries applied at once, across calls.
@@ -34,6 +44,7 @@ pub struct WriterSettings {
 #[derive(Debug)]
 pub struct RegionWriterService {
     region: String,
+    authorizer: Authorizer,
     targets: TargetRegistry,
     in_flight: Arc<Semaphore>,
     max_in_flight: u32,
@@ -51,6 +62,7 @@ impl RegionWriterService {
             .with::<cql::Cql>();
         Ok(Self {
             region: settings.region,
+            authorizer: settings.authorizer,
             targets,
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight as usize)),
             max_in_flight: settings.max_in_flight,
@@ -124,6 +136,10 @@ impl RegionWriter for RegionWriterService {
         &self,
         request: Request<ApplyReplicatedRequest>,
     ) -> Result<Response<ApplyReplicatedResponse>, Status> {
+        // Before anything is admitted or applied: a denied call changes nothing.
+        let peer = request.extensions().get::<Peer>().cloned();
+        self.authorizer
+            .check_super_user(peer.as_ref(), WRITER_SCOPE, Action::Replicate)?;
         let request = request.into_inner();
         let count = request.entries.len();
         if count == 0 || count > MAX_ENTRIES_PER_CALL {
@@ -194,6 +210,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     use wal_proto::v1::region_writer_server::RegionWriterServer;
+    let tls = settings.tls.clone();
     let service = RegionWriterServer::new(RegionWriterService::new(settings)?)
         // A call of 1000 entries of a namespace's largest payloads.
         .max_decoding_message_size(64 * 1024 * 1024);
@@ -202,16 +219,26 @@ pub async fn serve(
     health
         .set_serving::<RegionWriterServer<RegionWriterService>>()
         .await;
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let signal = async move {
         shutdown.await;
         health
             .set_not_serving::<RegionWriterServer<RegionWriterService>>()
             .await;
     };
-    router
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, signal)
-        .await?;
+    let router = router.add_service(service);
+    match tls {
+        Some(tls) => {
+            router
+                .serve_with_incoming_shutdown(tls.incoming(listener), signal)
+                .await?
+        }
+        None => {
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            router
+                .serve_with_incoming_shutdown(incoming, signal)
+                .await?
+        }
+    }
     Ok(())
 }

@@ -59,7 +59,7 @@ impl TargetKind for Region {
 
     async fn build(
         settings: RegionSettings,
-        _clients: Arc<Clients>,
+        clients: Arc<Clients>,
     ) -> Result<Arc<dyn Target>, TargetError> {
         let destinations = settings.destinations();
         let mut enabled = destinations.iter().filter(|(_, d)| d.enabled);
@@ -69,11 +69,24 @@ impl TargetKind for Region {
                 destinations.values().filter(|d| d.enabled).count()
             )));
         };
-        let uri = destination.writer_uri();
-        let endpoint = Endpoint::from_shared(uri.clone())
+        let tls = &clients.settings().writer_tls;
+        let uri = match (tls, destination.writer_uri()) {
+            (Some(_), uri) if uri.starts_with("http://") => uri.replacen("http://", "https://", 1),
+            (_, uri) => uri,
+        };
+        let mut endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|e| TargetError::permanent(format!("region '{region}': writer {uri:?}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
+        if let Some(tls) = tls {
+            // Unavailable, not permanent: certificate files are fixed (or mounted) without
+            // touching the entries, which wait.
+            endpoint = tls.apply(endpoint).map_err(|reason| {
+                TargetError::unavailable(format!(
+                    "region '{region}': TLS to writer {uri:?}: {reason}"
+                ))
+            })?;
+        }
         let (kind, settings_json) = destination.apply_target();
         let apply = TargetSpec {
             kind: kind.name().to_owned(),
