@@ -37,6 +37,8 @@ pub struct ClientSettings {
     pub cql_nodes: Vec<String>,
     /// The login for `cql_nodes`, on a cluster with authentication on.
     pub cql_credentials: Option<(String, wal_core::secret::Secret)>,
+    /// The CA (PEM) `cql_nodes`' certificates chain to, for a cluster that speaks TLS.
+    pub cql_tls_ca: Option<std::path::PathBuf>,
     /// TLS to the other regions' writers (region targets), or plaintext.
     pub writer_tls: Option<wal_namespaces::feed::ClientTls>,
     /// memcached servers (`host:port`) for cache targets that name none.
@@ -145,6 +147,7 @@ impl Clients {
                 nodes: self.settings.cql_nodes.clone(),
                 local_datacenter: None,
                 credentials: self.settings.cql_credentials.clone(),
+                tls_ca: self.settings.cql_tls_ca.clone(),
             },
         }
     }
@@ -162,19 +165,21 @@ impl Clients {
                         "a cql target needs CQL nodes; pass --cql-nodes or WAL_CQL_NODES",
                     ));
                 }
-                // A refused login is unavailable too: the entries wait (using no attempt) for
-                // the credentials to be fixed, rather than going to the DLQ.
+                // A refused login or an unusable CA is unavailable too: the entries wait (using
+                // no attempt) for the settings to be fixed, rather than going to the DLQ.
+                let unavailable = |e: &dyn std::fmt::Display| {
+                    TargetError::unavailable(format!(
+                        "connecting to CQL nodes {:?}: {e}",
+                        place.nodes
+                    ))
+                };
                 place
                     .session_builder(Duration::from_secs(5), Some(self.settings.request_timeout))
+                    .map_err(|e| unavailable(&e))?
                     .build()
                     .await
                     .map(Arc::new)
-                    .map_err(|e| {
-                        TargetError::unavailable(format!(
-                            "connecting to CQL nodes {:?}: {e}",
-                            place.nodes
-                        ))
-                    })
+                    .map_err(|e| unavailable(&e))
             })
             .await?;
         Ok(Arc::clone(session))

@@ -170,6 +170,7 @@ impl ConsumerOptions {
         ClientSettings {
             cql_nodes: self.cql.cql_nodes.clone(),
             cql_credentials: None,
+            cql_tls_ca: None,
             writer_tls: self
                 .writer_ca
                 .clone()

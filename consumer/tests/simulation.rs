@@ -404,6 +404,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
         Clients::new(ClientSettings {
             cql_nodes: Vec::new(),
             cql_credentials: None,
+            cql_tls_ca: None,
             writer_tls: None,
             memcached: Vec::new(),
             kafka_bootstrap: format!("generation-{generation}"),

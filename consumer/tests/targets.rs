@@ -43,6 +43,7 @@ fn unreachable_registry() -> TargetRegistry {
     registry(ClientSettings {
         cql_nodes: vec![NOWHERE.into()],
         cql_credentials: None,
+        cql_tls_ca: None,
         writer_tls: None,
         memcached: vec![NOWHERE.into()],
         kafka_bootstrap: NOWHERE.into(),

@@ -96,6 +96,10 @@ pub struct CqlShard {
     /// is read; never printed.
     #[serde(default)]
     pub password: Option<crate::secret::Secret>,
+    /// The CA certificate (PEM) the nodes' certificates chain to: with it, the shard is reached
+    /// over TLS (the nodes' client_encryption_options).
+    #[serde(default)]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Entries by name, one of them the default.
@@ -202,6 +206,7 @@ impl ClusterMap {
             local_datacenter: None,
             username: None,
             password: None,
+            tls_ca: None,
         };
         Self {
             kafka: Named::single(kafka),

@@ -2,6 +2,7 @@
 //! authentication on, and the datacenter to prefer. Durable storage and cql targets connect the
 //! same way, so a shard of the cluster map means the same thing to both.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use scylla::client::execution_profile::ExecutionProfile;
@@ -9,6 +10,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 
 use crate::secret::Secret;
+use crate::tls::TlsError;
 
 /// Where a session goes and how it logs in.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +21,8 @@ pub struct CqlPlace {
     pub local_datacenter: Option<String>,
     /// A user and password, for a cluster with authentication on.
     pub credentials: Option<(String, Secret)>,
+    /// The CA (PEM) the nodes' certificates chain to: with it, the session speaks TLS.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl CqlPlace {
@@ -28,19 +32,23 @@ impl CqlPlace {
             nodes: shard.contact_points.clone(),
             local_datacenter: shard.local_datacenter.clone(),
             credentials: shard.username.clone().zip(shard.password.clone()),
+            tls_ca: shard.tls_ca.clone(),
         }
     }
 
     /// A session builder for this place; `request_timeout` bounds each request (`None`: the
-    /// driver's default).
+    /// driver's default). Fails only on a TLS CA file that cannot be used.
     pub fn session_builder(
         &self,
         connect_timeout: Duration,
         request_timeout: Option<Duration>,
-    ) -> SessionBuilder {
+    ) -> Result<SessionBuilder, TlsError> {
         let mut builder = SessionBuilder::new()
             .known_nodes(&self.nodes)
             .connection_timeout(connect_timeout);
+        if let Some(ca) = &self.tls_ca {
+            builder = builder.tls_context(Some(crate::tls::client_config(ca)?));
+        }
         if let Some((user, password)) = &self.credentials {
             builder = builder.user(user, password.expose());
         }
@@ -54,6 +62,6 @@ impl CqlPlace {
                 .build();
             profile = profile.load_balancing_policy(policy);
         }
-        builder.default_execution_profile_handle(profile.build().into_handle())
+        Ok(builder.default_execution_profile_handle(profile.build().into_handle()))
     }
 }

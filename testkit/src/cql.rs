@@ -30,6 +30,7 @@ impl Cql {
     pub async fn connect_to(place: CqlPlace) -> Self {
         let session = place
             .session_builder(std::time::Duration::from_secs(5), None)
+            .expect("the CQL TLS CA")
             .build()
             .await
             .unwrap_or_else(|e| {

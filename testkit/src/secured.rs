@@ -14,11 +14,7 @@ pub fn kafka_ca() -> PathBuf {
     if let Ok(path) = std::env::var("WAL_KAFKA_CA") {
         return PathBuf::from(path);
     }
-    let home = std::env::var("WAL_STACK_HOME").map_or_else(
-        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/wal/stack"),
-        PathBuf::from,
-    );
-    home.join("run/kafka/tls/ca.pem")
+    stack_run().join("kafka/tls/ca.pem")
 }
 
 /// The user the stack made, with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN credentials.
@@ -72,6 +68,36 @@ pub fn cql_auth_nodes() -> Vec<String> {
         .collect()
 }
 
+/// The CA its certificate chains to (it speaks TLS only; made by `scripts/stack up`).
+pub fn cql_auth_ca() -> PathBuf {
+    if let Ok(path) = std::env::var("WAL_CQL_AUTH_CA") {
+        return PathBuf::from(path);
+    }
+    stack_run().join("cassandra-auth/tls/ca.pem")
+}
+
+/// Where the stack keeps its services' files.
+fn stack_run() -> PathBuf {
+    let home = std::env::var("WAL_STACK_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/wal/stack"),
+        PathBuf::from,
+    );
+    home.join("run")
+}
+
+/// A session's place on it: its nodes, logged in as `password`'s user, over TLS.
+pub fn cql_auth_place(password: &str) -> wal_core::cql::CqlPlace {
+    wal_core::cql::CqlPlace {
+        nodes: cql_auth_nodes(),
+        local_datacenter: None,
+        credentials: Some((
+            cql_auth_login().0,
+            wal_core::secret::Secret::new(password.to_owned()),
+        )),
+        tls_ca: Some(cql_auth_ca()),
+    }
+}
+
 /// Its superuser, and that user's password.
 pub fn cql_auth_login() -> (String, String) {
     let user = std::env::var("WAL_CQL_AUTH_USER").unwrap_or_else(|_| "cassandra".to_owned());
@@ -84,10 +110,10 @@ pub fn cql_auth_login() -> (String, String) {
 pub const AUTH_SHARD: &str = "auth";
 
 /// Writes to `dir` a cluster map whose default CQL shard, [`AUTH_SHARD`], is the Cassandra
-/// with authentication on, logged in as its superuser with `password` (from a file the map
-/// names as `${file:...}`). Its Kafka is the flags' (the stack's plaintext broker). Returns the
-/// map's path.
-pub fn auth_cql_cluster_map(dir: &Path, password: &str) -> PathBuf {
+/// with authentication on, reached over TLS trusting `ca` and logged in as its superuser with
+/// `password` (from a file the map names as `${file:...}`). Its Kafka is the flags' (the
+/// stack's plaintext broker). Returns the map's path.
+pub fn auth_cql_cluster_map(dir: &Path, password: &str, ca: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).expect("the cluster map's folder");
     let secret = dir.join("cql-password");
     std::fs::write(&secret, format!("{password}\n")).expect("the password file");
@@ -99,6 +125,7 @@ pub fn auth_cql_cluster_map(dir: &Path, password: &str) -> PathBuf {
                     "contact_points": cql_auth_nodes(),
                     "username": cql_auth_login().0,
                     "password": format!("${{file:{}}}", secret.display()),
+                    "tls_ca": ca.display().to_string(),
                 }
             }
         }

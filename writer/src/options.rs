@@ -59,6 +59,11 @@ pub struct WriterOptions {
     )]
     pub cql_password: Option<String>,
 
+    /// The CA certificate (PEM) the CQL nodes' certificates chain to: with it, cql targets
+    /// reach them over TLS.
+    #[arg(long, env = "WAL_CQL_TLS_CA")]
+    pub cql_tls_ca: Option<std::path::PathBuf>,
+
     /// memcached servers (comma-separated host:port) for cache targets that name none.
     #[arg(long, env = "WAL_MEMCACHED", value_delimiter = ',')]
     pub memcached: Vec<String>,
@@ -98,6 +103,7 @@ impl WriterOptions {
             clients: ClientSettings {
                 cql_nodes: self.cql.cql_nodes.clone(),
                 cql_credentials,
+                cql_tls_ca: self.cql_tls_ca.clone(),
                 writer_tls: None,
                 memcached: self.memcached.clone(),
                 // A writer applies to caches and CQL tables only; it never publishes.

@@ -149,3 +149,42 @@ async fn unlisted_principals_clients_without_certificates_and_plaintext_are_refu
         "a refused call was applied"
     );
 }
+
+#[tokio::test]
+async fn a_writer_logs_in_to_a_cql_cluster_with_authentication_and_tls() {
+    use wal_testkit::secured::{cql_auth_ca, cql_auth_login, cql_auth_nodes, cql_auth_place};
+    let (user, password) = cql_auth_login();
+    let cql = wal_testkit::Cql::connect_to(cql_auth_place(&password)).await;
+    let table = cql.table().await;
+    let writer = TestWriter::start_with("regionb", &region_caches()[0], |o| {
+        o.cql.cql_nodes = cql_auth_nodes();
+        o.cql_username = Some(user);
+        o.cql_password = Some(password);
+        o.cql_tls_ca = Some(cql_auth_ca());
+    })
+    .await;
+    let mut call = call_setting("unused");
+    call.entries[0].body = Some(Body::Payload(wal_testkit::put("row", "over tls")));
+    call.entries[0].target = Some(Target {
+        kind: "cql".to_owned(),
+        settings_json: format!(
+            r#"{{"keyspace": "{}", "table": "{table}"}}"#,
+            wal_testkit::KEYSPACE
+        ),
+    });
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", writer.address))
+        .unwrap()
+        .connect_lazy();
+    let answer = RegionWriterClient::new(channel)
+        .apply_replicated(call)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.outcomes[0].result(),
+        wal_proto::v1::ApplyResult::Applied,
+        "{}",
+        answer.outcomes[0].reason
+    );
+    assert_eq!(cql.rows(&table).await["row"].as_deref(), Some("over tls"));
+}

@@ -188,6 +188,7 @@ mod tests {
         let settings = ClientSettings {
             cql_nodes: Vec::new(),
             cql_credentials: None,
+            cql_tls_ca: None,
             writer_tls: None,
             memcached: Vec::new(),
             kafka_bootstrap: String::new(),

@@ -57,6 +57,8 @@ pub struct DurableSettings {
     pub local_datacenter: Option<String>,
     /// A user and password, for a cluster with authentication on.
     pub credentials: Option<(String, crate::secret::Secret)>,
+    /// The CA (PEM) the nodes' certificates chain to, for a cluster that speaks TLS.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl DurableSettings {
@@ -68,6 +70,7 @@ impl DurableSettings {
             connect_timeout: Duration::from_secs(5),
             local_datacenter: None,
             credentials: None,
+            tls_ca: None,
         }
     }
 
@@ -77,6 +80,7 @@ impl DurableSettings {
             nodes: shard.contact_points.clone(),
             local_datacenter: shard.local_datacenter.clone(),
             credentials: shard.username.clone().zip(shard.password.clone()),
+            tls_ca: shard.tls_ca.clone(),
             ..Self::new(&[], keyspace)
         }
     }
@@ -140,15 +144,18 @@ impl DurableStorage {
             nodes: settings.nodes.clone(),
             local_datacenter: settings.local_datacenter.clone(),
             credentials: settings.credentials.clone(),
+            tls_ca: settings.tls_ca.clone(),
+        };
+        let connect_error = |reason: String| DurableError::Connect {
+            nodes: settings.nodes.clone(),
+            reason,
         };
         let session = place
             .session_builder(settings.connect_timeout, None)
+            .map_err(|e| connect_error(e.to_string()))?
             .build()
             .await
-            .map_err(|e| DurableError::Connect {
-                nodes: settings.nodes.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| connect_error(e.to_string()))?;
         let tables = schema(keyspace, settings.replication_factor)
             .into_iter()
             .chain(archive::schema(keyspace))

@@ -80,13 +80,7 @@ impl TlsFiles {
             })?;
         let builder = match (&self.client_ca, &contents.client_ca) {
             (Some(path), Some(bytes)) => {
-                let mut roots = RootCertStore::empty();
-                for cert in certificates(path, bytes)? {
-                    roots.add(cert).map_err(|e| TlsError::File {
-                        path: path.clone(),
-                        problem: format!("not a usable CA certificate: {e}"),
-                    })?;
-                }
+                let roots = roots(path, bytes)?;
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                         .build()
@@ -109,6 +103,33 @@ impl TlsFiles {
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Arc::new(config))
     }
+}
+
+/// A client configuration that trusts the CA certificates at `ca` (TLS to a CQL cluster, say),
+/// presenting no certificate of its own.
+pub fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let roots = roots(ca, &read(ca)?)?;
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::File {
+            path: ca.to_owned(),
+            problem: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The CA certificates of the PEM file at `path` (its contents, `bytes`).
+fn roots(path: &Path, bytes: &[u8]) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(path, bytes)? {
+        roots.add(cert).map_err(|e| TlsError::File {
+            path: path.to_owned(),
+            problem: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    Ok(roots)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {

@@ -300,6 +300,7 @@ fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failur
     let settings = ClientSettings {
         cql_nodes: replay.cql.cql_nodes.clone(),
         cql_credentials: None,
+        cql_tls_ca: None,
         writer_tls: None,
         memcached: replay.memcached.clone(),
         kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),

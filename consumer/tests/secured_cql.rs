@@ -1,16 +1,19 @@
-//! The platform on a CQL cluster with authentication on: the local stack's `cassandra-auth`,
-//! reached through a cluster map whose shard logs in with a `${file:...}` password. Claim
-//! checks go to durable storage there and cql targets write there; a wrong password stops the
-//! producer at start-up with an error that names the nodes and the reason, never the password.
+//! The platform on a CQL cluster with authentication and TLS on: the local stack's
+//! `cassandra-auth`, reached through a cluster map whose shard logs in with a `${file:...}`
+//! password over TLS. Claim checks go to durable storage there and cql targets write there; a
+//! wrong password or an untrusted certificate stops the producer at start-up with an error that
+//! names the nodes and the reason, never the password; the consumer holds its deliveries.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 
-use wal_core::cql::CqlPlace;
-use wal_core::secret::Secret;
+use std::path::Path;
+
 use wal_producer::{Producer, ProducerOptions};
-use wal_testkit::secured::{auth_cql_cluster_map, cql_auth_login, cql_auth_nodes};
+use wal_testkit::secured::{
+    auth_cql_cluster_map, cql_auth_ca, cql_auth_login, cql_auth_nodes, cql_auth_place,
+};
 use wal_testkit::{
     Backend, Cql, cql_target, eventually, namespace_json, put, unique, with_durable_storage, write,
     write_true,
@@ -33,14 +36,9 @@ fn namespace_on_default_shard(table: &str) -> wal_namespaces::Namespace {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_checks_and_cql_deliveries_log_in_to_a_shard_with_authentication_on() {
-    let (user, password) = cql_auth_login();
-    let map = auth_cql_cluster_map(&folder(), &password);
-    let cql = Cql::connect_to(CqlPlace {
-        nodes: cql_auth_nodes(),
-        credentials: Some((user, Secret::new(password))),
-        ..CqlPlace::default()
-    })
-    .await;
+    let (_, password) = cql_auth_login();
+    let map = auth_cql_cluster_map(&folder(), &password, &cql_auth_ca());
+    let cql = Cql::connect_to(cql_auth_place(&password)).await;
     let table = cql.table().await;
     let namespace = namespace_on_default_shard(&table);
 
@@ -72,18 +70,24 @@ async fn claim_checks_and_cql_deliveries_log_in_to_a_shard_with_authentication_o
     producer.shutdown().await;
 }
 
+/// Starts an in-process producer with durable storage on the map's default shard, which must
+/// fail; returns its error as an operator reads it.
+async fn producer_start_error(map: &Path) -> String {
+    let mut options = ProducerOptions::for_local_stack(std::path::PathBuf::new());
+    options.brokers.clusters = Some(map.to_owned());
+    let settings = options.settings().unwrap();
+    let namespace = namespace_on_default_shard("t");
+    match Producer::start(&settings, vec![namespace]).await {
+        Ok(_) => panic!("a producer started with the cluster map {}", map.display()),
+        Err(error) => format!("{error:#}"),
+    }
+}
+
 #[tokio::test]
 async fn a_wrong_cql_password_stops_the_producer_at_start_without_printing_it() {
     let wrong = format!("not-{}", unique("the-password"));
-    let map = auth_cql_cluster_map(&folder(), &wrong);
-    let mut options = ProducerOptions::for_local_stack(std::path::PathBuf::new());
-    options.brokers.clusters = Some(map);
-    let settings = options.settings().unwrap();
-    let namespace = namespace_on_default_shard("t");
-    let error = match Producer::start(&settings, vec![namespace]).await {
-        Ok(_) => panic!("a producer started with a wrong CQL password"),
-        Err(error) => format!("{error:#}"),
-    };
+    let map = auth_cql_cluster_map(&folder(), &wrong, &cql_auth_ca());
+    let error = producer_start_error(&map).await;
     assert!(
         error.contains(&cql_auth_nodes()[0]) && error.to_lowercase().contains("authentication"),
         "{error}"
@@ -91,18 +95,22 @@ async fn a_wrong_cql_password_stops_the_producer_at_start_without_printing_it() 
     assert!(!error.contains(&wrong), "the password is in: {error}");
 }
 
+#[tokio::test]
+async fn a_node_certificate_from_another_ca_stops_the_producer_at_start() {
+    let other = wal_testkit::pki::Pki::new("not the nodes' CA");
+    let map = auth_cql_cluster_map(&folder(), &cql_auth_login().1, &other.ca_path());
+    let error = producer_start_error(&map).await;
+    assert!(error.contains(&cql_auth_nodes()[0]), "{error}");
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_holds_cql_deliveries_until_a_restart_with_the_right_one() {
-    let (user, password) = cql_auth_login();
+    let (_, password) = cql_auth_login();
     let dir = folder();
     let wrong = format!("not-{}", unique("the-password"));
-    let map = auth_cql_cluster_map(&dir, &wrong);
-    let cql = Cql::connect_to(CqlPlace {
-        nodes: cql_auth_nodes(),
-        credentials: Some((user, Secret::new(password.clone()))),
-        ..CqlPlace::default()
-    })
-    .await;
+    let map = auth_cql_cluster_map(&dir, &wrong, &cql_auth_ca());
+    let cql = Cql::connect_to(cql_auth_place(&password)).await;
     let table = cql.table().await;
     // No durable storage: the producer needs no CQL, and takes the stack's defaults.
     let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), "");
@@ -122,7 +130,7 @@ async fn a_wrong_password_holds_cql_deliveries_until_a_restart_with_the_right_on
     consumer.shutdown().await;
 
     // The operator fixes the Secret and restarts the consumer.
-    let map = auth_cql_cluster_map(&dir, &password);
+    let map = auth_cql_cluster_map(&dir, &password, &cql_auth_ca());
     let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {
         o.brokers.clusters = Some(map.clone())
     })
