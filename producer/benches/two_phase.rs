@@ -28,7 +28,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{Target, TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::cql_rows::env_usize;
-use wal_testkit::measure::{median, percentile, poll_after};
+use wal_testkit::measure::{cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{Cql, Fleet, KEYSPACE, cql_target, namespace_with_target, put, unique};
 
 /// Item `i` of transaction `t`: a put of row `t-i` in one of the three tables.
@@ -58,8 +58,17 @@ async fn fresh_tables(cql: &Cql) -> [String; 3] {
     [cql.table().await, cql.table().await, cql.table().await]
 }
 
-/// The platform's rate: items per second from the first commit to every item applied.
-async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> f64 {
+/// A side's rate (items per second) and this process's CPU per item (µs).
+#[derive(Clone, Copy)]
+struct Side {
+    rate: f64,
+    cpu_micros: f64,
+}
+
+/// The platform's rate: items per second from the first commit to every item applied. Its
+/// producer and consumer run in this process, so the CPU per item is theirs (with the client
+/// that sends the transactions and the poll for the rows).
+async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> Side {
     let tables = fresh_tables(cql).await;
     let mut namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&tables[0]), "");
     namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(
@@ -70,6 +79,7 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
     let name = fleet.namespace.name.clone();
     let prefix = unique("b");
     let started = Instant::now();
+    let cpu = cpu_seconds();
     futures::stream::iter(0..transactions)
         .for_each_concurrent(concurrency, |t| {
             let (mut client, name, tables) = (client.clone(), name.clone(), tables.clone());
@@ -92,19 +102,23 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
     while rows(cql, &tables).await < expected {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let rate = expected as f64 / started.elapsed().as_secs_f64();
+    let side = Side {
+        rate: expected as f64 / started.elapsed().as_secs_f64(),
+        cpu_micros: (cpu_seconds() - cpu) * 1e6 / expected as f64,
+    };
     fleet.stop().await;
-    rate
+    side
 }
 
-/// The baseline's rate: each transaction's items as one LOGGED batch, straight to Cassandra.
+/// The baseline's rate: each transaction's items as one LOGGED batch, straight to Cassandra; its
+/// CPU per item is the driver's (this process's; Cassandra's is not counted on either side).
 async fn baseline(
     cql: &Cql,
     session: &Arc<Session>,
     transactions: usize,
     items: usize,
     concurrency: usize,
-) -> f64 {
+) -> Side {
     let tables = fresh_tables(cql).await;
     let mut inserts = Vec::new();
     for table in &tables {
@@ -118,6 +132,7 @@ async fn baseline(
         );
     }
     let started = Instant::now();
+    let cpu = cpu_seconds();
     futures::stream::iter(0..transactions)
         .for_each_concurrent(concurrency, |t| {
             let (session, inserts) = (Arc::clone(session), inserts.clone());
@@ -133,9 +148,13 @@ async fn baseline(
             }
         })
         .await;
-    let rate = (transactions * items) as f64 / started.elapsed().as_secs_f64();
+    let total = (transactions * items) as f64;
+    let side = Side {
+        rate: total / started.elapsed().as_secs_f64(),
+        cpu_micros: (cpu_seconds() - cpu) * 1e6 / total,
+    };
     assert_eq!(rows(cql, &tables).await, (transactions * items) as i64);
-    rate
+    side
 }
 
 /// Commit latency (ms) of `count` transactions of `items` items, one at a time, and the lag (ms)
@@ -201,6 +220,7 @@ async fn main() {
         "two-phase writes: {transactions} transactions of {items} items over 3 tables, {concurrency} at once, {rounds} rounds"
     );
     let (mut platform_rates, mut baseline_rates) = (Vec::new(), Vec::new());
+    let (mut platform_cpu, mut baseline_cpu) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let (p, b) = if round % 2 == 0 {
             let p = platform(&cql, transactions, items, concurrency).await;
@@ -213,16 +233,27 @@ async fn main() {
             (platform(&cql, transactions, items, concurrency).await, b)
         };
         println!(
-            "  round {round}: platform {p:>7.0} items/s (commit to applied)   logged batches {b:>7.0} items/s   ratio {:.2}",
-            p / b
+            "  round {round}: platform {:>7.0} items/s (commit to applied), {:>6.1} µs CPU/item   logged batches {:>7.0} items/s, {:>6.1} µs CPU/item   ratio {:.2}",
+            p.rate,
+            p.cpu_micros,
+            b.rate,
+            b.cpu_micros,
+            p.rate / b.rate
         );
-        platform_rates.push(p);
-        baseline_rates.push(b);
+        platform_rates.push(p.rate);
+        baseline_rates.push(b.rate);
+        platform_cpu.push(p.cpu_micros);
+        baseline_cpu.push(b.cpu_micros);
     }
     let (p, b) = (median(&mut platform_rates), median(&mut baseline_rates));
     println!(
         "median:   platform {p:>7.0} items/s   logged batches {b:>7.0} items/s   ratio {:.2} (goal >= 0.8)",
         p / b
+    );
+    let (pc, bc) = (median(&mut platform_cpu), median(&mut baseline_cpu));
+    println!(
+        "CPU per item (this process; the platform's producer and consumer run in it):   platform {pc:>6.1} µs   logged batches {bc:>6.1} µs   ratio {:.2}",
+        pc / bc
     );
     println!(
         "commit latency and commit-to-applied lag, {latency_txns} transactions one at a time:"

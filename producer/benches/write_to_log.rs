@@ -9,7 +9,9 @@
 //!   an `access.write` grant) against plaintext, at maximum throughput and at half of it.
 //!
 //! The producer runs as its own process (the release `wal-producer` binary), as in production.
-//! Each figure is the median of three alternating rounds. Run with:
+//! Each figure is the median of three alternating rounds. CPU per write is the producer
+//! process's CPU time for the platform's side and this process's (the raw client, plus the
+//! load generator it also runs) for the baseline's; the brokers are not counted. Run with:
 //!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
 //! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16).
@@ -28,6 +30,7 @@ use tokio::sync::Semaphore;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_testkit::measure::{cpu_seconds, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
 
 const PAYLOAD_BYTES: usize = 1024;
@@ -43,10 +46,12 @@ fn stack(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
-/// One measured run: how many writes per second, and their latencies in microseconds.
+/// One measured run: how many writes per second, their latencies in microseconds, and the CPU
+/// the measured side's process spent per write.
 struct Run {
     per_second: f64,
     latency: Histogram<u64>,
+    cpu_micros: f64,
 }
 
 impl Run {
@@ -55,6 +60,7 @@ impl Run {
         Self {
             per_second: count as f64 / started.elapsed().as_secs_f64(),
             latency,
+            cpu_micros: f64::NAN,
         }
     }
 
@@ -125,6 +131,31 @@ where
     Run::of(count, started, latency)
 }
 
+/// Whose CPU a run is charged: the producer process (the platform's side), or this process (the
+/// raw client's side; it also runs the load generator, which the platform's side does not pay).
+#[derive(Clone, Copy)]
+enum Cpu {
+    Process(u32),
+    This,
+}
+
+impl Cpu {
+    fn seconds(self) -> f64 {
+        match self {
+            Self::Process(pid) => cpu_seconds_of(pid),
+            Self::This => cpu_seconds(),
+        }
+    }
+}
+
+/// `run`, with the CPU `cpu` spent during it per write (`writes` of them).
+async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run {
+    let before = cpu.seconds();
+    let mut run = run.await;
+    run.cpu_micros = (cpu.seconds() - before) * 1e6 / writes as f64;
+    run
+}
+
 /// The raw baseline's queue `name`, with its DLQ.
 fn raw_spec(name: &str) -> wal_core::queue::QueueSpec {
     wal_core::queue::QueueSpec::new("raw", name, &format!("{name}-dlq"))
@@ -139,12 +170,13 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Medians over rounds: throughput, p50 and p99 in ms.
-fn summarize(runs: &[Run]) -> (f64, f64, f64) {
+/// Medians over rounds: throughput, p50 and p99 in ms, CPU µs per write.
+fn summarize(runs: &[Run]) -> (f64, f64, f64, f64) {
     (
         median(runs.iter().map(|r| r.per_second).collect()),
         median(runs.iter().map(|r| r.p(0.50)).collect()),
         median(runs.iter().map(|r| r.p(0.99)).collect()),
+        median(runs.iter().map(|r| r.cpu_micros).collect()),
     )
 }
 
@@ -153,27 +185,28 @@ fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
 }
 
 fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): (&str, &[Run])) {
-    let (wal_rate, wal_p50, wal_p99) = summarize(wal);
-    let (raw_rate, raw_p50, raw_p99) = summarize(raw);
+    let (wal_rate, wal_p50, wal_p99, wal_cpu) = summarize(wal);
+    let (raw_rate, raw_p50, raw_p99, raw_cpu) = summarize(raw);
     println!("\n{title}");
     println!(
-        "  {:<24} {:>12} {:>10} {:>10}",
-        "", "writes/s", "p50 ms", "p99 ms"
+        "  {:<24} {:>12} {:>10} {:>10} {:>14}",
+        "", "writes/s", "p50 ms", "p99 ms", "CPU µs/write"
     );
     println!(
-        "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
-        wal_name, wal_rate, wal_p50, wal_p99
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1}",
+        wal_name, wal_rate, wal_p50, wal_p99, wal_cpu
     );
     println!(
-        "  {:<24} {:>12.0} {:>10.2} {:>10.2}",
-        raw_name, raw_rate, raw_p50, raw_p99
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1}",
+        raw_name, raw_rate, raw_p50, raw_p99, raw_cpu
     );
     println!(
-        "  {:<24} {:>12.2} {:>10.2} {:>10.2}",
+        "  {:<24} {:>12.2} {:>10.2} {:>10.2} {:>14.2}",
         "ratio (row 1 / row 2)",
         wal_rate / raw_rate,
         wal_p50 / raw_p50,
-        wal_p99 / raw_p99
+        wal_p99 / raw_p99,
+        wal_cpu / raw_cpu
     );
     let rounds: Vec<String> = wal
         .iter()
@@ -448,18 +481,17 @@ async fn main() {
     closed_loop(2_000, concurrency, wal_call(&client, "bench_kafka")).await;
     closed_loop(2_000, concurrency, kafka_call(&raw_producer, &raw_topic)).await;
 
+    // Whose CPU each side's writes cost: the producer process's, and this process's (the raw
+    // client's) for the baselines.
+    let wal_cpu = Cpu::Process(process.0.id());
+    let raw_cpu = Cpu::This;
     let (mut wal_runs, mut raw_runs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        raw_runs.push(
-            closed_loop(
-                kafka_writes,
-                concurrency,
-                kafka_call(&raw_producer, &raw_topic),
-            )
-            .await,
-        );
-        wal_runs
-            .push(closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka")).await);
+        let raw_call = kafka_call(&raw_producer, &raw_topic);
+        let raw = closed_loop(kafka_writes, concurrency, raw_call);
+        raw_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+        let wal = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
+        wal_runs.push(charged(wal_cpu, kafka_writes, wal).await);
     }
     print_pair(
         "Kafka, maximum throughput (closed loop)",
@@ -475,8 +507,10 @@ async fn main() {
     let (mut batch_runs, mut raw_batch_runs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let raw_call = kafka_call(&raw_producer, &raw_topic);
-        raw_batch_runs.push(closed_loop(kafka_writes, calls_in_flight * batch, raw_call).await);
-        let mut run = closed_loop(kafka_writes / batch, calls_in_flight, batch_call()).await;
+        let raw = closed_loop(kafka_writes, calls_in_flight * batch, raw_call);
+        raw_batch_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+        let calls = closed_loop(kafka_writes / batch, calls_in_flight, batch_call());
+        let mut run = charged(wal_cpu, kafka_writes / batch * batch, calls).await;
         run.per_second *= batch as f64;
         batch_runs.push(run);
     }
@@ -493,8 +527,10 @@ async fn main() {
     let paced = (half * 5.0) as usize; // five seconds at that rate
     let (mut wal_paced, mut raw_paced) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        raw_paced.push(open_loop(paced, half, kafka_call(&raw_producer, &raw_topic)).await);
-        wal_paced.push(open_loop(paced, half, wal_call(&client, "bench_kafka")).await);
+        let raw = open_loop(paced, half, kafka_call(&raw_producer, &raw_topic));
+        raw_paced.push(charged(raw_cpu, paced, raw).await);
+        let wal = open_loop(paced, half, wal_call(&client, "bench_kafka"));
+        wal_paced.push(charged(wal_cpu, paced, wal).await);
     }
     print_pair(
         &format!("Kafka, latency at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"),
@@ -509,9 +545,10 @@ async fn main() {
     let (mut batch_paced, mut raw_batch_paced) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let raw_call = kafka_call(&raw_producer, &raw_topic);
-        raw_batch_paced
-            .push(open_loop(paced_calls * batch, half_calls * batch as f64, raw_call).await);
-        let mut run = open_loop(paced_calls, half_calls, batch_call()).await;
+        let raw = open_loop(paced_calls * batch, half_calls * batch as f64, raw_call);
+        raw_batch_paced.push(charged(raw_cpu, paced_calls * batch, raw).await);
+        let calls = open_loop(paced_calls, half_calls, batch_call());
+        let mut run = charged(wal_cpu, paced_calls * batch, calls).await;
         run.per_second *= batch as f64;
         batch_paced.push(run);
     }
@@ -539,12 +576,13 @@ async fn main() {
     let pki = Pki::new("bench CA");
     let (secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
     closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
+    let tls_cpu = Cpu::Process(secured_process.0.id());
     let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        plain_runs
-            .push(closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka")).await);
-        tls_runs
-            .push(closed_loop(kafka_writes, concurrency, wal_call(&secured, "bench_kafka")).await);
+        let plain = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
+        plain_runs.push(charged(wal_cpu, kafka_writes, plain).await);
+        let tls = closed_loop(kafka_writes, concurrency, wal_call(&secured, "bench_kafka"));
+        tls_runs.push(charged(tls_cpu, kafka_writes, tls).await);
     }
     print_labeled(
         "Kafka, mTLS and authorization on against plaintext, maximum throughput (closed loop)",
@@ -553,8 +591,10 @@ async fn main() {
     );
     let (mut tls_paced, mut plain_paced) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        plain_paced.push(open_loop(paced, half, wal_call(&client, "bench_kafka")).await);
-        tls_paced.push(open_loop(paced, half, wal_call(&secured, "bench_kafka")).await);
+        let plain = open_loop(paced, half, wal_call(&client, "bench_kafka"));
+        plain_paced.push(charged(wal_cpu, paced, plain).await);
+        let tls = open_loop(paced, half, wal_call(&secured, "bench_kafka"));
+        tls_paced.push(charged(tls_cpu, paced, tls).await);
     }
     print_labeled(
         &format!(
@@ -584,8 +624,10 @@ async fn main() {
     closed_loop(300, concurrency, sqs_call(sqs.client(), &url)).await;
     let (mut wal_sqs, mut raw_sqs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        raw_sqs.push(closed_loop(sqs_writes, concurrency, sqs_call(sqs.client(), &url)).await);
-        wal_sqs.push(closed_loop(sqs_writes, concurrency, wal_call(&client, "bench_sqs")).await);
+        let raw = closed_loop(sqs_writes, concurrency, sqs_call(sqs.client(), &url));
+        raw_sqs.push(charged(raw_cpu, sqs_writes, raw).await);
+        let wal = closed_loop(sqs_writes, concurrency, wal_call(&client, "bench_sqs"));
+        wal_sqs.push(charged(wal_cpu, sqs_writes, wal).await);
     }
     print_pair(
         "SQS (ElasticMQ), maximum throughput (closed loop)",

@@ -10,7 +10,20 @@ pub fn cpu_seconds_of(pid: u32) -> f64 {
     cpu_seconds_at(&format!("/proc/{pid}/stat"))
 }
 
+/// CPU seconds this process's children have used (user + system), counting only those that
+/// have exited and been waited for: the CPU of a program a benchmark ran to completion.
+pub fn children_cpu_seconds() -> f64 {
+    // cutime and cstime: fields 16 and 17 of stat(5).
+    stat_seconds("/proc/self/stat", 13, 14)
+}
+
 fn cpu_seconds_at(path: &str) -> f64 {
+    // utime and stime: fields 14 and 15 of stat(5).
+    stat_seconds(path, 11, 12)
+}
+
+/// The sum of two tick fields of a stat(5) file, counted after the command name, in seconds.
+fn stat_seconds(path: &str, first: usize, second: usize) -> f64 {
     let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start at its closing parenthesis.
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -21,8 +34,7 @@ fn cpu_seconds_at(path: &str) -> f64 {
             .and_then(|f| f.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the parenthesis.
-    (ticks(11) + ticks(12)) / 100.0
+    (ticks(first) + ticks(second)) / 100.0
 }
 
 /// The value at fraction `p` (0 to 1) of `values` once sorted; NaN for none.

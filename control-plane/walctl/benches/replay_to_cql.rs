@@ -22,6 +22,7 @@ use wal_core::entry;
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, fill_topic, insert_rows};
+use wal_testkit::measure::{children_cpu_seconds, cpu_seconds};
 use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
@@ -58,8 +59,16 @@ async fn filled_namespace(
     (name, from)
 }
 
+/// A side's rows per second, and its CPU per row (µs): walctl's process for the replay, this
+/// process (the driver) for the direct inserts; Cassandra's on neither.
+#[derive(Clone, Copy)]
+struct Side {
+    rate: f64,
+    cpu_micros: f64,
+}
+
 /// `walctl replay` of the whole namespace: rows per second, as walctl measured its run.
-async fn replay_round(session: &Session, control_plane: &str, round: Round) -> f64 {
+async fn replay_round(session: &Session, control_plane: &str, round: Round) -> Side {
     let Round {
         entries,
         concurrency,
@@ -68,6 +77,7 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> f
     let name = round.table(session, "replay").await;
     let (namespace, from) = filled_namespace(control_plane, round.index, entries, &name).await;
     let checkpoint = std::env::temp_dir().join(format!("{namespace}.checkpoint.json"));
+    let cpu = children_cpu_seconds();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .args(["--control-plane", control_plane, "-o", "json", "replay"])
         .args(["--namespace", &namespace, "--from", &from, "--from-start"])
@@ -92,13 +102,17 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> f
     assert_eq!(report["applied"], entries, "{report:#}");
     assert_eq!(count(session, &name).await, entries as i64);
     let _ = std::fs::remove_file(checkpoint);
-    entries as f64 / report["seconds"].as_f64().unwrap()
+    Side {
+        rate: entries as f64 / report["seconds"].as_f64().unwrap(),
+        // The whole walctl run, start-up and range-finding included.
+        cpu_micros: (children_cpu_seconds() - cpu) * 1e6 / entries as f64,
+    }
 }
 
 /// Direct prepared inserts of the same rows, with the same concurrency. With `json`, the same
 /// statement the cql target sends (`INSERT ... JSON ?`), to tell the target's own cost from the
 /// server's cost of parsing JSON.
-async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> f64 {
+async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> Side {
     let Round {
         entries,
         concurrency,
@@ -118,10 +132,14 @@ async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> f64 {
     let insert = session.prepare(text).await.unwrap();
     let written = entry::now_micros();
     let started = Instant::now();
+    let cpu = cpu_seconds();
     insert_rows(session, &insert, entries, concurrency, written, json).await;
-    let rate = entries as f64 / started.elapsed().as_secs_f64();
+    let side = Side {
+        rate: entries as f64 / started.elapsed().as_secs_f64(),
+        cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,
+    };
     assert_eq!(count(session, &name).await, entries as i64);
-    rate
+    side
 }
 
 #[tokio::main]
@@ -138,6 +156,7 @@ async fn main() {
     };
     direct_round(&session, warm_up, false).await;
     let (mut replays, mut directs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut replay_cpu, mut direct_cpu) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which side goes first, so neither always meets a fresher Cassandra.
         let this = Round {
@@ -152,12 +171,18 @@ async fn main() {
             (replay_round(&session, &control_plane, this).await, d)
         };
         println!(
-            "  round {round}: walctl replay {r:>7.0}/s   direct inserts {d:>7.0}/s   ratio {:.2}",
-            r / d
+            "  round {round}: walctl replay {:>7.0}/s, {:>5.1} µs CPU/row   direct inserts {:>7.0}/s, {:>5.1} µs CPU/row   ratio {:.2}",
+            r.rate,
+            r.cpu_micros,
+            d.rate,
+            d.cpu_micros,
+            r.rate / d.rate
         );
-        replays.push(r);
-        directs.push(d);
-        ratios.push(r / d);
+        replays.push(r.rate);
+        directs.push(d.rate);
+        ratios.push(r.rate / d.rate);
+        replay_cpu.push(r.cpu_micros);
+        direct_cpu.push(d.cpu_micros);
     }
     let median = |values: &mut Vec<f64>| {
         values.sort_by(f64::total_cmp);
@@ -169,11 +194,18 @@ async fn main() {
         median(&mut directs),
         median(&mut ratios)
     );
+    let (rc, dc) = (median(&mut replay_cpu), median(&mut direct_cpu));
+    println!(
+        "CPU per row: walctl replay {rc:.1} µs (its process), direct inserts {dc:.1} µs (this process), ratio {:.2}",
+        rc / dc
+    );
     // Where the gap is: the same direct inserts as `INSERT ... JSON ?`, the statement the cql
     // target sends.
     let json = direct_round(&session, all, true).await;
     println!(
-        "direct inserts as INSERT ... JSON (the cql target's statement): {json:.0}/s, {:.2} of typed inserts",
-        json / median(&mut directs)
+        "direct inserts as INSERT ... JSON (the cql target's statement): {:.0}/s, {:.2} of typed inserts, {:.1} µs CPU/row",
+        json.rate,
+        json.rate / median(&mut directs),
+        json.cpu_micros
     );
 }
