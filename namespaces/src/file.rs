@@ -57,7 +57,8 @@ pub struct AccessFile {
     #[serde(default)]
     pub replicate: Vec<String>,
     /// Who may apply or delete it on the control plane. (DLQ redrive and replay go to the
-    /// brokers directly and are not checked yet.)
+    /// brokers directly, with the operator's own cluster map and credentials: the brokers' ACLs
+    /// on that user decide them, not this list.)
     #[serde(default)]
     pub admin: Vec<String>,
 }
