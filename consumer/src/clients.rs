@@ -45,6 +45,9 @@ pub struct ClientSettings {
     pub memcached: Vec<String>,
     /// Kafka bootstrap servers for kafka targets.
     pub kafka_bootstrap: String,
+    /// More librdkafka properties for kafka targets (security.protocol, sasl.*, ssl.*): the
+    /// cluster map's default cluster's, when kafka targets publish there.
+    pub kafka_client: wal_core::secret::ClientProperties,
     /// The longest one request to a target may take; past it the attempt is retryable.
     pub request_timeout: Duration,
 }
@@ -193,7 +196,11 @@ impl Clients {
                 // Its connection failures are folded into one outage, as the queues' are.
                 let context = OutageContext::new("kafka-target");
                 let outage = context.outage();
-                ClientConfig::new()
+                let mut config = ClientConfig::new();
+                for (key, value) in &self.settings.kafka_client {
+                    config.set(key, value);
+                }
+                config
                     .set("bootstrap.servers", &self.settings.kafka_bootstrap)
                     .set("client.id", "wal-consumer-target")
                     .set("enable.idempotence", "true")

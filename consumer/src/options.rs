@@ -149,8 +149,10 @@ impl ConsumerOptions {
             .tune_sqs(|sqs| sqs.delay_step = delay_step);
         let mut clients = self.client_settings();
         if self.target_kafka_bootstrap.is_none() {
-            // Kafka targets publish to the map's default cluster unless told otherwise.
+            // Kafka targets publish to the map's default cluster unless told otherwise, and
+            // log in to it as the queues do.
             clients.kafka_bootstrap = clusters.default_kafka().bootstrap_servers.clone();
+            clients.kafka_client = clusters.default_kafka().client.clone();
         }
         Ok(ConsumerSettings {
             clients,
@@ -171,6 +173,7 @@ impl ConsumerOptions {
             cql_nodes: self.cql.cql_nodes.clone(),
             cql_credentials: None,
             cql_tls_ca: None,
+            kafka_client: Default::default(),
             writer_tls: self
                 .writer_ca
                 .clone()

@@ -256,7 +256,12 @@ fn check_cql(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::R
         let shard_nodes = shard.and_then(|shard| settings.clusters.cql(shard));
         let no_shard_nodes =
             shard.is_some() && shard_nodes.is_none_or(|s| s.contact_points.is_empty());
-        if (cql_target && settings.clients.cql_nodes.is_empty()) || no_shard_nodes {
+        // cql targets write on the map's default shard (the --cql-nodes flag's, without a file).
+        let target_nodes = settings
+            .clusters
+            .cql(None)
+            .is_some_and(|s| !s.contact_points.is_empty());
+        if (cql_target && !target_nodes) || no_shard_nodes {
             anyhow::bail!(
                 "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES, or name its shard's contact points in the cluster map",
                 ns.name

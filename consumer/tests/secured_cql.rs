@@ -112,8 +112,11 @@ async fn a_wrong_password_holds_cql_deliveries_until_a_restart_with_the_right_on
     let map = auth_cql_cluster_map(&dir, &wrong, &cql_auth_ca());
     let cql = Cql::connect_to(cql_auth_place(&password)).await;
     let table = cql.table().await;
-    // No durable storage: the producer needs no CQL, and takes the stack's defaults.
-    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), "");
+    // No durable storage: the producer needs no CQL, and takes the stack's defaults. Quick
+    // retries, two attempts: a refused login counted as an attempt would be dead-lettered long
+    // before the wait below is over.
+    let quick = r#""retry_policy": {"max_attempts": 2, "initial_backoff_ms": 20, "multiplier": 2.0, "max_backoff_ms": 100, "jitter": 0.0}"#;
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), quick);
     let namespace = wal_namespaces::parse(&config, "test").unwrap();
     let mut producer = wal_testkit::TestProducer::start(vec![namespace.clone()]).await;
     let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {

@@ -168,3 +168,45 @@ async fn the_consumer_binary_exits_at_start_on_a_wrong_password_and_logs_no_secr
     );
     assert!(!output.contains(&wrong), "the password is in the log");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kafka_target_publishes_to_the_secured_default_cluster_with_its_login() {
+    use rdkafka::consumer::{Consumer as _, StreamConsumer};
+    use rdkafka::message::Message as _;
+    use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+    use wal_core::queue::{Queue as _, QueueSpec};
+
+    // The target topic, made through the same broker's plaintext listener.
+    let topic = unique("secured-target");
+    let plaintext = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
+    let spec = QueueSpec::new("test", &topic, &format!("{topic}-dlq"));
+    plaintext.queue(spec).provision().await.unwrap();
+
+    let map = secured_cluster_map(&folder(), "SCRAM-SHA-256", &sasl_password(), &kafka_ca());
+    let target = format!(r#"{{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}"#);
+    let namespace = namespace_with_target(Backend::Kafka, 1, &target, "");
+    let mut producer = wal_testkit::TestProducer::start_with(vec![namespace.clone()], |o| {
+        o.brokers.clusters = Some(map.clone())
+    })
+    .await;
+    let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {
+        o.brokers.clusters = Some(map.clone())
+    })
+    .await;
+    write_true(&producer.client, write(&namespace.name, b"published")).await;
+
+    let reader: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .set("group.id", unique("reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    reader.subscribe(&[&topic]).unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(60), reader.recv())
+        .await
+        .expect("a record on the target topic")
+        .unwrap();
+    assert_eq!(message.payload(), Some(b"published".as_slice()));
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

@@ -405,6 +405,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
             cql_nodes: Vec::new(),
             cql_credentials: None,
             cql_tls_ca: None,
+            kafka_client: Default::default(),
             writer_tls: None,
             memcached: Vec::new(),
             kafka_bootstrap: format!("generation-{generation}"),

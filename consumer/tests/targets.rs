@@ -44,6 +44,7 @@ fn unreachable_registry() -> TargetRegistry {
         cql_nodes: vec![NOWHERE.into()],
         cql_credentials: None,
         cql_tls_ca: None,
+        kafka_client: Default::default(),
         writer_tls: None,
         memcached: vec![NOWHERE.into()],
         kafka_bootstrap: NOWHERE.into(),

@@ -43,8 +43,10 @@ pub fn resolve_as(value: &str, secrets: Secrets) -> Result<String, String> {
             .map_err(|e| format!("names the file {path}, which cannot be read: {e}"))?;
         return Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned());
     }
+    // Only the kind is echoed: the value may be a password that merely looks like a reference.
+    let kind = reference.split_once(':').map_or("", |(kind, _)| kind);
     Err(format!(
-        "expected ${{env:NAME}} or ${{file:/path}} (or a plain value), found ${{{reference}}}"
+        "expected ${{env:NAME}} or ${{file:/path}} (or a plain value), found ${{{kind}:...}}"
     ))
 }
 

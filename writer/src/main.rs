@@ -32,11 +32,12 @@ async fn run(options: WriterOptions) -> anyhow::Result<()> {
     process::serve_metrics(options.metrics_listen, metrics::BUCKETS)
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
+    let settings = options.settings()?;
     let listener = TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     tracing::info!(listen = %options.listen, region = %options.region, metrics = %options.metrics_listen, "wal-writer ready");
-    service::serve(options.settings()?, listener, process::shutdown_signal()).await?;
+    service::serve(settings, listener, process::shutdown_signal()).await?;
     tracing::info!("wal-writer stopped");
     Ok(())
 }

@@ -8,6 +8,7 @@ use clap::Parser;
 use wal_consumer::clients::ClientSettings;
 use wal_core::authorize::SecurityFlags;
 use wal_core::process::{CqlFlags, local_defaults, local_memcached};
+use wal_core::secret::Secret;
 
 use crate::service::WriterSettings;
 
@@ -55,9 +56,10 @@ pub struct WriterOptions {
         long,
         env = "WAL_CQL_PASSWORD",
         hide_env_values = true,
-        requires = "cql_username"
+        requires = "cql_username",
+        value_parser = |value: &str| Ok::<_, std::convert::Infallible>(Secret::new(value.to_owned()))
     )]
-    pub cql_password: Option<String>,
+    pub cql_password: Option<Secret>,
 
     /// The CA certificate (PEM) the CQL nodes' certificates chain to: with it, cql targets
     /// reach them over TLS.
@@ -85,9 +87,9 @@ impl WriterOptions {
         let apply_timeout = Duration::from_millis(self.apply_timeout_ms);
         let cql_credentials = match (&self.cql_username, &self.cql_password) {
             (Some(user), Some(password)) => {
-                let password = wal_core::secret::resolve(password)
+                let password = wal_core::secret::resolve(password.expose())
                     .map_err(|reason| anyhow::anyhow!("--cql-password {reason}"))?;
-                Some((user.clone(), wal_core::secret::Secret::new(password)))
+                Some((user.clone(), Secret::new(password)))
             }
             _ => None,
         };
@@ -104,6 +106,7 @@ impl WriterOptions {
                 cql_nodes: self.cql.cql_nodes.clone(),
                 cql_credentials,
                 cql_tls_ca: self.cql_tls_ca.clone(),
+                kafka_client: Default::default(),
                 writer_tls: None,
                 memcached: self.memcached.clone(),
                 // A writer applies to caches and CQL tables only; it never publishes.

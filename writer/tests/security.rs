@@ -159,7 +159,7 @@ async fn a_writer_logs_in_to_a_cql_cluster_with_authentication_and_tls() {
     let writer = TestWriter::start_with("regionb", &region_caches()[0], |o| {
         o.cql.cql_nodes = cql_auth_nodes();
         o.cql_username = Some(user);
-        o.cql_password = Some(password);
+        o.cql_password = Some(wal_core::secret::Secret::new(password));
         o.cql_tls_ca = Some(cql_auth_ca());
     })
     .await;

@@ -189,6 +189,7 @@ mod tests {
             cql_nodes: Vec::new(),
             cql_credentials: None,
             cql_tls_ca: None,
+            kafka_client: Default::default(),
             writer_tls: None,
             memcached: Vec::new(),
             kafka_bootstrap: String::new(),

@@ -75,7 +75,7 @@ impl BrokerFlags {
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct CqlFlags {
     /// CQL contact points (comma-separated host:port), for durable storage (claim checks, the
-    /// archive) and cql targets.
+    /// archive) and cql targets. A --clusters file with a cql section stands in for them.
     #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
     pub cql_nodes: Vec<String>,
 }

@@ -17,9 +17,9 @@ use super::{Backend, Queue, QueueSpec};
 /// Why a process could not make its backend clients.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// librdkafka refused a setting of the cluster's.
-    #[error("Kafka cluster '{cluster}': {source}")]
-    Settings { cluster: String, source: KafkaError },
+    /// librdkafka refused a setting of the cluster's (a secret's value is not shown).
+    #[error("Kafka cluster '{cluster}': {reason}")]
+    Settings { cluster: String, reason: String },
     /// The brokers refused the credentials or the TLS handshake.
     #[error(transparent)]
     Refused(#[from] Refused),
@@ -113,10 +113,45 @@ async fn kafka_backend(
     cluster: &str,
     settings: &crate::queue::kafka::KafkaSettings,
 ) -> Result<Arc<KafkaBackend>, ConnectError> {
-    let backend = KafkaBackend::new(settings.clone()).map_err(|source| ConnectError::Settings {
+    let backend = KafkaBackend::new(settings.clone()).map_err(|error| ConnectError::Settings {
         cluster: cluster.to_owned(),
-        source,
+        reason: settings_error(&error),
     })?;
     backend.check_credentials(cluster).await?;
     Ok(backend)
+}
+
+/// librdkafka's refusal of a property, without the value when the property is a secret: its
+/// own message quotes the value (a password inside `sasl.jaas.config`, say).
+fn settings_error(error: &KafkaError) -> String {
+    match error {
+        KafkaError::ClientConfig(_, description, key, _) if crate::secret::is_secret(key) => {
+            format!("librdkafka refused the property {key} (its value is not shown): {description}")
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::kafka::KafkaSettings;
+
+    #[tokio::test]
+    async fn a_refused_secret_property_is_named_without_its_value() {
+        let mut raw = BTreeMap::new();
+        raw.insert(
+            "sasl.jaas.config".to_owned(),
+            "PlainLoginModule required password=\"hunter2\";".to_owned(),
+        );
+        let mut settings = KafkaSettings::new("127.0.0.1:1");
+        settings.client =
+            crate::secret::ClientProperties::resolved(raw, crate::secret::Secrets::Read).unwrap();
+        let error = kafka_backend("main", &settings)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sasl.jaas.config"), "{error}");
+        assert!(!error.contains("hunter2"), "the secret is in: {error}");
+    }
 }

@@ -301,6 +301,7 @@ fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failur
         cql_nodes: replay.cql.cql_nodes.clone(),
         cql_credentials: None,
         cql_tls_ca: None,
+        kafka_client: clusters.default_kafka().client.clone(),
         writer_tls: None,
         memcached: replay.memcached.clone(),
         kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),
