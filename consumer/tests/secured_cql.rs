@@ -42,23 +42,20 @@ async fn claim_checks_and_cql_deliveries_log_in_to_a_shard_with_authentication_o
     let table = cql.table().await;
     let namespace = namespace_on_default_shard(&table);
 
-    let mut producer = wal_testkit::TestProducer::start_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
-    .await;
-    let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
-    .await;
+    let fleet = wal_testkit::Fleet::start_on_map(namespace.clone(), &map).await;
     // Over what a record holds (1,000,000 bytes), under the namespace's limit (1 MiB): the body is claim-checked into durable storage on the shard, and
     // the consumer reads it back from there before it applies the row.
     let large = "x".repeat(1_020_000);
     write_true(
-        &producer.client,
+        &fleet.producer.client,
         write(&namespace.name, &put("large", &large)),
     )
     .await;
-    write_true(&producer.client, write(&namespace.name, &put("small", "s"))).await;
+    write_true(
+        &fleet.producer.client,
+        write(&namespace.name, &put("small", "s")),
+    )
+    .await;
     let rows = eventually(Duration::from_secs(60), "both rows applied", || async {
         let rows = cql.rows(&table).await;
         (rows.len() == 2).then_some(rows)
@@ -66,8 +63,7 @@ async fn claim_checks_and_cql_deliveries_log_in_to_a_shard_with_authentication_o
     .await;
     assert_eq!(rows["large"].as_deref().map(str::len), Some(large.len()));
     assert_eq!(rows["small"].as_deref(), Some("s"));
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 /// Starts an in-process producer with durable storage on the map's default shard, which must

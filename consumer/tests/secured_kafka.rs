@@ -30,15 +30,12 @@ async fn a_namespace_on_a_sasl_ssl_cluster_is_written_and_delivered() {
     let upstream = Upstream::start(|_| 200).await;
     let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
 
-    let mut producer = wal_testkit::TestProducer::start_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
+    let fleet = wal_testkit::Fleet::start_on_map(namespace.clone(), &map).await;
+    let id = write_true(
+        &fleet.producer.client,
+        write(&namespace.name, b"over SASL_SSL"),
+    )
     .await;
-    let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
-    .await;
-    let id = write_true(&producer.client, write(&namespace.name, b"over SASL_SSL")).await;
     eventually(Duration::from_secs(60), "the entry delivered", || async {
         upstream
             .received()
@@ -51,8 +48,7 @@ async fn a_namespace_on_a_sasl_ssl_cluster_is_written_and_delivered() {
     // topic, with the entry on it.
     let log = kafka_log_on(&kafka_bootstrap(), &namespace.queues[0].name).await;
     assert_eq!(log.into_iter().map(|e| e.id).collect::<Vec<_>>(), [id]);
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,15 +181,8 @@ async fn a_kafka_target_publishes_to_the_secured_default_cluster_with_its_login(
     let map = secured_cluster_map(&folder(), "SCRAM-SHA-256", &sasl_password(), &kafka_ca());
     let target = format!(r#"{{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}"#);
     let namespace = namespace_with_target(Backend::Kafka, 1, &target, "");
-    let mut producer = wal_testkit::TestProducer::start_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
-    .await;
-    let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |o| {
-        o.brokers.clusters = Some(map.clone())
-    })
-    .await;
-    write_true(&producer.client, write(&namespace.name, b"published")).await;
+    let fleet = wal_testkit::Fleet::start_on_map(namespace.clone(), &map).await;
+    write_true(&fleet.producer.client, write(&namespace.name, b"published")).await;
 
     let reader: StreamConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", kafka_bootstrap())
@@ -207,6 +196,5 @@ async fn a_kafka_target_publishes_to_the_secured_default_cluster_with_its_login(
         .expect("a record on the target topic")
         .unwrap();
     assert_eq!(message.payload(), Some(b"published".as_slice()));
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }

@@ -34,6 +34,24 @@ impl Fleet {
         }
     }
 
+    /// Like [`Fleet::start`], both processes reading the cluster map at `clusters` (brokers and
+    /// CQL that want credentials, say).
+    pub async fn start_on_map(namespace: Namespace, clusters: &std::path::Path) -> Self {
+        let producer = TestProducer::start_with(vec![namespace.clone()], |o| {
+            o.brokers.clusters = Some(clusters.to_owned())
+        })
+        .await;
+        let consumer = start_consumer_with(vec![namespace.clone()], |o| {
+            o.brokers.clusters = Some(clusters.to_owned())
+        })
+        .await;
+        Self {
+            namespace,
+            producer,
+            consumer,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.namespace.name
     }
