@@ -28,7 +28,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{Target, TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::cql_rows::env_usize;
-use wal_testkit::measure::{cpu_seconds, median, percentile, poll_after};
+use wal_testkit::measure::{Rate, cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{Cql, Fleet, KEYSPACE, cql_target, namespace_with_target, put, unique};
 
 /// Item `i` of transaction `t`: a put of row `t-i` in one of the three tables.
@@ -58,17 +58,10 @@ async fn fresh_tables(cql: &Cql) -> [String; 3] {
     [cql.table().await, cql.table().await, cql.table().await]
 }
 
-/// A side's rate (items per second) and this process's CPU per item (µs).
-#[derive(Clone, Copy)]
-struct Side {
-    rate: f64,
-    cpu_micros: f64,
-}
-
 /// The platform's rate: items per second from the first commit to every item applied. Its
 /// producer and consumer run in this process, so the CPU per item is theirs (with the client
 /// that sends the transactions and the poll for the rows).
-async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> Side {
+async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> Rate {
     let tables = fresh_tables(cql).await;
     let mut namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&tables[0]), "");
     namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(
@@ -102,10 +95,7 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
     while rows(cql, &tables).await < expected {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let side = Side {
-        rate: expected as f64 / started.elapsed().as_secs_f64(),
-        cpu_micros: (cpu_seconds() - cpu) * 1e6 / expected as f64,
-    };
+    let side = Rate::since(expected as usize, started, cpu);
     fleet.stop().await;
     side
 }
@@ -118,7 +108,7 @@ async fn baseline(
     transactions: usize,
     items: usize,
     concurrency: usize,
-) -> Side {
+) -> Rate {
     let tables = fresh_tables(cql).await;
     let mut inserts = Vec::new();
     for table in &tables {
@@ -148,11 +138,7 @@ async fn baseline(
             }
         })
         .await;
-    let total = (transactions * items) as f64;
-    let side = Side {
-        rate: total / started.elapsed().as_secs_f64(),
-        cpu_micros: (cpu_seconds() - cpu) * 1e6 / total,
-    };
+    let side = Rate::since(transactions * items, started, cpu);
     assert_eq!(rows(cql, &tables).await, (transactions * items) as i64);
     side
 }
@@ -233,15 +219,11 @@ async fn main() {
             (platform(&cql, transactions, items, concurrency).await, b)
         };
         println!(
-            "  round {round}: platform {:>7.0} items/s (commit to applied), {:>6.1} µs CPU/item   logged batches {:>7.0} items/s, {:>6.1} µs CPU/item   ratio {:.2}",
-            p.rate,
-            p.cpu_micros,
-            b.rate,
-            b.cpu_micros,
-            p.rate / b.rate
+            "  round {round}: platform {p} (items, commit to applied)   logged batches {b}   ratio {:.2}",
+            p.per_second / b.per_second
         );
-        platform_rates.push(p.rate);
-        baseline_rates.push(b.rate);
+        platform_rates.push(p.per_second);
+        baseline_rates.push(b.per_second);
         platform_cpu.push(p.cpu_micros);
         baseline_cpu.push(b.cpu_micros);
     }

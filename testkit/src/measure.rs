@@ -68,3 +68,37 @@ pub fn peak_rss(pid: u32) -> u64 {
         .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
 }
+
+/// One side of a benchmark round: entries per second, and the CPU its process spent per entry
+/// (µs). Shown as `12345/s, 12.3 µs CPU/entry`.
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    pub per_second: f64,
+    pub cpu_micros: f64,
+}
+
+impl Rate {
+    /// `entries` done since `started`, the process having used `cpu_before` CPU seconds
+    /// ([`cpu_seconds`]) at the start.
+    pub fn since(entries: usize, started: std::time::Instant, cpu_before: f64) -> Self {
+        Self::over(entries, started.elapsed(), cpu_seconds() - cpu_before)
+    }
+
+    /// `entries` done in `elapsed`, using `cpu` CPU seconds.
+    pub fn over(entries: usize, elapsed: std::time::Duration, cpu: f64) -> Self {
+        Self {
+            per_second: entries as f64 / elapsed.as_secs_f64(),
+            cpu_micros: cpu * 1e6 / entries as f64,
+        }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>7.0}/s, {:>5.1} µs CPU/entry",
+            self.per_second, self.cpu_micros
+        )
+    }
+}

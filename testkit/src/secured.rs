@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// The SASL_SSL listener's address.
 pub fn secure_bootstrap() -> String {
-    std::env::var("WAL_KAFKA_SECURE").unwrap_or_else(|_| "127.0.0.1:19096".to_owned())
+    var_or("WAL_KAFKA_SECURE", "127.0.0.1:19096")
 }
 
 /// The CA the listener's certificate chains to (made by `scripts/stack up`).
@@ -19,11 +19,11 @@ pub fn kafka_ca() -> PathBuf {
 
 /// The user the stack made, with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN credentials.
 pub fn sasl_user() -> String {
-    std::env::var("WAL_KAFKA_SASL_USER").unwrap_or_else(|_| "wal".to_owned())
+    var_or("WAL_KAFKA_SASL_USER", "wal")
 }
 
 pub fn sasl_password() -> String {
-    std::env::var("WAL_KAFKA_SASL_PASSWORD").unwrap_or_else(|_| "wal-local-secret".to_owned())
+    var_or("WAL_KAFKA_SASL_PASSWORD", "wal-local-secret")
 }
 
 /// The name the map written by [`secured_cluster_map`] gives its (default) Kafka cluster.
@@ -61,8 +61,7 @@ pub fn secured_cluster_map(dir: &Path, mechanism: &str, password: &str, ca: &Pat
 
 /// The Cassandra that wants a password (`scripts/stack up cassandra-auth`).
 pub fn cql_auth_nodes() -> Vec<String> {
-    std::env::var("WAL_CQL_AUTH_NODES")
-        .unwrap_or_else(|_| "127.0.0.1:19045".to_owned())
+    var_or("WAL_CQL_AUTH_NODES", "127.0.0.1:19045")
         .split(',')
         .map(str::to_owned)
         .collect()
@@ -100,10 +99,10 @@ pub fn cql_auth_place(password: &str) -> wal_core::cql::CqlPlace {
 
 /// Its superuser, and that user's password.
 pub fn cql_auth_login() -> (String, String) {
-    let user = std::env::var("WAL_CQL_AUTH_USER").unwrap_or_else(|_| "cassandra".to_owned());
-    let password =
-        std::env::var("WAL_CQL_AUTH_PASSWORD").unwrap_or_else(|_| "cassandra".to_owned());
-    (user, password)
+    (
+        var_or("WAL_CQL_AUTH_USER", "cassandra"),
+        var_or("WAL_CQL_AUTH_PASSWORD", "cassandra"),
+    )
 }
 
 /// The name the map written by [`auth_cql_cluster_map`] gives its (default) CQL shard.
@@ -133,4 +132,9 @@ pub fn auth_cql_cluster_map(dir: &Path, password: &str, ca: &Path) -> PathBuf {
     let path = dir.join("clusters.json");
     std::fs::write(&path, map.to_string()).expect("the cluster map");
     path
+}
+
+/// The environment variable `name` (as `scripts/stack env` sets it), or the stack's default.
+fn var_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }

@@ -43,7 +43,7 @@ use wal_consumer::ConsumerHandle;
 use wal_core::entry::{self, Body, Entry};
 use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_core::queue::{Queue as _, QueueSpec};
-use wal_testkit::measure::{cpu_seconds, median, percentile, poll_after};
+use wal_testkit::measure::{Rate, cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_set, env_u64, keyed, namespace_with_target,
     region_caches, region_target, start_consumer_with, unique,
@@ -89,13 +89,6 @@ async fn fill(namespace: &wal_namespaces::Namespace, prefix: &str, entries: u64)
     }
 }
 
-/// One side's throughput: applied entries (all regions) per second, and CPU µs per entry.
-#[derive(Debug, Clone, Copy)]
-struct Rate {
-    per_second: f64,
-    cpu_micros: f64,
-}
-
 /// Waits until `applied()` reaches `total`, timing from its first apply.
 async fn timed(total: u64, applied: impl Fn() -> u64) -> Rate {
     let cpu = cpu_seconds();
@@ -106,10 +99,8 @@ async fn timed(total: u64, applied: impl Fn() -> u64) -> Rate {
     while applied() < total {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Rate {
-        per_second: total as f64 / first.elapsed().as_secs_f64(),
-        cpu_micros: (cpu_seconds() - cpu) * 1e6 / total as f64,
-    }
+    // Throughput from the first apply; CPU from the start of the wait.
+    Rate::over(total as usize, first.elapsed(), cpu_seconds() - cpu)
 }
 
 /// The platform side: the namespace, its three writers and a consumer replicating it.

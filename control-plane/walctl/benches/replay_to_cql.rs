@@ -22,7 +22,7 @@ use wal_core::entry;
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, fill_topic, insert_rows};
-use wal_testkit::measure::{children_cpu_seconds, cpu_seconds};
+use wal_testkit::measure::{Rate, children_cpu_seconds, cpu_seconds};
 use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
@@ -59,16 +59,9 @@ async fn filled_namespace(
     (name, from)
 }
 
-/// A side's rows per second, and its CPU per row (µs): walctl's process for the replay, this
-/// process (the driver) for the direct inserts; Cassandra's on neither.
-#[derive(Clone, Copy)]
-struct Side {
-    rate: f64,
-    cpu_micros: f64,
-}
-
-/// `walctl replay` of the whole namespace: rows per second, as walctl measured its run.
-async fn replay_round(session: &Session, control_plane: &str, round: Round) -> Side {
+/// `walctl replay` of the whole namespace: rows per second, as walctl measured its run, and the
+/// CPU per row of walctl's process (Cassandra's is counted on neither side).
+async fn replay_round(session: &Session, control_plane: &str, round: Round) -> Rate {
     let Round {
         entries,
         concurrency,
@@ -102,17 +95,15 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> S
     assert_eq!(report["applied"], entries, "{report:#}");
     assert_eq!(count(session, &name).await, entries as i64);
     let _ = std::fs::remove_file(checkpoint);
-    Side {
-        rate: entries as f64 / report["seconds"].as_f64().unwrap(),
-        // The whole walctl run, start-up and range-finding included.
-        cpu_micros: (children_cpu_seconds() - cpu) * 1e6 / entries as f64,
-    }
+    let seconds = std::time::Duration::from_secs_f64(report["seconds"].as_f64().unwrap());
+    // The CPU of the whole walctl run, start-up and range-finding included.
+    Rate::over(entries, seconds, children_cpu_seconds() - cpu)
 }
 
 /// Direct prepared inserts of the same rows, with the same concurrency. With `json`, the same
 /// statement the cql target sends (`INSERT ... JSON ?`), to tell the target's own cost from the
-/// server's cost of parsing JSON.
-async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> Side {
+/// server's cost of parsing JSON. The CPU per row is this process's (the driver's).
+async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> Rate {
     let Round {
         entries,
         concurrency,
@@ -134,10 +125,7 @@ async fn direct_round(session: &Arc<Session>, round: Round, json: bool) -> Side 
     let started = Instant::now();
     let cpu = cpu_seconds();
     insert_rows(session, &insert, entries, concurrency, written, json).await;
-    let side = Side {
-        rate: entries as f64 / started.elapsed().as_secs_f64(),
-        cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,
-    };
+    let side = Rate::since(entries, started, cpu);
     assert_eq!(count(session, &name).await, entries as i64);
     side
 }
@@ -171,16 +159,12 @@ async fn main() {
             (replay_round(&session, &control_plane, this).await, d)
         };
         println!(
-            "  round {round}: walctl replay {:>7.0}/s, {:>5.1} µs CPU/row   direct inserts {:>7.0}/s, {:>5.1} µs CPU/row   ratio {:.2}",
-            r.rate,
-            r.cpu_micros,
-            d.rate,
-            d.cpu_micros,
-            r.rate / d.rate
+            "  round {round}: walctl replay {r}   direct inserts {d}   ratio {:.2}",
+            r.per_second / d.per_second
         );
-        replays.push(r.rate);
-        directs.push(d.rate);
-        ratios.push(r.rate / d.rate);
+        replays.push(r.per_second);
+        directs.push(d.per_second);
+        ratios.push(r.per_second / d.per_second);
         replay_cpu.push(r.cpu_micros);
         direct_cpu.push(d.cpu_micros);
     }
@@ -204,8 +188,8 @@ async fn main() {
     let json = direct_round(&session, all, true).await;
     println!(
         "direct inserts as INSERT ... JSON (the cql target's statement): {:.0}/s, {:.2} of typed inserts, {:.1} µs CPU/row",
-        json.rate,
-        json.rate / median(&mut directs),
+        json.per_second,
+        json.per_second / median(&mut directs),
         json.cpu_micros
     );
 }
