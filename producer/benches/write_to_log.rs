@@ -14,7 +14,9 @@
 //! load generator it also runs) for the baseline's; the brokers are not counted. Run with:
 //!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
-//! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16).
+//! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16), BENCH_PARTS (the sections to run,
+//! comma-separated: `unary,batch,tls,sqs`, all by default; `unary` alone is the quick A/B of a
+//! write-path change).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -429,6 +431,8 @@ async fn main() {
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 3);
+    let parts = stack("BENCH_PARTS", "unary,batch,tls,sqs");
+    let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
 
     let dir = std::env::temp_dir().join(format!("wal-bench-{run_id}"));
@@ -486,50 +490,175 @@ async fn main() {
     let wal_cpu = Cpu::Process(process.0.id());
     let raw_cpu = Cpu::This;
     let (mut wal_runs, mut raw_runs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let raw_call = kafka_call(&raw_producer, &raw_topic);
-        let raw = closed_loop(kafka_writes, concurrency, raw_call);
-        raw_runs.push(charged(raw_cpu, kafka_writes, raw).await);
-        let wal = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
-        wal_runs.push(charged(wal_cpu, kafka_writes, wal).await);
+    // Half of WriteToLog's maximum, where the latency sections pace their writes.
+    let mut half = None;
+    if part("unary") {
+        for _ in 0..rounds {
+            let raw_call = kafka_call(&raw_producer, &raw_topic);
+            let raw = closed_loop(kafka_writes, concurrency, raw_call);
+            raw_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+            let wal = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
+            wal_runs.push(charged(wal_cpu, kafka_writes, wal).await);
+        }
+        print_pair(
+            "Kafka, maximum throughput (closed loop)",
+            &wal_runs,
+            &raw_runs,
+            "raw rdkafka",
+        );
+        let rate = summarize(&wal_runs).0 / 2.0;
+        half = Some(rate);
+        unary_paced(&client, (&raw_producer, &raw_topic), rate, rounds, wal_cpu).await;
     }
-    print_pair(
-        "Kafka, maximum throughput (closed loop)",
-        &wal_runs,
-        &raw_runs,
-        "raw rdkafka",
-    );
 
     // The batch path with the same number of writes in flight: `concurrency / batch` calls.
-    let calls_in_flight = (concurrency / batch).max(1);
-    let batch_call = || wal_batch_call(&client, "bench_kafka", batch);
-    closed_loop(2_000 / batch, calls_in_flight, batch_call()).await;
-    let (mut batch_runs, mut raw_batch_runs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let raw_call = kafka_call(&raw_producer, &raw_topic);
-        let raw = closed_loop(kafka_writes, calls_in_flight * batch, raw_call);
-        raw_batch_runs.push(charged(raw_cpu, kafka_writes, raw).await);
-        let calls = closed_loop(kafka_writes / batch, calls_in_flight, batch_call());
-        let mut run = charged(wal_cpu, kafka_writes / batch * batch, calls).await;
-        run.per_second *= batch as f64;
-        batch_runs.push(run);
-    }
-    print_pair(
-        &format!(
-            "Kafka, WriteToLogBatch of {batch} with {calls_in_flight} calls in flight (latency per call)"
-        ),
-        &batch_runs,
-        &raw_batch_runs,
-        "raw rdkafka",
-    );
+    if part("batch") {
+        let calls_in_flight = (concurrency / batch).max(1);
+        let batch_call = || wal_batch_call(&client, "bench_kafka", batch);
+        closed_loop(2_000 / batch, calls_in_flight, batch_call()).await;
+        let (mut batch_runs, mut raw_batch_runs) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let raw_call = kafka_call(&raw_producer, &raw_topic);
+            let raw = closed_loop(kafka_writes, calls_in_flight * batch, raw_call);
+            raw_batch_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+            let calls = closed_loop(kafka_writes / batch, calls_in_flight, batch_call());
+            let mut run = charged(wal_cpu, kafka_writes / batch * batch, calls).await;
+            run.per_second *= batch as f64;
+            batch_runs.push(run);
+        }
+        print_pair(
+            &format!(
+                "Kafka, WriteToLogBatch of {batch} with {calls_in_flight} calls in flight (latency per call)"
+            ),
+            &batch_runs,
+            &raw_batch_runs,
+            "raw rdkafka",
+        );
 
-    let half = summarize(&wal_runs).0 / 2.0;
+        // The batch path paced at half of its own maximum, calls at a fixed rate.
+        let half_calls = summarize(&batch_runs).0 / batch as f64 / 2.0;
+        let paced_calls = (half_calls * 5.0) as usize;
+        let (mut batch_paced, mut raw_batch_paced) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let raw_call = kafka_call(&raw_producer, &raw_topic);
+            let raw = open_loop(paced_calls * batch, half_calls * batch as f64, raw_call);
+            raw_batch_paced.push(charged(raw_cpu, paced_calls * batch, raw).await);
+            let calls = open_loop(paced_calls, half_calls, batch_call());
+            let mut run = charged(wal_cpu, paced_calls * batch, calls).await;
+            run.per_second *= batch as f64;
+            batch_paced.push(run);
+        }
+        print_pair(
+            &format!(
+                "Kafka, WriteToLogBatch of {batch} at half of its maximum ({:.0} writes/s, open loop; latency per call)",
+                half_calls * batch as f64
+            ),
+            &batch_paced,
+            &raw_batch_paced,
+            "raw rdkafka",
+        );
+    }
+
+    // mTLS and authorization on, against plaintext: a second producer on the same topic.
+    if part("tls") {
+        let secured_dir = dir.join("secured");
+        std::fs::create_dir_all(&secured_dir).unwrap();
+        write_namespace(
+            &secured_dir,
+            "bench_kafka",
+            "KAFKA",
+            "wal-kafka-topics",
+            &format!("bench-wal-{run_id}"),
+            &format!(r#", "access": {{"write": ["{PRINCIPAL}"]}}"#),
+        );
+        let pki = Pki::new("bench CA");
+        let (secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
+        closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
+        let tls_cpu = Cpu::Process(secured_process.0.id());
+        let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
+        let paced = |half: f64| (half * 5.0) as usize;
+        for _ in 0..rounds {
+            let plain = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
+            plain_runs.push(charged(wal_cpu, kafka_writes, plain).await);
+            let tls = closed_loop(kafka_writes, concurrency, wal_call(&secured, "bench_kafka"));
+            tls_runs.push(charged(tls_cpu, kafka_writes, tls).await);
+        }
+        print_labeled(
+            "Kafka, mTLS and authorization on against plaintext, maximum throughput (closed loop)",
+            ("mTLS + authorization", &tls_runs),
+            ("plaintext", &plain_runs),
+        );
+        let half = half.unwrap_or(summarize(&plain_runs).0 / 2.0);
+        let paced = paced(half);
+        let (mut tls_paced, mut plain_paced) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let plain = open_loop(paced, half, wal_call(&client, "bench_kafka"));
+            plain_paced.push(charged(wal_cpu, paced, plain).await);
+            let tls = open_loop(paced, half, wal_call(&secured, "bench_kafka"));
+            tls_paced.push(charged(tls_cpu, paced, tls).await);
+        }
+        print_labeled(
+            &format!(
+                "Kafka, mTLS and authorization on against plaintext, at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"
+            ),
+            ("mTLS + authorization", &tls_paced),
+            ("plaintext", &plain_paced),
+        );
+    }
+
+    if part("sqs") {
+        let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
+            &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
+        ))
+        .await;
+        let raw_queue = format!("bench-raw-{run_id}");
+        provision_raw(sqs.queue(raw_spec(&raw_queue))).await;
+        let url = sqs
+            .client()
+            .get_queue_url()
+            .queue_name(&raw_queue)
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_owned();
+        closed_loop(300, concurrency, wal_call(&client, "bench_sqs")).await;
+        closed_loop(300, concurrency, sqs_call(sqs.client(), &url)).await;
+        let (mut wal_sqs, mut raw_sqs) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let raw = closed_loop(sqs_writes, concurrency, sqs_call(sqs.client(), &url));
+            raw_sqs.push(charged(raw_cpu, sqs_writes, raw).await);
+            let wal = closed_loop(sqs_writes, concurrency, wal_call(&client, "bench_sqs"));
+            wal_sqs.push(charged(wal_cpu, sqs_writes, wal).await);
+        }
+        print_pair(
+            "SQS (ElasticMQ), maximum throughput (closed loop)",
+            &wal_sqs,
+            &raw_sqs,
+            "raw SendMessage",
+        );
+    }
+    // The producers first: one whose namespace folder vanished under it logs an ERROR.
+    drop(process);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Unary WriteToLog and the raw producer paced at `half` writes per second (open loop).
+async fn unary_paced(
+    client: &[WriteAheadLogClient<Channel>],
+    (raw_producer, raw_topic): (&FutureProducer, &str),
+    half: f64,
+    rounds: usize,
+    wal_cpu: Cpu,
+) {
+    let raw_cpu = Cpu::This;
     let paced = (half * 5.0) as usize; // five seconds at that rate
     let (mut wal_paced, mut raw_paced) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let raw = open_loop(paced, half, kafka_call(&raw_producer, &raw_topic));
+        let raw = open_loop(paced, half, kafka_call(raw_producer, raw_topic));
         raw_paced.push(charged(raw_cpu, paced, raw).await);
-        let wal = open_loop(paced, half, wal_call(&client, "bench_kafka"));
+        let wal = open_loop(paced, half, wal_call(client, "bench_kafka"));
         wal_paced.push(charged(wal_cpu, paced, wal).await);
     }
     print_pair(
@@ -538,104 +667,4 @@ async fn main() {
         &raw_paced,
         "raw rdkafka",
     );
-
-    // The batch path paced at half of its own maximum, calls at a fixed rate.
-    let half_calls = summarize(&batch_runs).0 / batch as f64 / 2.0;
-    let paced_calls = (half_calls * 5.0) as usize;
-    let (mut batch_paced, mut raw_batch_paced) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let raw_call = kafka_call(&raw_producer, &raw_topic);
-        let raw = open_loop(paced_calls * batch, half_calls * batch as f64, raw_call);
-        raw_batch_paced.push(charged(raw_cpu, paced_calls * batch, raw).await);
-        let calls = open_loop(paced_calls, half_calls, batch_call());
-        let mut run = charged(wal_cpu, paced_calls * batch, calls).await;
-        run.per_second *= batch as f64;
-        batch_paced.push(run);
-    }
-    print_pair(
-        &format!(
-            "Kafka, WriteToLogBatch of {batch} at half of its maximum ({:.0} writes/s, open loop; latency per call)",
-            half_calls * batch as f64
-        ),
-        &batch_paced,
-        &raw_batch_paced,
-        "raw rdkafka",
-    );
-
-    // mTLS and authorization on, against plaintext: a second producer on the same topic.
-    let secured_dir = dir.join("secured");
-    std::fs::create_dir_all(&secured_dir).unwrap();
-    write_namespace(
-        &secured_dir,
-        "bench_kafka",
-        "KAFKA",
-        "wal-kafka-topics",
-        &format!("bench-wal-{run_id}"),
-        &format!(r#", "access": {{"write": ["{PRINCIPAL}"]}}"#),
-    );
-    let pki = Pki::new("bench CA");
-    let (secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
-    closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
-    let tls_cpu = Cpu::Process(secured_process.0.id());
-    let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let plain = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
-        plain_runs.push(charged(wal_cpu, kafka_writes, plain).await);
-        let tls = closed_loop(kafka_writes, concurrency, wal_call(&secured, "bench_kafka"));
-        tls_runs.push(charged(tls_cpu, kafka_writes, tls).await);
-    }
-    print_labeled(
-        "Kafka, mTLS and authorization on against plaintext, maximum throughput (closed loop)",
-        ("mTLS + authorization", &tls_runs),
-        ("plaintext", &plain_runs),
-    );
-    let (mut tls_paced, mut plain_paced) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let plain = open_loop(paced, half, wal_call(&client, "bench_kafka"));
-        plain_paced.push(charged(wal_cpu, paced, plain).await);
-        let tls = open_loop(paced, half, wal_call(&secured, "bench_kafka"));
-        tls_paced.push(charged(tls_cpu, paced, tls).await);
-    }
-    print_labeled(
-        &format!(
-            "Kafka, mTLS and authorization on against plaintext, at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"
-        ),
-        ("mTLS + authorization", &tls_paced),
-        ("plaintext", &plain_paced),
-    );
-
-    let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
-        &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
-    ))
-    .await;
-    let raw_queue = format!("bench-raw-{run_id}");
-    provision_raw(sqs.queue(raw_spec(&raw_queue))).await;
-    let url = sqs
-        .client()
-        .get_queue_url()
-        .queue_name(&raw_queue)
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_owned();
-    closed_loop(300, concurrency, wal_call(&client, "bench_sqs")).await;
-    closed_loop(300, concurrency, sqs_call(sqs.client(), &url)).await;
-    let (mut wal_sqs, mut raw_sqs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let raw = closed_loop(sqs_writes, concurrency, sqs_call(sqs.client(), &url));
-        raw_sqs.push(charged(raw_cpu, sqs_writes, raw).await);
-        let wal = closed_loop(sqs_writes, concurrency, wal_call(&client, "bench_sqs"));
-        wal_sqs.push(charged(wal_cpu, sqs_writes, wal).await);
-    }
-    print_pair(
-        "SQS (ElasticMQ), maximum throughput (closed loop)",
-        &wal_sqs,
-        &raw_sqs,
-        "raw SendMessage",
-    );
-    // The producers first: one whose namespace folder vanished under it logs an ERROR.
-    drop((process, secured_process));
-    let _ = std::fs::remove_dir_all(&dir);
 }
