@@ -19,6 +19,7 @@ use futures::StreamExt as _;
 use scylla::statement::prepared::PreparedStatement;
 use tokio::sync::mpsc;
 
+use super::archive_writer::ArchiveRow;
 use super::{DurableError, DurableStorage, cql};
 use crate::entry::{self, CodecError, Entry};
 
@@ -34,7 +35,8 @@ const READ_AHEAD: usize = 1024;
 /// The archive's prepared statements.
 #[derive(Debug)]
 pub(super) struct ArchiveStatements {
-    put: PreparedStatement,
+    /// The INSERT of one row, which the archive writer batches.
+    pub(super) put: PreparedStatement,
     read: PreparedStatement,
     mark_started: PreparedStatement,
     started: PreparedStatement,
@@ -117,20 +119,17 @@ impl DurableStorage {
         // Rounded up: a row must not expire before its retention is over.
         let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
         let ttl = i32::try_from(seconds).unwrap_or(i32::MAX);
-        let values = (
-            &entry.namespace,
-            written_at.div_euclid(ARCHIVE_BUCKET_MICROS),
-            archive_shard(&entry.key),
-            written_at,
-            &entry.id,
-            entry::encode(entry),
-            ttl,
-        );
-        self.session
-            .execute_unpaged(&self.archive.put, values)
+        self.archive_writer
+            .write(ArchiveRow {
+                namespace: entry.namespace.clone(),
+                bucket: written_at.div_euclid(ARCHIVE_BUCKET_MICROS),
+                shard: archive_shard(&entry.key),
+                written_at,
+                id: entry.id.clone(),
+                entry: entry::encode(entry),
+                ttl,
+            })
             .await
-            .map_err(|e| cql("archive write")(&e))?;
-        Ok(())
     }
 
     /// Records that `namespace`'s archive is kept from `since_micros` on, unless an earlier

@@ -8,8 +8,10 @@
 //! platform leaves it alone.
 
 mod archive;
+mod archive_writer;
 mod staging;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
@@ -128,11 +130,13 @@ fn cql(operation: &'static str) -> impl Fn(&dyn std::fmt::Display) -> DurableErr
 /// A session on the cluster with the platform's statements prepared.
 #[derive(Debug)]
 pub struct DurableStorage {
-    session: Session,
+    session: Arc<Session>,
     keyspace: String,
     put_claim_check: PreparedStatement,
     get_claim_check: PreparedStatement,
     archive: archive::ArchiveStatements,
+    /// Archive rows, batched per partition.
+    archive_writer: archive_writer::ArchiveWriter,
     staging: staging::StagingStatements,
 }
 
@@ -181,8 +185,12 @@ impl DurableStorage {
             .map_err(|e| cql("prepare")(&e))?;
         let archive = archive::ArchiveStatements::prepare(&session, keyspace).await?;
         let staging = staging::StagingStatements::prepare(&session, keyspace).await?;
+        let session = Arc::new(session);
+        let archive_writer =
+            archive_writer::ArchiveWriter::start(Arc::clone(&session), archive.put.clone());
         Ok(Self {
             session,
+            archive_writer,
             keyspace: keyspace.to_owned(),
             put_claim_check,
             get_claim_check,
