@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod expiry;
+mod finish;
 pub mod live;
 pub mod metrics;
 pub mod options;

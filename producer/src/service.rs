@@ -2,9 +2,11 @@
 //! answer. The answer is TRUE only after the queue acknowledged the entry.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
@@ -20,6 +22,7 @@ use wal_proto::v1::{
     WriteToLogResponse,
 };
 
+use crate::finish::Finishing;
 use crate::live::LiveRegistry;
 use crate::metrics::{self, NamespaceMetrics, Outcome};
 use crate::registry::NamespaceRuntime;
@@ -124,9 +127,9 @@ impl WriteService {
         answer
     }
 
-    /// Enqueues on a task of its own that holds the write's in-flight slot until the broker
-    /// answers: a client that gives up early does not free the slot while its record still
-    /// occupies the Kafka producer's buffer.
+    /// Enqueues holding the write's in-flight slot until the broker answers, even when the
+    /// client gives up early: its record still occupies the Kafka producer's buffer meanwhile
+    /// (see `finish`).
     async fn enqueue(
         &self,
         queue: Arc<dyn Queue>,
@@ -135,10 +138,13 @@ impl WriteService {
     ) -> WriteToLogResponse {
         let id = entry.id.clone();
         let deadline = self.write_timeout + TIMEOUT_GRACE;
-        let sent = tokio::spawn(async move {
-            let _slot = permit;
-            tokio::time::timeout(deadline, queue.enqueue(&entry)).await
-        })
+        let sent = Finishing::new(
+            AssertUnwindSafe(async move {
+                let _slot = permit;
+                tokio::time::timeout(deadline, queue.enqueue(&entry)).await
+            })
+            .catch_unwind(),
+        )
         .await;
         match sent {
             Ok(Ok(Ok(()))) => answer(Trilean::True, String::new(), id),
