@@ -432,6 +432,10 @@ async fn main() {
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 3);
     let parts = stack("BENCH_PARTS", "unary,batch,tls,sqs");
+    let known = ["unary", "batch", "tls", "sqs"];
+    if let Some(unknown) = parts.split(',').find(|p| !known.contains(&p.trim())) {
+        panic!("BENCH_PARTS names '{unknown}'; expected some of {known:?}, comma-separated");
+    }
     let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
 

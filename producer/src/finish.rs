@@ -58,6 +58,11 @@ where
     F::Output: Send + 'static,
 {
     fn drop(&mut self) {
+        // Dropped while a panic unwinds (the inner future's own, while it was polled): what is
+        // left of it must not be polled again.
+        if std::thread::panicking() {
+            return;
+        }
         if let Some(rest) = self.inner.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {

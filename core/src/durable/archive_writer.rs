@@ -14,6 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
@@ -24,9 +25,15 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{DurableError, cql};
 
-/// Rows waiting for the writer: its callers wait for their answers, so this bounds how many
-/// rows of callers that gave up (a timed-out delivery) can pile up behind a slow cluster.
+/// Rows the writer holds waiting for their partitions, beyond which it takes no more and callers
+/// wait to hand theirs over: rows of callers that gave up (a timed-out delivery, tried again with
+/// a new row) cannot pile up behind a slow cluster.
 const QUEUED_ROWS: usize = 4096;
+/// The longest one write may take before its rows fail (their entries are tried again) and its
+/// partition is free for the rows behind it. Below the consumer's apply timeout (10 s by
+/// default), and far below the driver's own request timeout (30 s), which would hold the
+/// partition's later rows for that long.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most rows in one batch.
 const BATCH_ROWS: usize = 64;
 /// The most entry bytes in one batch, beyond its first row: a batch is one mutation, and a
@@ -108,6 +115,8 @@ impl ArchiveWriter {
 async fn run(session: Arc<Session>, put: PreparedStatement, mut incoming: mpsc::Receiver<Pending>) {
     // A partition is here while a write of it is in flight, with the rows that wait for it.
     let mut waiting: HashMap<Partition, VecDeque<Pending>> = HashMap::new();
+    // Rows in `waiting`'s queues.
+    let mut queued = 0;
     let mut writing = FuturesUnordered::new();
     let mut open = true;
     while open || !writing.is_empty() {
@@ -116,21 +125,26 @@ async fn run(session: Arc<Session>, put: PreparedStatement, mut incoming: mpsc::
             biased;
             Some(partition) = writing.next() => {
                 let Some(queue) = waiting.get_mut(&partition) else { continue };
+                let before = queue.len();
                 let rows = take_batch(queue);
+                queued -= before - queue.len();
                 if rows.is_empty() {
                     waiting.remove(&partition);
                 } else {
                     writing.push(write(&session, &put, partition, rows));
                 }
             }
-            received = incoming.recv(), if open => {
+            received = incoming.recv(), if open && queued < QUEUED_ROWS => {
                 let Some(pending) = received else {
                     open = false;
                     continue;
                 };
                 let partition = pending.row.partition();
                 match waiting.get_mut(&partition) {
-                    Some(queue) => queue.push_back(pending),
+                    Some(queue) => {
+                        queue.push_back(pending);
+                        queued += 1;
+                    }
                     None => {
                         waiting.insert(partition.clone(), VecDeque::new());
                         writing.push(write(&session, &put, partition, vec![pending]));
@@ -142,11 +156,16 @@ async fn run(session: Arc<Session>, put: PreparedStatement, mut incoming: mpsc::
 }
 
 /// The next batch from a partition's waiting rows: up to [`BATCH_ROWS`] rows and
-/// [`BATCH_BYTES`] of entries, and always the first row, whatever its size.
+/// [`BATCH_BYTES`] of entries, and always the first row, whatever its size. Rows whose callers
+/// stopped waiting are dropped unwritten: their entries are tried again, with a row of their own.
 fn take_batch(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
     let mut rows = Vec::new();
     let mut bytes = 0;
     while let Some(next) = queue.front() {
+        if next.answer.is_closed() {
+            queue.pop_front();
+            continue;
+        }
         let size = next.row.entry.len();
         if !rows.is_empty() && (rows.len() == BATCH_ROWS || bytes + size > BATCH_BYTES) {
             break;
@@ -165,16 +184,23 @@ async fn write(
     partition: Partition,
     rows: Vec<Pending>,
 ) -> Partition {
-    let written = match rows.as_slice() {
-        [one] => session.execute_unpaged(put, one.row.values()).await,
-        _ => {
-            let statements = rows.iter().map(|_| put.clone().into()).collect();
-            let batch = Batch::new_with_statements(BatchType::Unlogged, statements);
-            let values: Vec<_> = rows.iter().map(|pending| pending.row.values()).collect();
-            session.batch(&batch, values).await
+    let written = async {
+        match rows.as_slice() {
+            [one] => session.execute_unpaged(put, one.row.values()).await,
+            _ => {
+                let statements = rows.iter().map(|_| put.clone().into()).collect();
+                let batch = Batch::new_with_statements(BatchType::Unlogged, statements);
+                let values: Vec<_> = rows.iter().map(|pending| pending.row.values()).collect();
+                session.batch(&batch, values).await
+            }
         }
     };
-    let answer = written.map(drop).map_err(|error| error.to_string());
+    let answer = match tokio::time::timeout(WRITE_TIMEOUT, written).await {
+        Ok(written) => written.map(drop).map_err(|error| error.to_string()),
+        Err(_) => Err(format!(
+            "the cluster did not answer within {WRITE_TIMEOUT:?}"
+        )),
+    };
     for pending in rows {
         // A caller that stopped waiting (its delivery timed out) needs no answer.
         let _ = pending.answer.send(answer.clone());
