@@ -431,7 +431,7 @@ async fn main() {
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 3);
-    let parts = stack("BENCH_PARTS", "unary,batch,tls,sqs");
+    let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "unary,batch,tls,sqs".to_owned());
     let known = ["unary", "batch", "tls", "sqs"];
     if let Some(unknown) = parts.split(',').find(|p| !known.contains(&p.trim())) {
         panic!("BENCH_PARTS names '{unknown}'; expected some of {known:?}, comma-separated");
