@@ -14,6 +14,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+/// The allocator the consumer's binary runs with (see its `main.rs`); both sides run with it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,7 +27,7 @@ use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
-use wal_testkit::measure::{cpu_seconds, median};
+use wal_testkit::measure::{Side as Profiled, cpu_seconds, median, perf_control};
 use wal_testkit::stack;
 
 /// Busy and total CPU time of the whole machine so far, in ticks, from /proc/stat.
@@ -97,6 +101,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let (first, from, cpu, machine) = (Instant::now(), delivered(), cpu_seconds(), machine_ticks());
+    perf_control(Profiled::Platform, "enable");
     let settled = || {
         let stats = deliverer.stats();
         delivered() + stats.dead_lettered.load(Ordering::Relaxed) as usize
@@ -109,6 +114,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    perf_control(Profiled::Platform, "disable");
     let elapsed = first.elapsed();
     let (cpu, busy) = (cpu_seconds() - cpu, busy_since(machine));
     handle.shutdown().await;
@@ -141,7 +147,9 @@ async fn direct_round(session: &Arc<Session>, round: Round) -> Side {
         .unwrap();
     let written = entry::now_micros();
     let (started, cpu, machine) = (Instant::now(), cpu_seconds(), machine_ticks());
+    perf_control(Profiled::Baseline, "enable");
     insert_rows(session, &insert, entries, concurrency, written, false).await;
+    perf_control(Profiled::Baseline, "disable");
     let side = Side {
         rate: entries as f64 / started.elapsed().as_secs_f64(),
         cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,

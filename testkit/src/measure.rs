@@ -102,3 +102,37 @@ impl std::fmt::Display for Rate {
         )
     }
 }
+
+/// Which side of a benchmark a profile records (`BENCH_PERF_SIDE`: `platform`, the default,
+/// or `baseline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Platform,
+    Baseline,
+}
+
+/// Tells a `perf record --control fifo:PATH` started with events disabled (`-D -1`) to
+/// `enable` or `disable` sampling, when `BENCH_PERF_CONTROL` names that fifo and `side` is the
+/// one `BENCH_PERF_SIDE` asks for; otherwise does nothing. A benchmark calls it around the
+/// window each side is measured in, so a profile holds that side's work alone and not the
+/// queue filling or the other side (see `scripts/profile-bench`).
+pub fn perf_control(side: Side, command: &str) {
+    use std::io::Write as _;
+    let Ok(fifo) = std::env::var("BENCH_PERF_CONTROL") else {
+        return;
+    };
+    let wanted = match std::env::var("BENCH_PERF_SIDE").as_deref() {
+        Ok("baseline") => Side::Baseline,
+        _ => Side::Platform,
+    };
+    if side != wanted {
+        return;
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .and_then(|mut f| f.write_all(format!("{command}\n").as_bytes()));
+    if let Err(error) = written {
+        eprintln!("BENCH_PERF_CONTROL: cannot tell {fifo} to {command}: {error}");
+    }
+}
