@@ -153,6 +153,12 @@ impl Worker {
                 },
                 () = shutdown.cancelled() => break,
             };
+            // At saturation every finished entry frees one slot and wakes this loop. One yield
+            // first lets the entries finishing alongside it free theirs too, so one receive
+            // takes several entries rather than one each.
+            if permits.available_permits() == 0 {
+                tokio::task::yield_now().await;
+            }
             let room = (permits.available_permits() + 1).min(per_poll).max(1);
             let received = tokio::select! {
                 received = queue.receive(room, namespace.consumer.poll_wait) => received,

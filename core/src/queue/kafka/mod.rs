@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{CommitMode, Consumer};
 /// A Kafka client error, as this crate's Kafka functions return it.
@@ -71,6 +72,9 @@ pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
 /// entries are read only as they come due, so a small read-ahead keeps a large parked backlog
 /// out of memory.
 const TIER_PREFETCH_KIB: u32 = 1024;
+/// The most deliveries a receive makes room for before its first: a caller may ask for far more
+/// than ever arrive in one poll, and the room is taken whether they come or not.
+const PREALLOCATED_DELIVERIES: usize = 256;
 
 /// One topic and its DLQ topic.
 #[derive(Debug)]
@@ -223,25 +227,30 @@ impl Queue for KafkaQueue {
         let deadline = Instant::now()
             .checked_add(wait)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
-        let mut deliveries = Vec::new();
+        // Sized up front: growing it moved every delivery received so far, several times a poll.
+        let mut deliveries = Vec::with_capacity(max.min(PREALLOCATED_DELIVERIES));
+        // One stream for the whole receive: each makes its own waker slot in the client.
+        let mut stream = receiver.consumer.stream();
         while deliveries.len() < max {
-            // Wait for the first entry; after it, take only what librdkafka already fetched.
-            let budget = if deliveries.is_empty() {
-                deadline.saturating_duration_since(Instant::now())
+            // Wait for the first entry; after it, take only what librdkafka already fetched:
+            // one look, without a timer.
+            let next = if deliveries.is_empty() {
+                let budget = deadline.saturating_duration_since(Instant::now());
+                tokio::time::timeout(budget, stream.next()).await.ok()
             } else {
-                Duration::ZERO
+                stream.next().now_or_never()
             };
-            let message = match tokio::time::timeout(budget, receiver.consumer.recv()).await {
-                Err(_elapsed) => break,
-                Ok(Ok(message)) => message,
+            let message = match next.flatten() {
+                None => break,
+                Some(Ok(message)) => message,
                 // The broker is away (or was: librdkafka queues an error per failed connection
                 // attempt, and they wait here behind the records). The client context counted
                 // it already, and librdkafka reconnects by itself: read on, so nothing fetched
                 // after the broker returned waits for the errors queued before.
-                Ok(Err(error)) if error.rdkafka_error_code().is_some_and(broker_away) => continue,
+                Some(Err(error)) if error.rdkafka_error_code().is_some_and(broker_away) => continue,
                 // Anything else fails the same way until someone acts (a missing topic, a
                 // denied group): the caller backs off and says so.
-                Ok(Err(error)) if deliveries.is_empty() => {
+                Some(Err(error)) if deliveries.is_empty() => {
                     let missing = error.rdkafka_error_code()
                         == Some(RDKafkaErrorCode::UnknownTopicOrPartition);
                     let reason = if missing {
@@ -251,7 +260,7 @@ impl Queue for KafkaQueue {
                     };
                     return Err(self.error(Operation::Receive, false, reason));
                 }
-                Ok(Err(_)) => break,
+                Some(Err(_)) => break,
             };
             let (partition, offset) = (message.partition(), message.offset());
             let raw = Bytes::copy_from_slice(message.payload().unwrap_or_default());
