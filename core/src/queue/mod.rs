@@ -171,7 +171,9 @@ impl fmt::Display for Receipt {
 pub struct Delivery {
     /// The decoded entry. An error here is permanent: the consumer dead-letters the raw bytes.
     pub entry: Result<Entry, CodecError>,
-    /// The message exactly as the queue held it, so even an undecodable one reaches the DLQ.
+    /// The message exactly as the queue held it when its entry did not decode, so even an
+    /// undecodable one reaches the DLQ. A queue may leave it empty when the entry decoded
+    /// (Kafka does: the copy would cost every delivery, and nothing reads it then).
     pub raw: Bytes,
     pub receipt: Receipt,
 }

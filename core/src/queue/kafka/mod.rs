@@ -263,7 +263,6 @@ impl Queue for KafkaQueue {
                 Some(Err(_)) => break,
             };
             let (partition, offset) = (message.partition(), message.offset());
-            let raw = Bytes::copy_from_slice(message.payload().unwrap_or_default());
             let Some(skipped) = lock(&receiver.tracker).received_after(partition, offset) else {
                 tracing::debug!(topic = %self.spec.name, partition, offset, "skipped: partition revoked after the fetch");
                 continue;
@@ -271,8 +270,15 @@ impl Queue for KafkaQueue {
             if let Some(lost) = skipped {
                 self.gap(partition, lost);
             }
+            let payload = message.payload().unwrap_or_default();
+            let entry = entry::decode(payload);
+            // Copied only for the DLQ copy of an undecodable message, not for every delivery.
+            let raw = match &entry {
+                Ok(_) => Bytes::new(),
+                Err(_) => Bytes::copy_from_slice(payload),
+            };
             deliveries.push(Delivery {
-                entry: entry::decode(&raw),
+                entry,
                 raw,
                 receipt: Receipt::Kafka { partition, offset },
             });
