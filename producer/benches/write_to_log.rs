@@ -646,6 +646,8 @@ async fn main() {
     // The producers first: one whose namespace folder vanished under it logs an ERROR.
     drop(process);
     let _ = std::fs::remove_dir_all(&dir);
+    wal_testkit::delete_topics(&format!("bench-wal-{run_id}")).await;
+    wal_testkit::delete_topics(&raw_topic).await;
 }
 
 /// Unary WriteToLog and the raw producer paced at `half` writes per second (open loop).

@@ -87,8 +87,8 @@ pub use producer::{
 pub use producer_process::ProducerProcess;
 #[cfg(feature = "fleet")]
 pub use queues::{
-    dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back, read_entry,
-    reader,
+    delete_topics, dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back,
+    read_entry, reader,
 };
 #[cfg(feature = "fleet")]
 pub use transactions::{numbered_items, transaction_of};
