@@ -118,18 +118,31 @@ pub enum Side {
 /// queue filling or the other side (see `scripts/profile-bench`).
 pub fn perf_control(side: Side, command: &str) {
     use std::io::Write as _;
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+
     let Ok(fifo) = std::env::var("BENCH_PERF_CONTROL") else {
         return;
     };
     let wanted = match std::env::var("BENCH_PERF_SIDE").as_deref() {
         Ok("baseline") => Side::Baseline,
-        _ => Side::Platform,
+        Ok("platform") | Err(_) => Side::Platform,
+        Ok(other) => {
+            eprintln!("BENCH_PERF_SIDE is '{other}'; expected platform or baseline");
+            return;
+        }
     };
     if side != wanted {
         return;
     }
+    if !std::fs::metadata(&fifo).is_ok_and(|m| m.file_type().is_fifo()) {
+        eprintln!("BENCH_PERF_CONTROL: {fifo} is not a fifo; expected perf's control fifo");
+        return;
+    }
+    // Non-blocking: with no perf reading the fifo, the open fails (ENXIO) instead of waiting
+    // for good.
     let written = std::fs::OpenOptions::new()
         .write(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .and_then(|mut f| f.write_all(format!("{command}\n").as_bytes()));
     if let Err(error) = written {

@@ -199,11 +199,17 @@ pub async fn find_entries(
 
 /// Deletes every Kafka topic whose name starts with `prefix`, with its DLQ topic and delay
 /// tiers when they share it: benchmarks call it at their end, for a million-entry run otherwise
-/// leaves a gigabyte on the broker's disk. A failure is printed, not fatal: the figures stand.
+/// leaves a gigabyte on the broker's disk. The prefix must name one benchmark run (`bench-`,
+/// then the run's own id), so no other run's or test's topics go with it. A failure is
+/// printed, not fatal: the figures stand.
 pub async fn delete_topics(prefix: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions};
     use rdkafka::client::DefaultClientContext;
 
+    assert!(
+        prefix.starts_with("bench-") && prefix.len() >= "bench-x-1".len(),
+        "delete_topics('{prefix}'): expected a prefix naming one benchmark run, 'bench-' then its id"
+    );
     let admin: AdminClient<DefaultClientContext> = match rdkafka::ClientConfig::new()
         .set("bootstrap.servers", kafka_bootstrap())
         .create()
@@ -211,14 +217,30 @@ pub async fn delete_topics(prefix: &str) {
         Ok(admin) => admin,
         Err(error) => return eprintln!("deleting topics '{prefix}*': {error}"),
     };
-    let metadata = match admin.inner().fetch_metadata(None, Duration::from_secs(10)) {
-        Ok(metadata) => metadata,
+    let admin = Arc::new(admin);
+    // The metadata call blocks; off the runtime's threads.
+    let listing = Arc::clone(&admin);
+    let listed = tokio::task::spawn_blocking(move || {
+        listing
+            .inner()
+            .fetch_metadata(None, Duration::from_secs(10))
+            .map(|metadata| {
+                metadata
+                    .topics()
+                    .iter()
+                    .map(|topic| topic.name().to_owned())
+                    .collect::<Vec<_>>()
+            })
+    })
+    .await;
+    let all = match listed {
+        Ok(Ok(all)) => all,
+        Ok(Err(error)) => return eprintln!("deleting topics '{prefix}*': listing them: {error}"),
         Err(error) => return eprintln!("deleting topics '{prefix}*': listing them: {error}"),
     };
-    let names: Vec<&str> = metadata
-        .topics()
+    let names: Vec<&str> = all
         .iter()
-        .map(|topic| topic.name())
+        .map(String::as_str)
         .filter(|name| name.starts_with(prefix))
         .collect();
     if names.is_empty() {

@@ -305,10 +305,14 @@ impl Queue for KafkaQueue {
         // The store happens under the lock, so concurrent acknowledgements store commit points
         // in the order they were computed and the stored offset never moves backwards.
         let mut tracker = lock(&receiver.tracker);
-        match tracker.acknowledged(partition, offset) {
-            Some(point) => self.store_commit_point(&receiver.consumer, partition, point),
-            None => Ok(()),
-        }
+        let Some(point) = tracker.acknowledged(partition, offset) else {
+            return Ok(());
+        };
+        // Recorded only once stored: after a failed store, the retried acknowledgement (or the
+        // next one) stores the point again.
+        self.store_commit_point(&receiver.consumer, partition, point)?;
+        tracker.stored(partition, point);
+        Ok(())
     }
 
     async fn extend(&self, _delivery: &Delivery, _by: Duration) -> Result<(), QueueError> {

@@ -16,7 +16,7 @@ struct PartitionTrack {
     in_progress: BTreeSet<i64>,
     /// One past the highest offset received: the commit point once nothing is in progress.
     next: i64,
-    /// The last commit point handed out to be stored.
+    /// The last commit point the client took to store (see [`OffsetTracker::stored`]).
     stored: i64,
 }
 
@@ -56,21 +56,24 @@ impl OffsetTracker {
         Some(skipped)
     }
 
-    /// Records an acknowledgement and returns the partition's new commit point (the next offset
-    /// a restarted consumer reads) when it moved: `None` when the offset is not in progress here
-    /// (already acknowledged, or its partition was revoked in a rebalance since), or when an
-    /// older entry is still in progress, so the point stays where it was last handed out. With
-    /// entries acknowledged out of order, that saves a store for most of them.
+    /// Records an acknowledgement and returns the partition's commit point (the next offset a
+    /// restarted consumer reads) when it is past the last one [`stored`](Self::stored): `None`
+    /// when the partition was revoked in a rebalance since, or when the point has not moved
+    /// (an older entry is still in progress). With entries acknowledged out of order, that
+    /// saves a store for most of them. An acknowledgement tried again after a failed store gets
+    /// the point again, its entry being no longer in progress.
     pub(crate) fn acknowledged(&mut self, partition: i32, offset: i64) -> Option<i64> {
         let track = self.partitions.get_mut(&partition)?;
-        if !track.in_progress.remove(&offset) {
-            return None;
-        }
+        track.in_progress.remove(&offset);
         let point = track.commit_point();
-        (point > track.stored).then(|| {
-            track.stored = point;
-            point
-        })
+        (point > track.stored).then_some(point)
+    }
+
+    /// Records that the client holds `point` as the partition's offset to commit.
+    pub(crate) fn stored(&mut self, partition: i32, point: i64) {
+        if let Some(track) = self.partitions.get_mut(&partition) {
+            track.stored = track.stored.max(point);
+        }
     }
 
     /// Forgets a partition this consumer no longer owns; its in-progress entries will be read
@@ -103,21 +106,45 @@ mod tests {
         for offset in 10..15 {
             tracker.received(0, offset);
         }
-        assert_eq!(tracker.acknowledged(0, 12), Some(10));
+        assert_eq!(ack(&mut tracker, 0, 12), Some(10));
         assert_eq!(
-            tracker.acknowledged(0, 11),
+            ack(&mut tracker, 0, 11),
             None,
             "10 is still in progress: the point stays at 10, stored already"
         );
-        assert_eq!(tracker.acknowledged(0, 10), Some(13));
+        assert_eq!(ack(&mut tracker, 0, 10), Some(13));
         assert_eq!(
-            tracker.acknowledged(0, 10),
+            ack(&mut tracker, 0, 10),
             None,
             "a second ack changes nothing"
         );
-        assert_eq!(tracker.acknowledged(0, 14), None, "13 is still in progress");
-        assert_eq!(tracker.acknowledged(0, 13), Some(15));
+        assert_eq!(ack(&mut tracker, 0, 14), None, "13 is still in progress");
+        assert_eq!(ack(&mut tracker, 0, 13), Some(15));
         assert_eq!(tracker.commit_points(), vec![(0, 15)]);
+    }
+
+    /// An acknowledgement as the queue makes it: the point handed out is stored.
+    fn ack(tracker: &mut OffsetTracker, partition: i32, offset: i64) -> Option<i64> {
+        let point = tracker.acknowledged(partition, offset);
+        if let Some(point) = point {
+            tracker.stored(partition, point);
+        }
+        point
+    }
+
+    #[test]
+    fn a_point_whose_store_failed_is_handed_out_again() {
+        let mut tracker = OffsetTracker::default();
+        tracker.assign(0);
+        tracker.received(0, 5);
+        assert_eq!(tracker.acknowledged(0, 5), Some(6), "the store then fails");
+        assert_eq!(
+            tracker.acknowledged(0, 5),
+            Some(6),
+            "the acknowledgement tried again stores it"
+        );
+        tracker.stored(0, 6);
+        assert_eq!(tracker.acknowledged(0, 5), None);
     }
 
     #[test]
@@ -189,7 +216,7 @@ mod tests {
                     }
                     Op::Ack(pick) if !unacked.is_empty() => {
                         let (partition, offset) = unacked.swap_remove(pick % unacked.len());
-                        let point = tracker.acknowledged(partition, offset);
+                        let point = ack(&mut tracker, partition, offset);
                         let oldest = unacked
                             .iter()
                             .filter(|(p, _)| *p == partition)
