@@ -27,7 +27,7 @@ use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
-use wal_testkit::measure::{Side as Profiled, cpu_seconds, median, perf_control};
+use wal_testkit::measure::{Side as Profiled, cpu_seconds, median, profile};
 use wal_testkit::stack;
 
 /// Busy and total CPU time of the whole machine so far, in ticks, from /proc/stat.
@@ -105,7 +105,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let (first, from, cpu, machine) = (Instant::now(), delivered(), cpu_seconds(), machine_ticks());
-    perf_control(Profiled::Platform, "enable");
+    let window = profile(Profiled::Platform);
     let settled = || {
         let stats = deliverer.stats();
         delivered() + stats.dead_lettered.load(Ordering::Relaxed) as usize
@@ -118,7 +118,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    perf_control(Profiled::Platform, "disable");
+    drop(window);
     let elapsed = first.elapsed();
     let (cpu, busy) = (cpu_seconds() - cpu, busy_since(machine));
     handle.shutdown().await;
@@ -152,13 +152,9 @@ async fn direct_round(session: &Arc<Session>, round: Round, timed: bool) -> Side
         .unwrap();
     let written = entry::now_micros();
     let (started, cpu, machine) = (Instant::now(), cpu_seconds(), machine_ticks());
-    if timed {
-        perf_control(Profiled::Baseline, "enable");
-    }
+    let window = timed.then(|| profile(Profiled::Baseline));
     insert_rows(session, &insert, entries, concurrency, written, false).await;
-    if timed {
-        perf_control(Profiled::Baseline, "disable");
-    }
+    drop(window);
     let side = Side {
         rate: entries as f64 / started.elapsed().as_secs_f64(),
         cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,
@@ -200,9 +196,6 @@ async fn main() {
     // inserts first keeps that out of whichever side would come first.
     direct_round(&session, all, false).await;
     let (mut consumer, mut direct, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    // With the archive: each round's rows a second into Cassandra (2 an entry) against the
-    // direct inserts' rows.
-    let mut row_ratios = Vec::new();
     let (mut consumer_cpu, mut direct_cpu) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which side goes first, so neither always meets a fresher Cassandra.
@@ -230,17 +223,20 @@ async fn main() {
         consumer.push(c.rate);
         direct.push(d.rate);
         ratios.push(c.rate / d.rate);
-        row_ratios.push(2.0 * c.rate / d.rate);
         consumer_cpu.push(c.cpu_micros);
         direct_cpu.push(d.cpu_micros);
     }
     let (cpu, direct_cpu) = (median(&mut consumer_cpu), median(&mut direct_cpu));
-    let (consumer, direct) = (median(&mut consumer), median(&mut direct));
+    let (consumer, direct, ratio) = (
+        median(&mut consumer),
+        median(&mut direct),
+        median(&mut ratios),
+    );
     println!(
         "median:   consumer {:>7.0}/s ({cpu:>4.1} µs CPU/entry)   direct inserts {:>7.0}/s ({direct_cpu:>4.1} µs CPU/row)   ratio {:.2} (goal >= 0.85), CPU ratio {:.2} (goal <= 1.3)",
         consumer,
         direct,
-        median(&mut ratios),
+        ratio,
         cpu / direct_cpu
     );
     if archived() {
@@ -249,7 +245,8 @@ async fn main() {
         println!(
             "with the archive: {:.0} rows/s written (2 an entry: the target's, and the archive's batched per partition) against the direct inserts' {direct:.0} single-row inserts/s: median of the rounds' ratios {:.2}",
             consumer * 2.0,
-            median(&mut row_ratios)
+            // Each round's rows ratio is twice its entries ratio, and so is their median.
+            2.0 * ratio
         );
     }
     println!(

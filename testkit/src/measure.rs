@@ -111,12 +111,29 @@ pub enum Side {
     Baseline,
 }
 
-/// Tells a `perf record --control fifo:PATH` started with events disabled (`-D -1`) to
-/// `enable` or `disable` sampling, when `BENCH_PERF_CONTROL` names that fifo and `side` is the
-/// one `BENCH_PERF_SIDE` asks for; otherwise does nothing. A benchmark calls it around the
-/// window each side is measured in, so a profile holds that side's work alone and not the
-/// queue filling or the other side (see `scripts/profile-bench`).
-pub fn perf_control(side: Side, command: &str) {
+/// A measured window of one side: a `perf record --control fifo:PATH` started with events
+/// disabled (`-D -1`) samples from [`profile`] until this is dropped, when `BENCH_PERF_CONTROL`
+/// names that fifo and the side is the one `BENCH_PERF_SIDE` asks for; otherwise nothing
+/// happens. So a profile holds that side's work alone, not the queue filling or the other side
+/// (see `scripts/profile-bench`).
+#[derive(Debug)]
+#[must_use = "the window closes when this is dropped"]
+pub struct PerfWindow(Side);
+
+/// Opens `side`'s measured window; see [`PerfWindow`].
+pub fn profile(side: Side) -> PerfWindow {
+    perf_control(side, "enable");
+    PerfWindow(side)
+}
+
+impl Drop for PerfWindow {
+    fn drop(&mut self) {
+        perf_control(self.0, "disable");
+    }
+}
+
+/// Tells perf's control fifo to `enable` or `disable` sampling, for `side`'s window.
+fn perf_control(side: Side, command: &str) {
     use std::io::Write as _;
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 

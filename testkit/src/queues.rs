@@ -232,10 +232,11 @@ pub async fn delete_topics(prefix: &str) {
                     .collect::<Vec<_>>()
             })
     })
-    .await;
+    .await
+    .map_err(|joined| joined.to_string())
+    .and_then(|listed| listed.map_err(|kafka| kafka.to_string()));
     let all = match listed {
-        Ok(Ok(all)) => all,
-        Ok(Err(error)) => return eprintln!("deleting topics '{prefix}*': listing them: {error}"),
+        Ok(all) => all,
         Err(error) => return eprintln!("deleting topics '{prefix}*': listing them: {error}"),
     };
     let names: Vec<&str> = all

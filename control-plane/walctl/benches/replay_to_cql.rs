@@ -27,9 +27,7 @@ use wal_core::entry;
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, fill_topic, insert_rows};
-use wal_testkit::measure::{
-    Rate, Side as Profiled, children_cpu_seconds, cpu_seconds, perf_control,
-};
+use wal_testkit::measure::{Rate, Side as Profiled, children_cpu_seconds, cpu_seconds, profile};
 use wal_testkit::stack;
 
 /// A control plane on a free port with a fresh SQLite store; its address.
@@ -78,7 +76,7 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> R
     let (namespace, from) = filled_namespace(control_plane, round.index, entries, &name).await;
     let checkpoint = std::env::temp_dir().join(format!("{namespace}.checkpoint.json"));
     let cpu = children_cpu_seconds();
-    perf_control(Profiled::Platform, "enable");
+    let window = profile(Profiled::Platform);
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
         .args(["--control-plane", control_plane, "-o", "json", "replay"])
         .args(["--namespace", &namespace, "--from", &from, "--from-start"])
@@ -94,7 +92,7 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> R
         .output()
         .await
         .unwrap();
-    perf_control(Profiled::Platform, "disable");
+    drop(window);
     assert!(
         output.status.success(),
         "walctl replay: {}",
@@ -134,13 +132,9 @@ async fn direct_round(session: &Arc<Session>, round: Round, json: bool, timed: b
     let written = entry::now_micros();
     let started = Instant::now();
     let cpu = cpu_seconds();
-    if timed {
-        perf_control(Profiled::Baseline, "enable");
-    }
+    let window = timed.then(|| profile(Profiled::Baseline));
     insert_rows(session, &insert, entries, concurrency, written, json).await;
-    if timed {
-        perf_control(Profiled::Baseline, "disable");
-    }
+    drop(window);
     let side = Rate::since(entries, started, cpu);
     assert_eq!(count(session, &name).await, entries as i64);
     side
