@@ -92,10 +92,32 @@ pub fn cargo_bin(name: &str) -> PathBuf {
     binary
 }
 
-/// An address on loopback where nothing listens: connections to it are refused.
+/// An address on loopback where nothing listens: connections to it are refused until a test
+/// starts something there, which is how tests give a child process its port.
+///
+/// The port lies below Linux's ephemeral range (32768 and up): one from `bind(0)` was free when
+/// checked, but the kernel hands the same ports out as connections' local ports and to other
+/// `bind(0)`s, and in CI one was taken before the producer bound it, so the test talked to
+/// whatever held it. Below the range only an explicit bind can take a port; the stack's own
+/// ports are below 20000, and the process id and a counter spread tests running side by side.
 pub fn refusing_address() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..SPAN {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST + start.wrapping_add(step) % SPAN;
+        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if std::net::TcpListener::bind(address).is_ok() {
+            return address;
+        }
+    }
+    panic!(
+        "no free port on loopback between {FIRST} and {}",
+        FIRST + SPAN
+    );
 }
 
 /// Runs `scripts/stack ACTION SERVICE`.
