@@ -27,28 +27,8 @@ use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
 use wal_core::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
-use wal_testkit::measure::{Side as Profiled, cpu_seconds, median, profile};
+use wal_testkit::measure::{MachineTicks, Side as Profiled, cpu_seconds, median, profile};
 use wal_testkit::stack;
-
-/// Busy and total CPU time of the whole machine so far, in ticks, from /proc/stat.
-fn machine_ticks() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let line = stat.lines().next().unwrap_or_default();
-    let ticks: Vec<f64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let total: f64 = ticks.iter().sum();
-    // idle and iowait are the 4th and 5th numbers.
-    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
-    (total - idle, total)
-}
-
-fn busy_since(start: (f64, f64)) -> f64 {
-    let (busy, total) = machine_ticks();
-    (busy - start.0) / (total - start.1).max(1.0)
-}
 
 /// One side's figures: rows per second, and this process's CPU per row (the consumer's, or
 /// the direct-insert client's) in microseconds.
@@ -104,7 +84,12 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
     while delivered() == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let (first, from, cpu, machine) = (Instant::now(), delivered(), cpu_seconds(), machine_ticks());
+    let (first, from, cpu, machine) = (
+        Instant::now(),
+        delivered(),
+        cpu_seconds(),
+        MachineTicks::now(),
+    );
     let window = profile(Profiled::Platform);
     let settled = || {
         let stats = deliverer.stats();
@@ -120,7 +105,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
     }
     drop(window);
     let elapsed = first.elapsed();
-    let (cpu, busy) = (cpu_seconds() - cpu, busy_since(machine));
+    let (cpu, busy) = (cpu_seconds() - cpu, machine.busy_since());
     handle.shutdown().await;
     assert_eq!(
         count(session, &name).await,
@@ -151,14 +136,14 @@ async fn direct_round(session: &Arc<Session>, round: Round, timed: bool) -> Side
         .await
         .unwrap();
     let written = entry::now_micros();
-    let (started, cpu, machine) = (Instant::now(), cpu_seconds(), machine_ticks());
+    let (started, cpu, machine) = (Instant::now(), cpu_seconds(), MachineTicks::now());
     let window = timed.then(|| profile(Profiled::Baseline));
     insert_rows(session, &insert, entries, concurrency, written, false).await;
     drop(window);
     let side = Side {
         rate: entries as f64 / started.elapsed().as_secs_f64(),
         cpu_micros: (cpu_seconds() - cpu) * 1e6 / entries as f64,
-        busy: busy_since(machine),
+        busy: machine.busy_since(),
     };
     assert_eq!(count(session, &name).await, entries as i64);
     side

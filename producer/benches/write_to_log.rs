@@ -11,12 +11,16 @@
 //! The producer runs as its own process (the release `wal-producer` binary), as in production.
 //! Each figure is the median of three alternating rounds. CPU per write is the producer
 //! process's CPU time for the platform's side and this process's (the raw client, plus the
-//! load generator it also runs) for the baseline's; the brokers are not counted. Run with:
+//! load generator it also runs) for the baseline's; the brokers are not counted. Beside it, the
+//! time that process's threads waited for a CPU per write (ready, not running: schedstat), and
+//! how busy the whole machine was: on a shared machine, latency a side spends queued for a CPU
+//! is not time its code took. Run with:
 //!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
 //! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16), BENCH_PARTS (the sections to run,
 //! comma-separated: `unary,batch,tls,sqs`, all by default; `unary` alone is the quick A/B of a
-//! write-path change).
+//! write-path change), BENCH_PACE (0.5: the share of WriteToLog's maximum at which the unary
+//! latency rounds pace both sides).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -32,7 +36,9 @@ use tokio::sync::Semaphore;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
-use wal_testkit::measure::{cpu_seconds, cpu_seconds_of};
+use wal_testkit::measure::{
+    MachineTicks, StallWatch, cpu_seconds, cpu_seconds_of, run_queue_wait_seconds_of,
+};
 use wal_testkit::pki::{Named, Pki};
 
 const PAYLOAD_BYTES: usize = 1024;
@@ -48,12 +54,17 @@ fn stack(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
-/// One measured run: how many writes per second, their latencies in microseconds, and the CPU
-/// the measured side's process spent per write.
+/// One measured run: how many writes per second, their latencies in microseconds, the CPU the
+/// measured side's process spent per write, how long its threads waited for a CPU per write,
+/// and how busy the machine was meanwhile (0 to 1).
 struct Run {
     per_second: f64,
     latency: Histogram<u64>,
     cpu_micros: f64,
+    wait_micros: f64,
+    busy: f64,
+    /// The latest a thread sleeping 1 ms at a time woke meanwhile ([`StallWatch`]).
+    stall: Duration,
 }
 
 impl Run {
@@ -63,6 +74,9 @@ impl Run {
             per_second: count as f64 / started.elapsed().as_secs_f64(),
             latency,
             cpu_micros: f64::NAN,
+            wait_micros: f64::NAN,
+            busy: f64::NAN,
+            stall: Duration::ZERO,
         }
     }
 
@@ -148,13 +162,26 @@ impl Cpu {
             Self::This => cpu_seconds(),
         }
     }
+
+    /// The process's threads' time spent waiting for a CPU so far.
+    fn waited(self) -> f64 {
+        match self {
+            Self::Process(pid) => run_queue_wait_seconds_of(pid),
+            Self::This => run_queue_wait_seconds_of(std::process::id()),
+        }
+    }
 }
 
-/// `run`, with the CPU `cpu` spent during it per write (`writes` of them).
+/// `run`, with the CPU `cpu` spent during it per write (`writes` of them), the time its threads
+/// waited for a CPU per write, the machine's busy share and its longest stall.
 async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run {
-    let before = cpu.seconds();
+    let (before, waited, machine) = (cpu.seconds(), cpu.waited(), MachineTicks::now());
+    let watch = StallWatch::start();
     let mut run = run.await;
+    run.stall = watch.longest();
     run.cpu_micros = (cpu.seconds() - before) * 1e6 / writes as f64;
+    run.wait_micros = (cpu.waited() - waited) * 1e6 / writes as f64;
+    run.busy = machine.busy_since();
     run
 }
 
@@ -172,13 +199,16 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Medians over rounds: throughput, p50 and p99 in ms, CPU µs per write.
-fn summarize(runs: &[Run]) -> (f64, f64, f64, f64) {
+/// Medians over rounds: throughput, p50 and p99 in ms, CPU µs per write, run-queue wait µs
+/// per write, and the machine's busy share.
+fn summarize(runs: &[Run]) -> (f64, f64, f64, f64, f64, f64) {
     (
         median(runs.iter().map(|r| r.per_second).collect()),
         median(runs.iter().map(|r| r.p(0.50)).collect()),
         median(runs.iter().map(|r| r.p(0.99)).collect()),
         median(runs.iter().map(|r| r.cpu_micros).collect()),
+        median(runs.iter().map(|r| r.wait_micros).collect()),
+        median(runs.iter().map(|r| r.busy).collect()),
     )
 }
 
@@ -187,20 +217,32 @@ fn print_pair(title: &str, wal: &[Run], raw: &[Run], raw_name: &str) {
 }
 
 fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): (&str, &[Run])) {
-    let (wal_rate, wal_p50, wal_p99, wal_cpu) = summarize(wal);
-    let (raw_rate, raw_p50, raw_p99, raw_cpu) = summarize(raw);
+    let (wal_rate, wal_p50, wal_p99, wal_cpu, wal_wait, wal_busy) = summarize(wal);
+    let (raw_rate, raw_p50, raw_p99, raw_cpu, raw_wait, raw_busy) = summarize(raw);
     println!("\n{title}");
     println!(
-        "  {:<24} {:>12} {:>10} {:>10} {:>14}",
-        "", "writes/s", "p50 ms", "p99 ms", "CPU µs/write"
+        "  {:<24} {:>12} {:>10} {:>10} {:>14} {:>15} {:>13}",
+        "", "writes/s", "p50 ms", "p99 ms", "CPU µs/write", "wait µs/write", "machine busy"
     );
     println!(
-        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1}",
-        wal_name, wal_rate, wal_p50, wal_p99, wal_cpu
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1} {:>15.1} {:>12.0}%",
+        wal_name,
+        wal_rate,
+        wal_p50,
+        wal_p99,
+        wal_cpu,
+        wal_wait,
+        wal_busy * 100.0
     );
     println!(
-        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1}",
-        raw_name, raw_rate, raw_p50, raw_p99, raw_cpu
+        "  {:<24} {:>12.0} {:>10.2} {:>10.2} {:>14.1} {:>15.1} {:>12.0}%",
+        raw_name,
+        raw_rate,
+        raw_p50,
+        raw_p99,
+        raw_cpu,
+        raw_wait,
+        raw_busy * 100.0
     );
     println!(
         "  {:<24} {:>12.2} {:>10.2} {:>10.2} {:>14.2}",
@@ -225,6 +267,25 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
     println!(
         "  rounds (writes/s, first/second row): {}",
         rounds.join("  ")
+    );
+    // A round's p99 next to the longest stall the machine had meanwhile: a tail as long as a
+    // stall is the machine's, whichever side happened to be running.
+    let tails: Vec<String> = wal
+        .iter()
+        .zip(raw)
+        .map(|(w, r)| {
+            format!(
+                "{:.1}/{:.1} ({:.0}/{:.0})",
+                w.p(0.99),
+                r.p(0.99),
+                w.stall.as_secs_f64() * 1e3,
+                r.stall.as_secs_f64() * 1e3
+            )
+        })
+        .collect();
+    println!(
+        "  rounds (p99 ms, first/second row; in brackets the longest stall in ms a thread sleeping 1 ms saw): {}",
+        tails.join("  ")
     );
 }
 
@@ -438,6 +499,16 @@ async fn main() {
         panic!("BENCH_PARTS names '{unknown}'; expected some of {known:?}, comma-separated");
     }
     let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
+    let unary_pace = std::env::var("BENCH_PACE").map_or(0.5, |pace| {
+        pace.parse::<f64>()
+            .ok()
+            .filter(|share| *share > 0.0 && *share <= 1.0)
+            .unwrap_or_else(|| {
+                panic!(
+                    "BENCH_PACE is '{pace}'; expected a share of the maximum, above 0 and at most 1"
+                )
+            })
+    });
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
 
     let dir = std::env::temp_dir().join(format!("wal-bench-{run_id}"));
@@ -511,10 +582,11 @@ async fn main() {
             &raw_runs,
             "raw rdkafka",
         );
-        let rate = summarize(&wal_runs).0 / 2.0;
-        half = Some(rate);
+        let max = summarize(&wal_runs).0;
+        half = Some(max / 2.0);
         let producer = (wal_cpu, process.1);
-        unary_paced(&client, (&raw_producer, &raw_topic), rate, rounds, producer).await;
+        let pace = (max, unary_pace);
+        unary_paced(&client, (&raw_producer, &raw_topic), pace, rounds, producer).await;
     }
 
     // The batch path with the same number of writes in flight: `concurrency / batch` calls.
@@ -652,27 +724,33 @@ async fn main() {
     wal_testkit::delete_topics(&raw_topic).await;
 }
 
-/// Unary WriteToLog and the raw producer paced at `half` writes per second (open loop).
+/// Unary WriteToLog and the raw producer both paced at `share` of WriteToLog's maximum, `max`
+/// writes per second (open loop).
 async fn unary_paced(
     client: &[WriteAheadLogClient<Channel>],
     (raw_producer, raw_topic): (&FutureProducer, &str),
-    half: f64,
+    (max, share): (f64, f64),
     rounds: usize,
     (wal_cpu, metrics_port): (Cpu, u16),
 ) {
     let raw_cpu = Cpu::This;
-    let paced = (half * 5.0) as usize; // five seconds at that rate
+    let rate = max * share;
+    let paced = (rate * 5.0) as usize; // five seconds at that rate
     let (mut wal_paced, mut raw_paced) = (Vec::new(), Vec::new());
     let before = write_buckets(metrics_port).await;
     for _ in 0..rounds {
-        let raw = open_loop(paced, half, kafka_call(raw_producer, raw_topic));
+        let raw = open_loop(paced, rate, kafka_call(raw_producer, raw_topic));
         raw_paced.push(charged(raw_cpu, paced, raw).await);
-        let wal = open_loop(paced, half, wal_call(client, "bench_kafka"));
+        let wal = open_loop(paced, rate, wal_call(client, "bench_kafka"));
         wal_paced.push(charged(wal_cpu, paced, wal).await);
     }
     let after = write_buckets(metrics_port).await;
+    let at = match share {
+        0.5 => "half".to_owned(),
+        _ => format!("{:.0}%", share * 100.0),
+    };
     print_pair(
-        &format!("Kafka, latency at half of WriteToLog's maximum ({half:.0} writes/s, open loop)"),
+        &format!("Kafka, latency at {at} of WriteToLog's maximum ({rate:.0} writes/s, open loop)"),
         &wal_paced,
         &raw_paced,
         "raw rdkafka",

@@ -1,4 +1,5 @@
-//! What the benchmarks measure with: this process's CPU time, and medians and percentiles.
+//! What the benchmarks measure with: a process's CPU time and run-queue wait, the machine's
+//! busy share, and medians and percentiles.
 
 /// CPU seconds this process has used so far (user + system), from /proc.
 pub fn cpu_seconds() -> f64 {
@@ -35,6 +36,90 @@ fn stat_seconds(path: &str, first: usize, second: usize) -> f64 {
             .unwrap_or(0.0)
     };
     (ticks(first) + ticks(second)) / 100.0
+}
+
+/// How long the threads of process `pid` have waited so far on a run queue, ready to run but
+/// given no CPU, in seconds (the second field of each /proc/PID/task/TID/schedstat); 0 when
+/// the process is gone. Threads that have exited no longer count, so take differences over a
+/// window in which the process keeps its threads (a runtime's workers).
+pub fn run_queue_wait_seconds_of(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let nanos: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    nanos as f64 / 1e9
+}
+
+/// How busy the whole machine's CPUs have been, as ticks from /proc/stat: take one with
+/// [`MachineTicks::now`] and ask [`MachineTicks::busy_since`] at the end of a window. Brokers
+/// and databases on the machine count too: this is the contention every side ran under.
+#[derive(Debug, Clone, Copy)]
+pub struct MachineTicks {
+    busy: f64,
+    total: f64,
+}
+
+impl MachineTicks {
+    pub fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let line = stat.lines().next().unwrap_or_default();
+        let ticks: Vec<f64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let total: f64 = ticks.iter().sum();
+        // idle and iowait are the 4th and 5th numbers.
+        let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
+        Self {
+            busy: total - idle,
+            total,
+        }
+    }
+
+    /// The busy share of the machine's CPU time since `self` (0 to 1).
+    pub fn busy_since(self) -> f64 {
+        let now = Self::now();
+        (now.busy - self.busy) / (now.total - self.total).max(1.0)
+    }
+}
+
+/// A thread that sleeps 1 ms at a time while a benchmark round runs and records how late each
+/// sleep ended. On a machine with a CPU to spare, a late wake-up of tens of milliseconds is the
+/// machine (a VM whose virtual CPUs the host did not run, a stalled kernel), not the code under
+/// test: a latency tail of the same length in the same round is the machine's too.
+#[derive(Debug)]
+pub struct StallWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<std::time::Duration>,
+}
+
+impl StallWatch {
+    pub fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let tick = std::time::Duration::from_millis(1);
+            let mut longest = std::time::Duration::ZERO;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let asleep = std::time::Instant::now();
+                std::thread::sleep(tick);
+                longest = longest.max(asleep.elapsed().saturating_sub(tick));
+            }
+            longest
+        });
+        Self { stop, thread }
+    }
+
+    /// The latest any wake-up came since [`start`](Self::start).
+    pub fn longest(self) -> std::time::Duration {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
 }
 
 /// The value at fraction `p` (0 to 1) of `values` once sorted; NaN for none.
