@@ -4,7 +4,8 @@
 //!   same payload size, acks=all, idempotence, linger and concurrency;
 //! - SQS: WriteToLog on an SQS namespace against raw SendMessage with the same concurrency;
 //! - the batch path (WriteToLogBatch) with the same number of writes in flight;
-//! - latency at half of WriteToLog's measured maximum throughput, both sides paced at that rate;
+//! - latency at half of WriteToLog's measured maximum throughput (BENCH_PACE sets another share),
+//!   both sides paced at that rate;
 //! - WriteToLog with mTLS and authorization on (a second producer process, client certificates,
 //!   an `access.write` grant) against plaintext, at maximum throughput and at half of it.
 //!
@@ -36,9 +37,7 @@ use tokio::sync::Semaphore;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
-use wal_testkit::measure::{
-    MachineTicks, StallWatch, cpu_seconds, cpu_seconds_of, run_queue_wait_seconds_of,
-};
+use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
 
 const PAYLOAD_BYTES: usize = 1024;
@@ -63,7 +62,8 @@ struct Run {
     cpu_micros: f64,
     wait_micros: f64,
     busy: f64,
-    /// The latest a thread sleeping 1 ms at a time woke meanwhile ([`StallWatch`]).
+    /// The latest a thread of this benchmark sleeping 1 ms at a time woke meanwhile
+    /// ([`StallWatch`]).
     stall: Duration,
 }
 
@@ -163,24 +163,31 @@ impl Cpu {
         }
     }
 
-    /// The process's threads' time spent waiting for a CPU so far.
-    fn waited(self) -> f64 {
+    /// The process's threads' waits for a CPU so far.
+    fn waits(self) -> RunQueueWait {
         match self {
-            Self::Process(pid) => run_queue_wait_seconds_of(pid),
-            Self::This => run_queue_wait_seconds_of(std::process::id()),
+            Self::Process(pid) => RunQueueWait::of(pid),
+            Self::This => RunQueueWait::of(std::process::id()),
         }
     }
 }
 
 /// `run`, with the CPU `cpu` spent during it per write (`writes` of them), the time its threads
-/// waited for a CPU per write, the machine's busy share and its longest stall.
+/// waited for a CPU per write, the machine's busy share and the benchmark's longest stall.
 async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run {
-    let (before, waited, machine) = (cpu.seconds(), cpu.waited(), MachineTicks::now());
+    let (before, waits, machine) = (cpu.seconds(), cpu.waits(), MachineTicks::now());
+    // Started after the waits were read and stopped before they are read again: its thread's
+    // waits are in neither reading. Its CPU is this process's, so the raw side leaves it out.
     let watch = StallWatch::start();
     let mut run = run.await;
-    run.stall = watch.longest();
-    run.cpu_micros = (cpu.seconds() - before) * 1e6 / writes as f64;
-    run.wait_micros = (cpu.waited() - waited) * 1e6 / writes as f64;
+    let stalls = watch.stop();
+    let watching = match cpu {
+        Cpu::This => stalls.cpu_seconds,
+        Cpu::Process(_) => 0.0,
+    };
+    run.stall = stalls.longest;
+    run.cpu_micros = (cpu.seconds() - before - watching) * 1e6 / writes as f64;
+    run.wait_micros = waits.since() * 1e6 / writes as f64;
     run.busy = machine.busy_since();
     run
 }
@@ -268,8 +275,8 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
         "  rounds (writes/s, first/second row): {}",
         rounds.join("  ")
     );
-    // A round's p99 next to the longest stall the machine had meanwhile: a tail as long as a
-    // stall is the machine's, whichever side happened to be running.
+    // A round's p99 next to the longest the benchmark's own process was held up meanwhile: a
+    // tail far longer than that was not the load generator sending or reading late.
     let tails: Vec<String> = wal
         .iter()
         .zip(raw)
@@ -284,7 +291,7 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
         })
         .collect();
     println!(
-        "  rounds (p99 ms, first/second row; in brackets the longest stall in ms a thread sleeping 1 ms saw): {}",
+        "  rounds (p99 ms, first/second row; in brackets the latest ms a thread of this benchmark sleeping 1 ms woke): {}",
         tails.join("  ")
     );
 }
@@ -566,7 +573,7 @@ async fn main() {
     let wal_cpu = Cpu::Process(process.0.id());
     let raw_cpu = Cpu::This;
     let (mut wal_runs, mut raw_runs) = (Vec::new(), Vec::new());
-    // Half of WriteToLog's maximum, where the latency sections pace their writes.
+    // Half of WriteToLog's maximum, where the TLS section's latency rounds pace their writes.
     let mut half = None;
     if part("unary") {
         for _ in 0..rounds {

@@ -38,20 +38,43 @@ fn stat_seconds(path: &str, first: usize, second: usize) -> f64 {
     (ticks(first) + ticks(second)) / 100.0
 }
 
-/// How long the threads of process `pid` have waited so far on a run queue, ready to run but
-/// given no CPU, in seconds (the second field of each /proc/PID/task/TID/schedstat); 0 when
-/// the process is gone. Threads that have exited no longer count, so take differences over a
-/// window in which the process keeps its threads (a runtime's workers).
-pub fn run_queue_wait_seconds_of(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    let nanos: u64 = tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum();
-    nanos as f64 / 1e9
+/// How long the threads of a process have waited on a run queue, ready to run but given no CPU
+/// (the second field of /proc/PID/task/TID/schedstat), thread by thread: take one with
+/// [`RunQueueWait::of`] and ask [`RunQueueWait::since`] at the end of a window. A thread that
+/// exits within the window takes its wait with it, so the figure is a lower bound when threads
+/// come and go (tokio's blocking threads); a runtime's workers stay.
+#[derive(Debug, Clone)]
+pub struct RunQueueWait {
+    pid: u32,
+    nanos: std::collections::HashMap<String, u64>,
+}
+
+impl RunQueueWait {
+    /// Process `pid`'s threads' waits so far; none when the process is gone.
+    pub fn of(pid: u32) -> Self {
+        let nanos = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+                let waited = stat.split_whitespace().nth(1)?.parse().ok()?;
+                Some((task.file_name().to_string_lossy().into_owned(), waited))
+            })
+            .collect();
+        Self { pid, nanos }
+    }
+
+    /// Seconds the process's threads alive now waited since `self` was taken.
+    pub fn since(&self) -> f64 {
+        let now = Self::of(self.pid);
+        let nanos: u64 = now
+            .nanos
+            .iter()
+            .map(|(tid, waited)| waited.saturating_sub(self.nanos.get(tid).copied().unwrap_or(0)))
+            .sum();
+        nanos as f64 / 1e9
+    }
 }
 
 /// How busy the whole machine's CPUs have been, as ticks from /proc/stat: take one with
@@ -88,14 +111,23 @@ impl MachineTicks {
     }
 }
 
-/// A thread that sleeps 1 ms at a time while a benchmark round runs and records how late each
-/// sleep ended. On a machine with a CPU to spare, a late wake-up of tens of milliseconds is the
-/// machine (a VM whose virtual CPUs the host did not run, a stalled kernel), not the code under
-/// test: a latency tail of the same length in the same round is the machine's too.
+/// A thread of the benchmark's own process that sleeps 1 ms at a time while a round runs and
+/// records how late each sleep ended: how long the load generator itself could be held up
+/// meanwhile. A latency tail far longer than that was not the benchmark failing to send or to
+/// read its answers on time. The thread shares the machine's CPUs with everything else, so
+/// this is no proof of where a tail came from; it rules one place out.
 #[derive(Debug)]
 pub struct StallWatch {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<std::time::Duration>,
+    thread: Option<std::thread::JoinHandle<Stalls>>,
+}
+
+/// What a [`StallWatch`] saw: the latest wake-up, and the CPU its own thread used, for a side
+/// charged with this process's CPU to leave out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stalls {
+    pub longest: std::time::Duration,
+    pub cpu_seconds: f64,
 }
 
 impl StallWatch {
@@ -110,15 +142,36 @@ impl StallWatch {
                 std::thread::sleep(tick);
                 longest = longest.max(asleep.elapsed().saturating_sub(tick));
             }
-            longest
+            // This thread's time on a CPU (the first field of its schedstat), in ns.
+            let on_cpu = std::fs::read_to_string("/proc/thread-self/schedstat")
+                .ok()
+                .and_then(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            Stalls {
+                longest,
+                cpu_seconds: on_cpu as f64 / 1e9,
+            }
         });
-        Self { stop, thread }
+        Self {
+            stop,
+            thread: Some(thread),
+        }
     }
 
-    /// The latest any wake-up came since [`start`](Self::start).
-    pub fn longest(self) -> std::time::Duration {
+    /// Stops the thread and returns what it saw since [`start`](Self::start).
+    pub fn stop(mut self) -> Stalls {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
+        self.thread
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for StallWatch {
+    /// A round that panicked or was dropped does not leave the thread waking 1,000 times a second.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

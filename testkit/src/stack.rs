@@ -95,11 +95,13 @@ pub fn cargo_bin(name: &str) -> PathBuf {
 /// An address on loopback where nothing listens: connections to it are refused until a test
 /// starts something there, which is how tests give a child process its port.
 ///
-/// The port lies below Linux's ephemeral range (32768 and up): one from `bind(0)` was free when
-/// checked, but the kernel hands the same ports out as connections' local ports and to other
-/// `bind(0)`s, and in CI one was taken before the producer bound it, so the test talked to
-/// whatever held it. Below the range only an explicit bind can take a port; the stack's own
-/// ports are below 20000, and the process id and a counter spread tests running side by side.
+/// The port lies below Linux's default ephemeral range (32768 and up,
+/// /proc/sys/net/ipv4/ip_local_port_range): one from `bind(0)` was free when checked, but the
+/// kernel hands the same ports out as connections' local ports and to other `bind(0)`s, and in
+/// CI one was taken before the producer bound it, so the test talked to whatever held it. Below
+/// the range only an explicit bind can take a port (on a machine whose range starts lower,
+/// this protection is gone); the stack's own ports are below 20000, and the process id and a
+/// counter spread tests running side by side.
 pub fn refusing_address() -> SocketAddr {
     use std::sync::atomic::{AtomicU32, Ordering};
     const FIRST: u32 = 20_000;
@@ -115,8 +117,8 @@ pub fn refusing_address() -> SocketAddr {
         }
     }
     panic!(
-        "no free port on loopback between {FIRST} and {}",
-        FIRST + SPAN
+        "no free port on loopback from {FIRST} to {}",
+        FIRST + SPAN - 1
     );
 }
 
