@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
-use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds, cpu_seconds_of};
+use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
 
 const PAYLOAD_BYTES: usize = 1024;
@@ -156,19 +156,20 @@ enum Cpu {
 }
 
 impl Cpu {
-    fn seconds(self) -> f64 {
+    fn pid(self) -> u32 {
         match self {
-            Self::Process(pid) => cpu_seconds_of(pid),
-            Self::This => cpu_seconds(),
+            Self::Process(pid) => pid,
+            Self::This => std::process::id(),
         }
+    }
+
+    fn seconds(self) -> f64 {
+        cpu_seconds_of(self.pid())
     }
 
     /// The process's threads' waits for a CPU so far.
     fn waits(self) -> RunQueueWait {
-        match self {
-            Self::Process(pid) => RunQueueWait::of(pid),
-            Self::This => RunQueueWait::of(std::process::id()),
-        }
+        RunQueueWait::of(self.pid())
     }
 }
 
