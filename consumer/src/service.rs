@@ -19,6 +19,10 @@ use crate::delivery::Deliverer;
 use crate::settings::ConsumerSettings;
 use crate::target::TargetRegistry;
 
+/// How long a consumer that stops waits for its Kafka consumers to leave their groups. Leaving
+/// takes a broker round trip; the bound is for brokers that do not answer.
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug)]
 pub struct Consumer {
     settings: ConsumerSettings,
@@ -168,6 +172,9 @@ impl Consumer {
         for crew in running.values() {
             crew.stopped().await;
         }
+        // The workers' queues are gone, their Kafka consumers closing apart: time for those to
+        // leave their groups, so the next consumer of a group need not wait out a session.
+        wal_core::queue::kafka::closes_finished(LEAVE_WAIT).await;
     }
 
     /// Replaces the crews of changed namespaces, stops those of removed ones and starts those of

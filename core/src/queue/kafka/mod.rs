@@ -11,7 +11,8 @@
 //!
 //! Files: `backend` (settings and the shared clients), `credentials` (the start-up check of a
 //! secured cluster), `produce` (one record's send), `receiver`
-//! (the consumer side: group, pause, probe, offsets), `provision` (topics), `scan` (reading a
+//! (the consumer side: group, pause, probe, offsets), `close` (closing a consumer without
+//! waiting on its brokers), `provision` (topics), `scan` (reading a
 //! topic by time, for replay and redrive); this file is the `Queue` contract on top of them.
 //!
 //! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
@@ -20,6 +21,7 @@
 
 mod backend;
 mod classify;
+mod close;
 mod context;
 mod credentials;
 mod lag;
@@ -46,6 +48,7 @@ use tokio::time::Instant;
 
 pub use self::backend::{KafkaBackend, KafkaSettings};
 pub use self::classify::broker_away;
+pub use self::close::closes_finished;
 pub use self::context::OutageContext;
 use self::context::lock;
 pub use self::credentials::Refused;
@@ -72,6 +75,9 @@ pub const PRODUCER_BUFFER_MESSAGES: usize = 100_000;
 /// entries are read only as they come due, so a small read-ahead keeps a large parked backlog
 /// out of memory.
 const TIER_PREFETCH_KIB: u32 = 1024;
+/// How long closing a queue waits for its final commit. Long enough for a broker that answers;
+/// past it, the queue closes without it (those entries are received again).
+const FINAL_COMMIT_WAIT: Duration = Duration::from_secs(10);
 /// The most deliveries a receive makes room for before its first: a caller may ask for far more
 /// than ever arrive in one poll, and the room is taken whether they come or not.
 const PREALLOCATED_DELIVERIES: usize = 256;
@@ -334,16 +340,21 @@ impl Queue for KafkaQueue {
             return Ok(());
         };
         // Commits the offsets stored on acknowledgement, for the partitions assigned now only
-        // (librdkafka skips an assignment it has lost). It blocks on the broker, so it runs on a
-        // blocking thread rather than an async worker.
+        // (librdkafka skips an assignment it has lost). It blocks on the broker for as long as
+        // there is no group coordinator, so it runs apart and is waited for a bounded time.
         let consumer = Arc::clone(&receiver.consumer);
-        let committed =
-            tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync))
-                .await
-                .map_err(|e| self.error(Operation::Close, true, e))?;
+        let committed = close::within(FINAL_COMMIT_WAIT, move || {
+            consumer.commit_consumer_state(CommitMode::Sync)
+        })
+        .await;
         match committed {
-            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
-            Err(e) => Err(self.error(Operation::Close, true, e)),
+            Some(Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset))) => Ok(()),
+            Some(Err(e)) => Err(self.error(Operation::Close, true, e)),
+            None => Err(self.error(
+                Operation::Close,
+                true,
+                format!("the final commit did not finish within {FINAL_COMMIT_WAIT:?}; the group's brokers do not answer"),
+            )),
         }
     }
 

@@ -34,6 +34,14 @@ pub(super) struct Receiver {
     pub(super) tracker: Arc<Mutex<OffsetTracker>>,
     /// The consumer's view of its brokers, shared with its context.
     pub(super) outage: Arc<Outage>,
+    topic: String,
+}
+
+/// The consumer closes apart (see `close`): its close may wait on brokers that are away.
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        super::close::close_apart(Arc::clone(&self.consumer), &self.topic);
+    }
 }
 
 impl std::fmt::Debug for Receiver {
@@ -158,6 +166,7 @@ impl KafkaQueue {
             consumer: Arc::new(consumer),
             tracker,
             outage,
+            topic: self.spec.name.clone(),
         })
     }
 
