@@ -206,6 +206,8 @@ impl Consumer {
             tracing::info!(?stopped, ?started, "crews replaced");
         }
         futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
+        // The replaced readers leave their groups before their successors join them.
+        wal_core::queue::kafka::closes_finished(LEAVE_WAIT).await;
         for crew in crews {
             running.insert(crew.key.clone(), crew.start(shutdown));
         }

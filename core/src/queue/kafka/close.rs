@@ -78,12 +78,15 @@ pub(super) async fn within<T: Send + 'static>(
     call: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
     let (answer, answered) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("kafka-call".to_owned())
         .spawn(move || {
             let _ = answer.send(call());
-        })
-        .ok()?;
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "no thread for a Kafka call that blocks; not made");
+        return None;
+    }
     tokio::time::timeout(limit, answered).await.ok()?.ok()
 }
 
