@@ -219,7 +219,8 @@ impl SqsQueue {
             backend: Backend::Sqs,
             queue: name,
         };
-        let size = entry::encode(entry).len();
+        // Measured without encoding: the body below is the one encoding.
+        let size = prost::Message::encoded_len(entry);
         if size > limit {
             return Err(to.too_large(size, limit));
         }
