@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use wal_core::queue::Backends;
+use wal_core::queue::kafka::{self, CloseMark};
 use wal_namespaces::Namespace;
 use wal_namespaces::feed::{Feed, SetChanges};
 use wal_targets::Kind;
@@ -174,7 +175,7 @@ impl Consumer {
         }
         // The workers' queues are gone, their Kafka consumers closing apart: time for those to
         // leave their groups, so the next consumer of a group need not wait out a session.
-        wal_core::queue::kafka::closes_finished(LEAVE_WAIT).await;
+        kafka::closes_finished(CloseMark::ALL, LEAVE_WAIT).await;
     }
 
     /// Replaces the crews of changed namespaces, stops those of removed ones and starts those of
@@ -205,9 +206,10 @@ impl Consumer {
             let started: Vec<&str> = crews.iter().map(|c| c.key.as_str()).collect();
             tracing::info!(?stopped, ?started, "crews replaced");
         }
-        futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
         // The replaced readers leave their groups before their successors join them.
-        wal_core::queue::kafka::closes_finished(LEAVE_WAIT).await;
+        let closing = CloseMark::now();
+        futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
+        kafka::closes_finished(closing, LEAVE_WAIT).await;
         for crew in crews {
             running.insert(crew.key.clone(), crew.start(shutdown));
         }

@@ -17,7 +17,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::time::Instant;
 use wal_core::entry::{self, Body, Entry, ErrorClass, Target};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_core::queue::kafka::{CloseMark, KafkaBackend, KafkaSettings, closes_finished};
 use wal_core::queue::memory::MemoryBroker;
 use wal_core::queue::sqs::{SqsBackend, SqsSettings, is_missing_queue};
 use wal_core::queue::{
@@ -274,6 +274,13 @@ async fn provisioned(harness: &dyn Harness, test: &str) -> (QueueSpec, Arc<dyn Q
 /// Opens a fresh handle (a restarted consumer), and checks that `gone` never arrives: a marker
 /// written after it must arrive, and then the window in which an unacknowledged entry could
 /// still be hidden must pass without it.
+/// Lets go of a handle as a stopping process does: a Kafka handle's consumer closes apart, and
+/// leaves its group before the handle that replaces it joins.
+async fn let_go<Q>(queue: Q) {
+    drop(queue);
+    closes_finished(CloseMark::ALL, Duration::from_secs(10)).await;
+}
+
 async fn assert_not_received_after_restart(
     harness: &dyn Harness,
     spec: &QueueSpec,
@@ -320,7 +327,7 @@ async fn enqueued_received_acknowledged(queue: &dyn Queue) -> Entry {
 async fn acknowledged_entry_is_not_received_again(harness: &dyn Harness) {
     let (spec, queue) = provisioned(harness, "acked").await;
     let first = enqueued_received_acknowledged(queue.as_ref()).await;
-    drop(queue);
+    let_go(queue).await;
 
     assert_not_received_after_restart(harness, &spec, "k", &first.id).await;
 }
@@ -344,7 +351,7 @@ async fn unacknowledged_entry_is_received_again_after_restart(harness: &dyn Harn
         .acknowledge(newer_delivery)
         .await
         .expect("acknowledge");
-    drop(queue);
+    let_go(queue).await;
 
     let restarted = harness.open(&spec);
     let again = receive_id(restarted.as_ref(), &older.id).await;
@@ -394,7 +401,7 @@ async fn dead_lettering_puts_entry_and_reason_on_the_dlq(harness: &dyn Harness) 
 
     // Dead-lettering acknowledged the original.
     queue.close().await.expect("close");
-    drop(queue);
+    let_go(queue).await;
     assert_not_received_after_restart(harness, &spec, "p", &poison.id).await;
 }
 

@@ -11,17 +11,17 @@
 //!
 //! Files: `backend` (settings and the shared clients), `credentials` (the start-up check of a
 //! secured cluster), `produce` (one record's send), `receiver`
-//! (the consumer side: group, pause, probe, offsets), `close` (closing a consumer without
-//! waiting on its brokers), `provision` (topics), `scan` (reading a
+//! (the consumer side: group, pause, probe, offsets), `apart` (closing consumers and broker calls
+//! that may wait on brokers, off the runtime), `provision` (topics), `scan` (reading a
 //! topic by time, for replay and redrive); this file is the `Queue` contract on top of them.
 //!
 //! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
 //! local stack) that is one broker's page cache: an acknowledged entry survives the broker
 //! process's crash, not a power cut before the OS flushes it.
 
+mod apart;
 mod backend;
 mod classify;
-mod close;
 mod context;
 mod credentials;
 mod lag;
@@ -46,9 +46,9 @@ use rdkafka::message::Message as _;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+pub use self::apart::{CloseMark, closes_finished};
 pub use self::backend::{KafkaBackend, KafkaSettings};
 pub use self::classify::broker_away;
-pub use self::close::closes_finished;
 pub use self::context::OutageContext;
 use self::context::lock;
 pub use self::credentials::Refused;
@@ -78,6 +78,9 @@ const TIER_PREFETCH_KIB: u32 = 1024;
 /// How long closing a queue waits for its final commit. Long enough for a broker that answers;
 /// past it, the queue closes without it (those entries are received again).
 const FINAL_COMMIT_WAIT: Duration = Duration::from_secs(10);
+/// How long a backlog reading may take: its broker calls time out after 5 s each, and a queue has
+/// a few; past this it is given up (the gauge keeps its last value).
+const BACKLOG_WAIT: Duration = Duration::from_secs(30);
 /// The most deliveries a receive makes room for before its first: a caller may ask for far more
 /// than ever arrive in one poll, and the room is taken whether they come or not.
 const PREALLOCATED_DELIVERIES: usize = 256;
@@ -343,17 +346,17 @@ impl Queue for KafkaQueue {
         // (librdkafka skips an assignment it has lost). It blocks on the broker for as long as
         // there is no group coordinator, so it runs apart and is waited for a bounded time.
         let consumer = Arc::clone(&receiver.consumer);
-        let committed = close::within(FINAL_COMMIT_WAIT, move || {
+        let committed = apart::call(FINAL_COMMIT_WAIT, move || {
             consumer.commit_consumer_state(CommitMode::Sync)
         })
         .await;
         match committed {
-            Some(Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset))) => Ok(()),
-            Some(Err(e)) => Err(self.error(Operation::Close, true, e)),
-            None => Err(self.error(
+            Ok(Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset))) => Ok(()),
+            Ok(Err(e)) => Err(self.error(Operation::Close, true, e)),
+            Err(not_returned) => Err(self.error(
                 Operation::Close,
                 true,
-                format!("the final commit did not finish within {FINAL_COMMIT_WAIT:?}; the group's brokers do not answer"),
+                format!("the final commit: {not_returned}"),
             )),
         }
     }
@@ -383,12 +386,18 @@ impl Queue for KafkaQueue {
             return Ok(None);
         };
         // The group's committed offsets and the partitions' high watermarks come from the
-        // broker, with blocking calls, so on a blocking thread.
+        // broker, with blocking calls (each bounded by LAG_TIMEOUT), so apart.
         let consumer = Arc::clone(&receiver.consumer);
         let topic = self.spec.name.clone();
-        let lag = tokio::task::spawn_blocking(move || group_lag(&consumer, &topic))
+        let lag = apart::call(BACKLOG_WAIT, move || group_lag(&consumer, &topic))
             .await
-            .map_err(|e| self.error(Operation::Backlog, true, e))?
+            .map_err(|e| {
+                self.error(
+                    Operation::Backlog,
+                    true,
+                    format!("reading the backlog: {e}"),
+                )
+            })?
             .map_err(|e| self.error(Operation::Backlog, true, e))?;
         Ok(Some(lag))
     }

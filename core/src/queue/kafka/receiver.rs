@@ -37,10 +37,10 @@ pub(super) struct Receiver {
     topic: String,
 }
 
-/// The consumer closes apart (see `close`): its close may wait on brokers that are away.
+/// The consumer closes apart (see `apart`): its close may wait on brokers that are away.
 impl Drop for Receiver {
     fn drop(&mut self) {
-        super::close::close_apart(Arc::clone(&self.consumer), &self.topic);
+        super::apart::close(Arc::clone(&self.consumer), &self.topic);
     }
 }
 
@@ -195,8 +195,8 @@ impl KafkaQueue {
     pub(super) async fn probe(&self, receiver: &Receiver) {
         let consumer = Arc::clone(&receiver.consumer);
         let topic = self.spec.name.clone();
-        // A blocking broker call, so on a blocking thread.
-        let answered = tokio::task::spawn_blocking(move || {
+        // A blocking broker call, so apart (see `apart`).
+        let answered = super::apart::call(PROBE_TIMEOUT * 2, move || {
             consumer.fetch_watermarks(&topic, 0, PROBE_TIMEOUT).is_ok()
         })
         .await
