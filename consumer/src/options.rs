@@ -117,6 +117,8 @@ pub struct ConsumerOptions {
     pub apply_timeout_ms: u64,
 
     /// How long shutdown waits for entries in progress before closing the queues regardless.
+    /// Closing takes at most 20 s more when the Kafka brokers do not answer: 10 s for the final
+    /// commits, 10 s for the consumers to leave their groups.
     #[arg(long, env = "WAL_CONSUMER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
     pub shutdown_grace_ms: u64,
 

@@ -9,13 +9,12 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 use wal_testkit::{Cql, cql_target, dlq_reader, eventually, namespace_json};
-use wal_testkit::{TestProducer, unique, write_all_durably};
+use wal_testkit::{TestProducer, terminate, unique, write_all_durably};
 
 const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
@@ -99,14 +98,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         );
     }
 
-    let pid = second.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    terminate(&second);
     let status = tokio::task::spawn_blocking(move || second.wait())
         .await
         .unwrap()

@@ -8,16 +8,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use wal_consumer::{Consumer, ConsumerHandle};
 use wal_namespaces::{Backend, Namespace};
-use wal_testkit::write;
 use wal_testkit::write_true;
 use wal_testkit::{Cql, Restart, TestProducer, consumer_process_logging_to, cql_target};
 use wal_testkit::{eventually, local_stack, namespace_json, put, stack, start_consumer, unique};
+use wal_testkit::{terminate, write};
 
 /// How long stopping may take with the broker away. The final commits wait at most 10 s and
 /// leaving the groups 10 s; the rest is margin for this shared machine.
@@ -99,14 +98,7 @@ async fn a_consumer_stopped_while_its_broker_is_away_stops_within_a_bound() {
     let in_process_took = started.elapsed();
 
     let started = Instant::now();
-    let pid = process.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    terminate(&process.0);
     let status = eventually(
         STOP_BOUND,
         "the consumer process to exit after SIGTERM with the broker away",

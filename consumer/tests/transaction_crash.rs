@@ -12,8 +12,8 @@ use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_testkit::{
-    TestProducer, Upstream, consumer_process, eventually, namespace_json, transaction_of, unique,
-    with_durable_storage,
+    TestProducer, Upstream, consumer_process, eventually, namespace_json, terminate,
+    transaction_of, unique, with_durable_storage,
 };
 
 const ITEMS: u64 = 1000;
@@ -91,10 +91,7 @@ async fn a_consumer_killed_mid_transaction_and_restarted_finishes_it_from_its_pr
         "the second run in order, to the end: {:?}…",
         &second_run[..second_run.len().min(20)]
     );
-    Command::new("kill")
-        .args(["-TERM", &second.id().to_string()])
-        .status()
-        .unwrap();
+    terminate(&second);
     second.wait().unwrap();
     producer.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();

@@ -98,6 +98,15 @@ pub fn consumer_process_logging_to(
         .expect("start wal-consumer")
 }
 
+/// Sends `process` SIGTERM, as an operator's stop or Kubernetes does; asserts it was sent.
+pub fn terminate(process: &std::process::Child) {
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &process.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "SIGTERM to process {}", process.id());
+}
+
 fn consumer_command(
     namespaces: &std::path::Path,
     metrics_listen: &str,

@@ -62,7 +62,7 @@ pub use wal_core::queue::Backend;
 #[cfg(feature = "fleet")]
 pub use consumer::{
     consumer_process, consumer_process_at, consumer_process_logging_to, consumer_process_with_env,
-    local_stack, start_consumer, start_consumer_following, start_consumer_with,
+    local_stack, start_consumer, start_consumer_following, start_consumer_with, terminate,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
