@@ -206,10 +206,15 @@ impl Consumer {
             let started: Vec<&str> = crews.iter().map(|c| c.key.as_str()).collect();
             tracing::info!(?stopped, ?started, "crews replaced");
         }
-        // The replaced readers leave their groups before their successors join them.
+        // The replaced readers leave their groups before their successors join them: those
+        // whose entries finished within the grace (a reader still holding one closes when its
+        // entry ends). Shutdown does not wait for this: it waits for every close itself.
         let closing = CloseMark::now();
         futures::future::join_all(leaving.into_iter().map(RunningCrew::stop)).await;
-        kafka::closes_finished(closing, LEAVE_WAIT).await;
+        tokio::select! {
+            () = kafka::closes_finished(closing, LEAVE_WAIT) => {}
+            () = shutdown.cancelled() => {}
+        }
         for crew in crews {
             running.insert(crew.key.clone(), crew.start(shutdown));
         }

@@ -271,9 +271,6 @@ async fn provisioned(harness: &dyn Harness, test: &str) -> (QueueSpec, Arc<dyn Q
     (spec, queue)
 }
 
-/// Opens a fresh handle (a restarted consumer), and checks that `gone` never arrives: a marker
-/// written after it must arrive, and then the window in which an unacknowledged entry could
-/// still be hidden must pass without it.
 /// Lets go of a handle as a stopping process does: a Kafka handle's consumer closes apart, and
 /// leaves its group before the handle that replaces it joins.
 async fn let_go<Q>(queue: Q) {
@@ -281,6 +278,9 @@ async fn let_go<Q>(queue: Q) {
     closes_finished(CloseMark::ALL, Duration::from_secs(10)).await;
 }
 
+/// Opens a fresh handle (a restarted consumer), and checks that `gone` never arrives: a marker
+/// written after it must arrive, and then the window in which an unacknowledged entry could
+/// still be hidden must pass without it.
 async fn assert_not_received_after_restart(
     harness: &dyn Harness,
     spec: &QueueSpec,

@@ -15,8 +15,10 @@
 //! received again.
 //!
 //! The broker calls a running consumer makes (its backlog, its probes, its final commit) run the
-//! same way ([`call`]): each is bounded, some only by librdkafka's timeouts, and a runtime
-//! dropped in the middle of one would wait those out.
+//! same way ([`call`]), and are waited for a bounded time. The backlog and probe calls end by
+//! librdkafka's own timeouts; the final commit only when its brokers answer, so while a cluster
+//! stays away, each consumer closed meanwhile keeps two threads and its librdkafka client (with
+//! its read-ahead) until it answers.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,8 +64,10 @@ struct UnderWay(u64);
 
 impl UnderWay {
     fn start() -> Self {
+        // Numbered under the lock, so a waiter never sees a number taken but not yet inserted.
+        let mut under_way = under_way();
         let number = NEXT.fetch_add(1, Ordering::SeqCst);
-        under_way().insert(number);
+        under_way.insert(number);
         Self(number)
     }
 }
@@ -110,17 +114,22 @@ pub(super) fn close<C: Send + Sync + 'static>(consumer: Arc<C>, topic: &str) {
 pub(super) enum NotReturned {
     /// Still waiting on its brokers when the time was up; it returns when they answer.
     TimedOut(Duration),
-    /// It panicked, or there was no thread to make it on (both logged).
+    /// It panicked (printed to stderr by the panic handler), or there was no thread to make it
+    /// on (logged).
     Failed,
 }
 
 impl std::fmt::Display for NotReturned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::TimedOut(limit) => {
-                write!(f, "no answer within {limit:?}; the brokers do not answer")
-            }
-            Self::Failed => write!(f, "the call failed on its thread (see the log)"),
+            Self::TimedOut(limit) => write!(
+                f,
+                "the brokers did not answer within {limit:?}; the call goes on in the background"
+            ),
+            Self::Failed => write!(
+                f,
+                "the call failed on its thread (see the process's stderr)"
+            ),
         }
     }
 }

@@ -391,13 +391,7 @@ impl Queue for KafkaQueue {
         let topic = self.spec.name.clone();
         let lag = apart::call(BACKLOG_WAIT, move || group_lag(&consumer, &topic))
             .await
-            .map_err(|e| {
-                self.error(
-                    Operation::Backlog,
-                    true,
-                    format!("reading the backlog: {e}"),
-                )
-            })?
+            .map_err(|e| self.error(Operation::Backlog, true, e))?
             .map_err(|e| self.error(Operation::Backlog, true, e))?;
         Ok(Some(lag))
     }
