@@ -9,8 +9,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# librdkafka and the OpenSSL it links (for Kafka TLS and SASL) are compiled from source by
-# rdkafka-sys and openssl-src (C toolchain, make and perl come with this image).
+# librdkafka is compiled from source by rdkafka-sys (C toolchain and make come with this image)
+# and links the image's OpenSSL (libssl-dev, found by pkg-config) for Kafka TLS and SASL.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
@@ -20,9 +20,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
        target/release/wal-control-plane target/release/wal-writer target/release/walctl /out/
 
 FROM debian:bookworm-slim
-# zlib for librdkafka; CA certificates for TLS to AWS and other HTTPS endpoints.
+# zlib and OpenSSL for librdkafka; CA certificates for TLS to AWS and other HTTPS endpoints.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates zlib1g \
+ && apt-get install -y --no-install-recommends ca-certificates libssl3 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 wal \
  && useradd --uid 10001 --gid wal --no-create-home --shell /usr/sbin/nologin wal

@@ -89,6 +89,7 @@ fn kafka_topics() -> Vec<String> {
 async fn sqs_queue_exists(name: &str) -> bool {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version_latest()
+        .http_client(wal_core::queue::sqs::https_client())
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .endpoint_url(sqs_endpoint())
         .credentials_provider(aws_sdk_sqs::config::Credentials::new(

@@ -2,8 +2,13 @@
 //! authentication on, and the datacenter to prefer. Durable storage and cql targets connect the
 //! same way, so a shard of the cluster map means the same thing to both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use openssl::error::ErrorStack;
+use openssl::ssl::{SslConnector, SslConnectorBuilder, SslMethod, SslVerifyMode};
+use openssl::x509::X509;
+use openssl::x509::store::X509StoreBuilder;
 
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session_builder::SessionBuilder;
@@ -47,7 +52,7 @@ impl CqlPlace {
             .known_nodes(&self.nodes)
             .connection_timeout(connect_timeout);
         if let Some(ca) = &self.tls_ca {
-            builder = builder.tls_context(Some(crate::tls::client_config(ca)?));
+            builder = builder.tls_context(Some(tls(ca)?));
         }
         if let Some((user, password)) = &self.credentials {
             builder = builder.user(user, password.expose());
@@ -64,4 +69,25 @@ impl CqlPlace {
         }
         Ok(builder.default_execution_profile_handle(profile.build().into_handle()))
     }
+}
+
+/// TLS to the nodes, trusting the CA certificates at `ca` and verifying each node's certificate
+/// against its address. On OpenSSL, the system's (which librdkafka links too): the driver's rustls
+/// backend would compile aws-lc, a second crypto library beside ring, for this alone.
+fn tls(ca: &Path) -> Result<SslConnectorBuilder, TlsError> {
+    let unusable = |problem: ErrorStack| TlsError::File {
+        path: ca.to_owned(),
+        problem: format!("not usable by OpenSSL: {problem}"),
+    };
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(unusable)?;
+    let mut roots = X509StoreBuilder::new().map_err(unusable)?;
+    for certificate in crate::tls::ca_certificates(ca)? {
+        let certificate = X509::from_der(&certificate).map_err(unusable)?;
+        roots.add_cert(certificate).map_err(unusable)?;
+    }
+    builder
+        .set_verify_cert_store(roots.build())
+        .map_err(unusable)?;
+    builder.set_verify(SslVerifyMode::PEER);
+    Ok(builder)
 }

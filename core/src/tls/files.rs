@@ -47,11 +47,12 @@ pub(super) struct Contents {
     client_ca: Option<Vec<u8>>,
 }
 
-/// One crypto provider for every TLS server: aws-lc-rs, which the AWS SDK links already. Both
-/// rustls providers are compiled in (other crates ask for ring), so the default cannot be
-/// guessed and is always named.
+/// One crypto provider for every TLS connection the platform makes: ring, the only one compiled
+/// in (the AWS SDK's HTTPS client is built on it too, see `queue::sqs`). Named here rather than
+/// taken from rustls' process default, which a dependency that enables a second provider would
+/// leave unset.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 impl TlsFiles {
@@ -105,19 +106,10 @@ impl TlsFiles {
     }
 }
 
-/// A client configuration that trusts the CA certificates at `ca` (TLS to a CQL cluster, say),
-/// presenting no certificate of its own.
-pub fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let roots = roots(ca, &read(ca)?)?;
-    let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::File {
-            path: ca.to_owned(),
-            problem: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+/// The CA certificates (DER) in the PEM file at `ca`, checked: a file that cannot be read, holds
+/// no certificate or is not PEM is an error naming it (TLS to a CQL cluster, say).
+pub fn ca_certificates(ca: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    certificates(ca, &read(ca)?)
 }
 
 /// The CA certificates of the PEM file at `path` (its contents, `bytes`).

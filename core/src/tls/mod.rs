@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
-pub use self::files::{TlsError, TlsFiles, client_config, provider};
+pub use self::files::{TlsError, TlsFiles, ca_certificates, provider};
 pub use self::peer::{Peer, PeerStream, certificate_name};
 pub use self::rules::{PrincipalRules, RulesError};
 

@@ -87,6 +87,16 @@ impl SqsSettings {
     }
 }
 
+/// The HTTP client of every SQS call: the SDK's own hyper client, on rustls with ring (the
+/// platform's one crypto provider; the SDK's default would bring aws-lc-rs beside it). Also for
+/// tests and tools that make an SQS client of their own.
+pub fn https_client() -> aws_sdk_sqs::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https()
+}
+
 /// The SQS client one process shares across all its SQS queues.
 #[derive(Debug)]
 pub struct SqsBackend {
@@ -97,6 +107,7 @@ pub struct SqsBackend {
 impl SqsBackend {
     pub async fn new(settings: SqsSettings) -> Arc<Self> {
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https_client())
             .region(Region::new(settings.region.clone()));
         if let Some(endpoint) = &settings.endpoint {
             loader = loader
