@@ -3,9 +3,9 @@
 //! With the Kafka broker stopped, WriteToLog answers FALSE or UNKNOWN within its deadline and
 //! never TRUE; when the broker returns, writes succeed again without restarting the producer.
 //!
-//! This stops the shared local broker (`scripts/stack down kafka`), so it is the only test in its
-//! binary: cargo runs test binaries one at a time, and no other test sees the outage. (A runner
-//! that runs binaries in parallel, such as nextest, would need this one run alone.)
+//! This stops the local broker (`scripts/stack down kafka`), so it is the only test in its binary
+//! and its name says "outage": cargo runs test binaries one at a time, and scripts/test runs the
+//! outage programs on a stack of their own, one test at a time; no other test sees the outage.
 
 use std::time::{Duration, Instant};
 

@@ -10,8 +10,10 @@
 //! - the staging store (Cassandra) killed: appends and commits answer UNAVAILABLE naming it, the
 //!   queue gets no marker, and once it is back the same call succeeds without a restart.
 //!
-//! Each stops a service every test shares, so they take turns (a lock) and are the only tests
-//! in their binary: cargo runs test binaries one at a time.
+//! Each stops a service every test shares, so they take turns and are the only tests in their
+//! binary, whose name says "outage": under `cargo test` a lock takes turns within the binary and
+//! cargo runs binaries one at a time; scripts/test runs the outage programs on a stack of their
+//! own, one test at a time.
 
 use std::time::Duration;
 
@@ -25,7 +27,7 @@ use wal_testkit::{
     numbered_items, stack, start_consumer, transaction_of, unique, with_durable_storage,
 };
 
-/// One outage at a time.
+/// One outage at a time, when `cargo test` runs this binary's tests on threads of one process.
 static OUTAGE: Mutex<()> = Mutex::const_new(());
 
 const STAGING: &str = "wal_txn_test";

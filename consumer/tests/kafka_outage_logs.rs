@@ -5,8 +5,9 @@
 //! broker and one INFO when it is back, not a line per connection attempt; and every write
 //! answered TRUE meanwhile is delivered.
 //!
-//! This stops the shared local broker, so it is the only test in its binary: cargo runs test
-//! binaries one at a time, and no other test sees the outage.
+//! This stops the local broker, so it is the only test in its binary and its name says "outage":
+//! scripts/test runs such programs on a stack of their own, one test at a time, and no other test
+//! sees the outage.
 
 use std::time::Duration;
 
