@@ -19,7 +19,7 @@ fn the_committed_schema_is_current() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "{} is stale; regenerate it with: UPDATE_SCHEMA=1 cargo test -p wal-namespaces --test schema",
+        "{} is stale; regenerate it with: UPDATE_SCHEMA=1 cargo test -p wal-namespaces --test integration schema::",
         path.display()
     );
 }
