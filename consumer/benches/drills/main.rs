@@ -108,8 +108,10 @@ async fn main() {
             }
             "slow" => {
                 // Slow enough that the consumer's in-flight bound (256 a queue) falls behind the
-                // writers: a smoke run's fewer writers need a slower target.
-                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 3_000));
+                // writers: a smoke run's fewer writers need a slower target. 10 s in a smoke run
+                // (the consumer then takes 51 entries a second): at 3 s (170 a second) writers on
+                // a machine busy with other tests wrote too few for the lag to grow.
+                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 10_000));
                 rows.push(slow::drill(latency, secs("DRILL_SLOW_SECS", 60, 10), writers).await);
             }
             "partitions" => {
