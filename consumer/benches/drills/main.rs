@@ -24,7 +24,8 @@
 //!   poison and one with, as steady traffic (DRILL_POISON_RATE, 2,000 healthy writes/s, for
 //!   DRILL_POISON_SECS, 20) and as a backlog of DRILL_POISON_ENTRIES (20,000) healthy ones.
 //! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
-//! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60).
+//! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60), to a
+//!   consumer taking DRILL_SLOW_IN_FLIGHT (256, its default) entries at once a queue.
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
@@ -107,12 +108,17 @@ async fn main() {
                 rows.push(overload::drill(rate, secs("DRILL_OVERLOAD_SECS", 30, 5)).await);
             }
             "slow" => {
-                // Slow enough that the consumer's in-flight bound (256 a queue) falls behind the
-                // writers: a smoke run's fewer writers need a slower target. 10 s in a smoke run
-                // (the consumer then takes 51 entries a second): at 3 s (170 a second) writers on
-                // a machine busy with other tests wrote too few for the lag to grow.
-                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 10_000));
-                rows.push(slow::drill(latency, secs("DRILL_SLOW_SECS", 60, 10), writers).await);
+                // Slow enough that the consumer's in-flight bound falls behind the writers: a
+                // smoke run's fewer writers need a slower target, and a smaller bound. At 3 s and
+                // the default 256 a queue the consumer took 170 entries a second, more than the
+                // smoke's writers wrote on a machine busy with the suite's other tests, and the lag
+                // did not grow; with 64 a queue it takes 43 (and drains what the writers wrote in
+                // about a minute: 32 took two). A target slower than the consumer's 10 s apply
+                // timeout would be a failing one, not a slow one.
+                let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 3_000));
+                let in_flight = tunable("DRILL_SLOW_IN_FLIGHT", 256, 64);
+                let length = secs("DRILL_SLOW_SECS", 60, 10);
+                rows.push(slow::drill(latency, in_flight, length, writers).await);
             }
             "partitions" => {
                 let lengths = partitions::Lengths {

@@ -11,11 +11,12 @@ use wal_testkit::Upstream;
 use crate::load::{Answer, Applied, peak_mib, settle, start_under_load};
 use crate::table::Row;
 
-pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
+pub async fn drill(latency: Duration, in_flight: u64, length: Duration, writers: usize) -> Row {
     let backend = Backend::Kafka;
     let upstream = Upstream::serve("127.0.0.1:0", |_| 200, latency).await;
     let applied = Applied::Http(upstream);
-    let (processes, load) = start_under_load(backend, &applied, Vec::new(), "slow", writers).await;
+    let env = vec![("WAL_CONSUMER_MAX_IN_FLIGHT", in_flight.to_string())];
+    let (processes, load) = start_under_load(backend, &applied, env, "slow", writers).await;
 
     let Applied::Http(upstream) = &applied else {
         unreachable!("made above")
@@ -58,7 +59,7 @@ pub async fn drill(latency: Duration, length: Duration, writers: usize) -> Row {
         drill: "slow target",
         backend,
         faults: format!(
-            "every request answered after {} ms, for {} s",
+            "every request answered after {} ms, for {} s, {in_flight} in flight a queue",
             latency.as_millis(),
             length.as_secs()
         ),
