@@ -237,6 +237,7 @@ async fn a_burst_far_over_one_namespace_is_shed_while_another_keeps_writing() {
     let calm = namespace(Backend::Kafka, 1, "");
     let mut producer = TestProducer::start(vec![busy.clone(), calm.clone()]).await;
 
+    let started = Instant::now();
     let burst: Vec<_> = (0..300)
         .map(|i| {
             let mut client = producer.client.clone();
@@ -264,17 +265,21 @@ async fn a_burst_far_over_one_namespace_is_shed_while_another_keeps_writing() {
         };
         *tally.entry(key).or_default() += 1;
     }
+    // The limit admits its burst at once and its rate after that, for as long as the burst took
+    // to be answered: on a machine busy with other tests that is seconds, not one.
+    let elapsed = started.elapsed();
+    let allowed = 5 + (5.0 * elapsed.as_secs_f64()).ceil() as usize;
     assert!(
         calm_answers.iter().all(|a| *a == Ok(Trilean::True)),
         "the calm namespace suffered: {calm_answers:?}"
     );
     assert!(
-        tally.get("ResourceExhausted").copied().unwrap_or(0) >= 280,
-        "too little shed: {tally:?}"
+        tally.get("True").copied().unwrap_or(0) <= allowed,
+        "more admitted than 5 a second after a burst of 5 allows in {elapsed:?}: {tally:?}"
     );
     assert!(
-        tally.get("True").copied().unwrap_or(0) <= 10,
-        "more admitted than the limit allows: {tally:?}"
+        tally.get("ResourceExhausted").copied().unwrap_or(0) >= 300 - allowed,
+        "too little shed in {elapsed:?}: {tally:?}"
     );
     assert_eq!(
         tally
