@@ -505,6 +505,19 @@ pub async fn start_under_load(
     prefix: &str,
     writers: usize,
 ) -> (crate::processes::Processes, Load) {
+    let pace = Duration::from_millis(5);
+    start_paced(backend, applied, env, prefix, writers, pace).await
+}
+
+/// As [`start_under_load`], each writer waiting `pace` after each answer before its next write.
+pub async fn start_paced(
+    backend: wal_namespaces::Backend,
+    applied: &Applied,
+    env: Vec<(&'static str, String)>,
+    prefix: &str,
+    writers: usize,
+    pace: Duration,
+) -> (crate::processes::Processes, Load) {
     let text = wal_testkit::namespace_json(backend, 2, &applied.target(), "");
     let name = wal_namespaces::parse(&text, "drill").unwrap().name;
     let processes =
@@ -513,7 +526,7 @@ pub async fn start_under_load(
         &name,
         prefix,
         writers,
-        Duration::from_millis(5),
+        pace,
         &processes.channel,
         applied.payload(),
     );

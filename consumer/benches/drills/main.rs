@@ -25,7 +25,8 @@
 //!   DRILL_POISON_SECS, 20) and as a backlog of DRILL_POISON_ENTRIES (20,000) healthy ones.
 //! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
 //! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60), to a
-//!   consumer taking DRILL_SLOW_IN_FLIGHT (256, its default) entries at once a queue.
+//!   consumer taking DRILL_SLOW_IN_FLIGHT (256, its default) entries at once a queue, under
+//!   writers waiting DRILL_SLOW_PACE_MS (5) after each answer.
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
@@ -108,17 +109,21 @@ async fn main() {
                 rows.push(overload::drill(rate, secs("DRILL_OVERLOAD_SECS", 30, 5)).await);
             }
             "slow" => {
-                // Slow enough that the consumer's in-flight bound falls behind the writers: a
-                // smoke run's fewer writers need a slower target, and a smaller bound. At 3 s and
-                // the default 256 a queue the consumer took 170 entries a second, more than the
-                // smoke's writers wrote on a machine busy with the suite's other tests, and the lag
-                // did not grow; with 64 a queue it takes 43 (and drains what the writers wrote in
-                // about a minute: 32 took two). A target slower than the consumer's 10 s apply
-                // timeout would be a failing one, not a slow one.
+                // The consumer must fall behind the writers for the drill to test anything:
+                // with 2 queues it takes 2 x in-flight entries every DRILL_SLOW_MS. A smoke run's
+                // writers, beside the suite's other tests, wrote 31 a second (310 in 10 s),
+                // below the 43 a second 64 in flight at 3 s take, and the lag did not grow; so a
+                // smoke run bounds the consumer at 16 (11 a second) and paces its writers to at
+                // most 40 a second, so what they write drains in under a minute. A target
+                // slower than the consumer's 10 s apply timeout would be a failing one.
                 let latency = Duration::from_millis(tunable("DRILL_SLOW_MS", 1_000, 3_000));
-                let in_flight = tunable("DRILL_SLOW_IN_FLIGHT", 256, 64);
+                let shape = slow::Shape {
+                    in_flight: tunable("DRILL_SLOW_IN_FLIGHT", 256, 16),
+                    writers,
+                    pace: Duration::from_millis(tunable("DRILL_SLOW_PACE_MS", 5, 100)),
+                };
                 let length = secs("DRILL_SLOW_SECS", 60, 10);
-                rows.push(slow::drill(latency, in_flight, length, writers).await);
+                rows.push(slow::drill(latency, shape, length).await);
             }
             "partitions" => {
                 let lengths = partitions::Lengths {

@@ -8,15 +8,28 @@ use std::time::{Duration, Instant};
 use wal_namespaces::Backend;
 use wal_testkit::Upstream;
 
-use crate::load::{Answer, Applied, peak_mib, settle, start_under_load};
+use crate::load::{Answer, Applied, peak_mib, settle, start_paced};
 use crate::table::Row;
 
-pub async fn drill(latency: Duration, in_flight: u64, length: Duration, writers: usize) -> Row {
+/// How the drill loads and bounds the consumer: `in_flight` entries a queue at once (the consumer's
+/// bound), `writers` writers each waiting `pace` after each answer.
+pub struct Shape {
+    pub in_flight: u64,
+    pub writers: usize,
+    pub pace: Duration,
+}
+
+pub async fn drill(latency: Duration, shape: Shape, length: Duration) -> Row {
+    let Shape {
+        in_flight,
+        writers,
+        pace,
+    } = shape;
     let backend = Backend::Kafka;
     let upstream = Upstream::serve("127.0.0.1:0", |_| 200, latency).await;
     let applied = Applied::Http(upstream);
     let env = vec![("WAL_CONSUMER_MAX_IN_FLIGHT", in_flight.to_string())];
-    let (processes, load) = start_under_load(backend, &applied, env, "slow", writers).await;
+    let (processes, load) = start_paced(backend, &applied, env, "slow", writers, pace).await;
 
     let Applied::Http(upstream) = &applied else {
         unreachable!("made above")
