@@ -147,7 +147,7 @@ impl ConsumerOptions {
         let delay_step = Duration::from_secs(self.sqs_delay_step_secs);
         let clusters = self
             .brokers
-            .cluster_map(self.brokers.kafka(), self.cql.cql_nodes.clone())?
+            .cluster_map(self.brokers.kafka(), &self.cql)?
             .tune_sqs(|sqs| sqs.delay_step = delay_step);
         let mut clients = self.client_settings();
         if self.target_kafka_bootstrap.is_none() {

@@ -42,7 +42,10 @@ impl ControlPlaneOptions {
     pub fn settings(&self) -> anyhow::Result<crate::ControlPlaneSettings> {
         // Shard names are all the control plane needs of CQL: it checks the names, and
         // connects to no CQL cluster.
-        let clusters = self.brokers.cluster_map(self.brokers.kafka(), Vec::new())?;
+        let clusters = self.brokers.cluster_map(
+            self.brokers.kafka(),
+            &wal_core::process::CqlFlags::default(),
+        )?;
         Ok(crate::ControlPlaneSettings {
             store: self.store.clone(),
             clusters,

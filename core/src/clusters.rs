@@ -29,6 +29,15 @@
 //!
 //! A CQL shard may name `username` and `password` (the password as such a reference, or plain)
 //! for a cluster with authentication on.
+//!
+//! Replication of what the platform creates: a Kafka cluster's `replication_factor` (copies of
+//! each topic) and `min_insync_replicas` (copies a write needs before it is answered TRUE), a
+//! CQL shard's `replication_factor` (of the keyspaces for staging, archives and claim checks).
+//! Unset, the flags' (`--kafka-replication-factor`, `--kafka-min-insync-replicas`,
+//! `--cql-replication-factor`), else one copy and the broker's own minimum: right for one
+//! broker and one node, wrong for production, where three copies and two in sync are usual. A
+//! process refuses at start-up a map asking more copies than the cluster has brokers. They
+//! apply when a topic or keyspace is created; one that exists keeps its own.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -100,6 +109,9 @@ pub struct CqlShard {
     /// over TLS (the nodes' client_encryption_options).
     #[serde(default)]
     pub tls_ca: Option<PathBuf>,
+    /// Copies of the keyspaces the platform creates on this shard; unset, the flags' (one).
+    #[serde(default)]
+    pub replication_factor: Option<u8>,
 }
 
 /// Entries by name, one of them the default.
@@ -136,6 +148,8 @@ pub enum ClusterMapError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{flag} is invalid: {reason}")]
+    Flags { flag: String, reason: String },
     #[error("the cluster map {path} is invalid at {at}: {reason}")]
     Invalid {
         path: PathBuf,
@@ -182,6 +196,10 @@ struct KafkaClusterFile {
     bootstrap_servers: String,
     #[serde(default)]
     client: BTreeMap<String, String>,
+    #[serde(default)]
+    replication_factor: Option<i32>,
+    #[serde(default)]
+    min_insync_replicas: Option<i32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,6 +225,7 @@ impl ClusterMap {
             username: None,
             password: None,
             tls_ca: None,
+            replication_factor: None,
         };
         Self {
             kafka: Named::single(kafka),
@@ -252,7 +271,13 @@ impl ClusterMap {
                 named(section.default, clusters).map_err(|r| invalid("kafka.default", r))?;
         }
         if let Some(mut section) = file.cql {
+            let template = map.cql.get(None).and_then(|s| s.replication_factor);
             for (name, shard) in &mut section.shards {
+                if shard.replication_factor == Some(0) {
+                    let at = format!("cql.shards.{name}.replication_factor");
+                    return Err(invalid(&at, "expected at least 1 copy".to_owned()));
+                }
+                shard.replication_factor = shard.replication_factor.or(template);
                 if shard.contact_points.is_empty() {
                     let at = format!("cql.shards.{name}.contact_points");
                     return Err(invalid(&at, "expected at least one host:port".to_owned()));
@@ -281,6 +306,15 @@ impl ClusterMap {
             };
         }
         Ok(map)
+    }
+
+    /// This map with the single-address flags' CQL shard keeping `copies` of what the platform
+    /// creates (`None`: one).
+    pub fn with_cql_replication(mut self, copies: Option<u8>) -> Self {
+        for shard in self.cql.entries.values_mut() {
+            shard.replication_factor = copies;
+        }
+        self
     }
 
     /// This map with one more Kafka cluster, `name`, reached at `bootstrap_servers` with the
@@ -449,11 +483,40 @@ fn kafka_cluster(
     }
     let client = crate::secret::ClientProperties::resolved(file.client, secrets)
         .map_err(|(key, reason)| (format!("client.{key}"), reason))?;
+    let replication_factor = file
+        .replication_factor
+        .unwrap_or(template.replication_factor);
+    let min_insync_replicas = file.min_insync_replicas.or(template.min_insync_replicas);
+    kafka_copies(replication_factor, min_insync_replicas)?;
     Ok(KafkaSettings {
         bootstrap_servers: file.bootstrap_servers,
         client,
+        replication_factor,
+        min_insync_replicas,
         ..template.clone()
     })
+}
+
+/// Whether a topic's copies can be kept: at least one, and no more needed in sync than there
+/// are (such a topic would refuse every write). The field at fault and why, if not.
+pub fn kafka_copies(
+    replication_factor: i32,
+    min_insync_replicas: Option<i32>,
+) -> Result<(), (String, String)> {
+    if replication_factor < 1 {
+        let reason = format!("{replication_factor}: expected at least 1 copy");
+        return Err(("replication_factor".to_owned(), reason));
+    }
+    match min_insync_replicas {
+        Some(n) if n < 1 || n > replication_factor => Err((
+            "min_insync_replicas".to_owned(),
+            format!(
+                "{n}: expected 1 to replication_factor ({replication_factor}); more copies in \
+                 sync than a topic has would refuse every write"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -552,6 +615,41 @@ mod tests {
     }
 
     #[test]
+    fn replication_comes_from_the_file_else_the_flags() {
+        let mut flags = KafkaSettings::new("127.0.0.1:19092");
+        flags.replication_factor = 3;
+        flags.min_insync_replicas = Some(2);
+        let path = std::env::temp_dir().join(format!("wal-clusters-{}.json", uuid::Uuid::now_v7()));
+        std::fs::write(
+            &path,
+            r#"{"kafka": {"default": "main", "clusters": {
+                 "main": {"bootstrap_servers": "a:9092"},
+                 "small": {"bootstrap_servers": "b:9092", "replication_factor": 1, "min_insync_replicas": 1}}},
+                "cql": {"default": "s", "shards": {
+                 "s": {"contact_points": ["c:9042"]},
+                 "r5": {"contact_points": ["d:9042"], "replication_factor": 5}}}}"#,
+        )
+        .unwrap();
+        let map = ClusterMap::single(flags, vec![], SqsSettings::local("http://x"))
+            .with_cql_replication(Some(3))
+            .with_file(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let main = map.kafka(Some("main")).unwrap();
+        assert_eq!(
+            (main.replication_factor, main.min_insync_replicas),
+            (3, Some(2))
+        );
+        let small = map.kafka(Some("small")).unwrap();
+        assert_eq!(
+            (small.replication_factor, small.min_insync_replicas),
+            (1, Some(1))
+        );
+        assert_eq!(map.cql(Some("s")).unwrap().replication_factor, Some(3));
+        assert_eq!(map.cql(Some("r5")).unwrap().replication_factor, Some(5));
+    }
+
+    #[test]
     fn mistakes_are_named_with_their_place() {
         let cases = [
             (
@@ -571,6 +669,18 @@ mod tests {
                 "at cql.shards.s.contact_points: expected at least one",
             ),
             (r#"{"kafka": 3}"#, "at kafka: invalid type"),
+            (
+                r#"{"kafka": {"default": "m", "clusters": {"m": {"bootstrap_servers": "a:1", "replication_factor": 0}}}}"#,
+                "at kafka.clusters.m.replication_factor: 0: expected at least 1 copy",
+            ),
+            (
+                r#"{"kafka": {"default": "m", "clusters": {"m": {"bootstrap_servers": "a:1", "replication_factor": 2, "min_insync_replicas": 3}}}}"#,
+                "at kafka.clusters.m.min_insync_replicas: 3: expected 1 to replication_factor (2)",
+            ),
+            (
+                r#"{"cql": {"default": "s", "shards": {"s": {"contact_points": ["a:1"], "replication_factor": 0}}}}"#,
+                "at cql.shards.s.replication_factor: expected at least 1 copy",
+            ),
         ];
         for (text, expected) in cases {
             let error = with_text(text).unwrap_err().to_string();

@@ -75,7 +75,7 @@ impl ProducerOptions {
         let write_timeout = self.write_timeout();
         let clusters = self
             .brokers
-            .cluster_map(self.brokers.kafka(), self.cql.cql_nodes.clone())?
+            .cluster_map(self.brokers.kafka(), &self.cql)?
             .tune_kafka(|kafka| kafka.delivery_timeout = write_timeout)
             .tune_sqs(|sqs| {
                 sqs.send_timeout = write_timeout;

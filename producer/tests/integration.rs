@@ -6,5 +6,6 @@
 
 mod authorization;
 mod reload;
+mod replication;
 mod transactions;
 mod write_to_log;

@@ -34,7 +34,9 @@ pub async fn control_plane_serving(
 ) -> std::net::SocketAddr {
     let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
     let brokers = wal_core::process::BrokerFlags::local_stack();
-    let clusters = brokers.cluster_map(brokers.kafka(), cql_nodes()).unwrap();
+    let clusters = brokers
+        .cluster_map(brokers.kafka(), &wal_core::process::CqlFlags::local_stack())
+        .unwrap();
     let settings = ControlPlaneSettings {
         store: format!("sqlite://{}", store.display()),
         clusters: with_second_cluster(clusters),

@@ -40,10 +40,7 @@ impl Cql {
                 )
             });
         session
-            .query_unpaged(
-                format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-                &[],
-            )
+            .query_unpaged(crate::stack::create_keyspace(KEYSPACE), &[])
             .await
             .unwrap();
         Self { session }

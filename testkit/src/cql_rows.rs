@@ -30,10 +30,7 @@ pub async fn session() -> Arc<Session> {
         .await
         .expect("Cassandra (scripts/stack up)");
     session
-        .query_unpaged(
-            format!("CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
-            &[],
-        )
+        .query_unpaged(crate::stack::create_keyspace(KEYSPACE), &[])
         .await
         .expect("the benches' keyspace");
     Arc::new(session)

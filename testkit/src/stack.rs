@@ -37,6 +37,21 @@ pub fn cql_nodes() -> Vec<String> {
     CqlFlags::local_stack().cql_nodes
 }
 
+/// The copies the stack's keyspaces keep: the clustered stack's (`scripts/stack env` sets it),
+/// else one.
+pub fn cql_replication_factor() -> u8 {
+    CqlFlags::local_stack().cql_replication_factor.unwrap_or(1)
+}
+
+/// `CREATE KEYSPACE IF NOT EXISTS keyspace` with the stack's replication.
+pub fn create_keyspace(keyspace: &str) -> String {
+    format!(
+        "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = \
+         {{'class': 'SimpleStrategy', 'replication_factor': {}}}",
+        cql_replication_factor()
+    )
+}
+
 pub fn memcached() -> Vec<String> {
     wal_core::process::local_memcached()
 }

@@ -42,7 +42,7 @@ pub fn run(command: Clusters, format: Format) -> Result<(), Failure> {
         SecretsArg::Form => Secrets::FormOnly,
     };
     let map = flags
-        .cluster_map_as(flags.kafka(), Vec::new(), secrets)
+        .cluster_map_as(flags.kafka(), &Default::default(), secrets)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let mut problems = Vec::new();
     for path in &command.namespaces {
@@ -69,18 +69,24 @@ pub fn run(command: Clusters, format: Format) -> Result<(), Failure> {
 
 fn print_map(map: &ClusterMap, format: Format) {
     let default_kafka = map.kafka_name(None);
+    // (name, default, address, copies of what the platform creates there)
     let kafka: Vec<_> = map
         .kafka_clusters()
-        .map(|(name, k)| (name, name == default_kafka, k.bootstrap_servers.clone()))
+        .map(|(name, k)| {
+            let copies = match k.min_insync_replicas {
+                Some(in_sync) => format!("{}, {in_sync} in sync", k.replication_factor),
+                None => format!("{}, the broker's minimum in sync", k.replication_factor),
+            };
+            let address = k.bootstrap_servers.clone();
+            (name, name == default_kafka, address, copies)
+        })
         .collect();
     let cql: Vec<_> = map
         .cql_shards()
         .map(|(name, s)| {
-            (
-                name,
-                name == map.default_cql_name(),
-                s.contact_points.join(","),
-            )
+            let copies = s.replication_factor.unwrap_or(1).to_string();
+            let default = name == map.default_cql_name();
+            (name, default, s.contact_points.join(","), copies)
         })
         .collect();
     let sqs = map.sqs();
@@ -90,20 +96,27 @@ fn print_map(map: &ClusterMap, format: Format) {
         .unwrap_or_else(|| format!("AWS {}", sqs.region));
     match format {
         Format::Json => print_json(&json!({
-            "kafka": kafka.iter().map(|(n, d, a)| json!({"name": n, "default": d, "bootstrap_servers": a})).collect::<Vec<_>>(),
-            "cql": cql.iter().map(|(n, d, a)| json!({"name": n, "default": d, "contact_points": a})).collect::<Vec<_>>(),
+            "kafka": map.kafka_clusters().map(|(n, k)| json!({
+                "name": n, "default": n == default_kafka, "bootstrap_servers": k.bootstrap_servers,
+                "replication_factor": k.replication_factor, "min_insync_replicas": k.min_insync_replicas,
+            })).collect::<Vec<_>>(),
+            "cql": map.cql_shards().map(|(n, s)| json!({
+                "name": n, "default": n == map.default_cql_name(),
+                "contact_points": s.contact_points.join(","),
+                "replication_factor": s.replication_factor.unwrap_or(1),
+            })).collect::<Vec<_>>(),
             "sqs": sqs_at,
         })),
         Format::Table => {
-            let mut rows = table(&["kind", "name", "default", "address"]);
+            let mut rows = table(&["kind", "name", "default", "address", "copies"]);
             let sections = [("kafka", &kafka), ("cql", &cql)];
             for (kind, entries) in sections {
-                for (name, default, address) in entries.iter() {
+                for (name, default, address, copies) in entries.iter() {
                     let default = if *default { "yes" } else { "" };
-                    rows.add_row(vec![kind, name, default, address.as_str()]);
+                    rows.add_row(vec![kind, name, default, address.as_str(), copies.as_str()]);
                 }
             }
-            rows.add_row(vec!["sqs", "", "", sqs_at.as_str()]);
+            rows.add_row(vec!["sqs", "", "", sqs_at.as_str(), ""]);
             println!("{rows}");
         }
     }

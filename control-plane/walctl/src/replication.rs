@@ -60,7 +60,7 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
     let settings = region_settings(&namespace)?;
     let clusters = command
         .brokers
-        .cluster_map(command.brokers.kafka(), Vec::new())
+        .cluster_map(command.brokers.kafka(), &Default::default())
         .map_err(|e| Failure::usage(e.to_string()))?;
     let backends = Backends::connect(&clusters, std::slice::from_ref(&namespace))
         .await

@@ -241,7 +241,9 @@ async fn write_arguments_are_checked_before_anything_is_sent() {
 async fn a_cluster_map_is_checked_with_the_namespaces_that_will_use_it() {
     let map = write_file(
         r#"{"kafka": {"default": "main", "clusters": {
-             "main": {"bootstrap_servers": "a:9092"}, "events": {"bootstrap_servers": "b:9092"}}}}"#,
+             "main": {"bootstrap_servers": "a:9092", "replication_factor": 3, "min_insync_replicas": 2},
+             "events": {"bootstrap_servers": "b:9092"}}},
+           "cql": {"default": "s", "shards": {"s": {"contact_points": ["c:9042"], "replication_factor": 3}}}}"#,
     );
     let on = |cluster: &str| {
         let name = unique("ns");
@@ -258,6 +260,11 @@ async fn a_cluster_map_is_checked_with_the_namespaces_that_will_use_it() {
     let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed["kafka"][0]["name"], "events", "{listed:#}");
     assert_eq!(listed["kafka"][1]["default"], true, "{listed:#}");
+    // The copies of what the platform will create there: the map's, else one.
+    assert_eq!(listed["kafka"][1]["replication_factor"], 3, "{listed:#}");
+    assert_eq!(listed["kafka"][1]["min_insync_replicas"], 2, "{listed:#}");
+    assert_eq!(listed["kafka"][0]["replication_factor"], 1, "{listed:#}");
+    assert_eq!(listed["cql"][0]["replication_factor"], 3, "{listed:#}");
 
     let refused = walctl(&["clusters", &map, &events, &nowhere]).await;
     assert_eq!(refused.status.code(), Some(2));

@@ -83,6 +83,7 @@ impl DurableSettings {
             local_datacenter: shard.local_datacenter.clone(),
             credentials: shard.username.clone().zip(shard.password.clone()),
             tls_ca: shard.tls_ca.clone(),
+            replication_factor: shard.replication_factor.unwrap_or(1),
             ..Self::new(&[], keyspace)
         }
     }
@@ -96,6 +97,17 @@ pub enum DurableError {
     BadKeyspace(String),
     #[error("cannot connect to CQL nodes {nodes:?}: {reason}")]
     Connect { nodes: Vec<String>, reason: String },
+    #[error(
+        "the CQL cluster at {nodes:?} has {found} node(s), fewer than the {replication_factor} \
+         copies of keyspace '{keyspace}' the cluster map asks for; lower the shard's \
+         replication_factor (or --cql-replication-factor) to at most {found}"
+    )]
+    TooFewNodes {
+        nodes: Vec<String>,
+        keyspace: String,
+        found: usize,
+        replication_factor: u8,
+    },
     #[error("CQL {operation} failed: {reason}")]
     Cql {
         operation: &'static str,
@@ -160,6 +172,17 @@ impl DurableStorage {
             .build()
             .await
             .map_err(|e| connect_error(e.to_string()))?;
+        // Cassandra creates a keyspace with more copies than nodes, then fails every write at
+        // QUORUM: refuse it here, by name. The ring's members count, up or down.
+        let found = session.get_cluster_state().get_nodes_info().len();
+        if found < usize::from(settings.replication_factor) {
+            return Err(DurableError::TooFewNodes {
+                nodes: settings.nodes.clone(),
+                keyspace: keyspace.to_owned(),
+                found,
+                replication_factor: settings.replication_factor,
+            });
+        }
         let tables = schema(keyspace, settings.replication_factor)
             .into_iter()
             .chain(archive::schema(keyspace))

@@ -31,11 +31,26 @@ pub struct BrokerFlags {
     /// AWS region for SQS.
     #[arg(long, env = "WAL_SQS_REGION", default_value = "us-east-1")]
     pub sqs_region: String,
+
+    /// Copies of each topic the platform creates on Kafka (at most the cluster's brokers; a
+    /// process refuses to start on a cluster with fewer). Unset, 1: one broker's stack.
+    #[arg(long, env = "WAL_KAFKA_REPLICATION_FACTOR", value_parser = clap::value_parser!(i32).range(1..))]
+    pub kafka_replication_factor: Option<i32>,
+
+    /// The min.insync.replicas of each topic the platform creates: the copies a write needs
+    /// before it is answered TRUE (at most --kafka-replication-factor). Unset, the broker's.
+    #[arg(long, env = "WAL_KAFKA_MIN_INSYNC_REPLICAS", value_parser = clap::value_parser!(i32).range(1..))]
+    pub kafka_min_insync_replicas: Option<i32>,
 }
 
 impl BrokerFlags {
     pub fn kafka(&self) -> KafkaSettings {
-        KafkaSettings::new(&self.kafka_bootstrap)
+        let mut settings = KafkaSettings::new(&self.kafka_bootstrap);
+        if let Some(copies) = self.kafka_replication_factor {
+            settings.replication_factor = copies;
+        }
+        settings.min_insync_replicas = self.kafka_min_insync_replicas;
+        settings
     }
 
     pub fn sqs(&self) -> SqsSettings {
@@ -50,9 +65,9 @@ impl BrokerFlags {
     pub fn cluster_map(
         &self,
         kafka: KafkaSettings,
-        cql_nodes: Vec<String>,
+        cql: &CqlFlags,
     ) -> Result<ClusterMap, ClusterMapError> {
-        self.cluster_map_as(kafka, cql_nodes, Secrets::Read)
+        self.cluster_map_as(kafka, cql, Secrets::Read)
     }
 
     /// Like [`cluster_map`](Self::cluster_map), reading the file's secrets or only checking
@@ -60,10 +75,19 @@ impl BrokerFlags {
     pub fn cluster_map_as(
         &self,
         kafka: KafkaSettings,
-        cql_nodes: Vec<String>,
+        cql: &CqlFlags,
         secrets: Secrets,
     ) -> Result<ClusterMap, ClusterMapError> {
-        let map = ClusterMap::single(kafka, cql_nodes, self.sqs());
+        if let Err((field, reason)) =
+            crate::clusters::kafka_copies(kafka.replication_factor, kafka.min_insync_replicas)
+        {
+            return Err(ClusterMapError::Flags {
+                flag: format!("--kafka-{}", field.replace('_', "-")),
+                reason,
+            });
+        }
+        let map = ClusterMap::single(kafka, cql.cql_nodes.clone(), self.sqs())
+            .with_cql_replication(cql.cql_replication_factor);
         match &self.clusters {
             Some(path) => map.with_file_as(path, secrets),
             None => Ok(map),
@@ -72,12 +96,17 @@ impl BrokerFlags {
 }
 
 /// The CQL cluster: durable storage, claim checks, archives and cql targets.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct CqlFlags {
     /// CQL contact points (comma-separated host:port), for durable storage (claim checks, the
     /// archive) and cql targets. A --clusters file with a cql section stands in for them.
     #[arg(long, env = "WAL_CQL_NODES", value_delimiter = ',')]
     pub cql_nodes: Vec<String>,
+
+    /// Copies of the keyspaces the platform creates (staging, archives, claim checks), at most
+    /// the cluster's nodes. Unset, 1: one node's stack. A --clusters shard may set its own.
+    #[arg(long, env = "WAL_CQL_REPLICATION_FACTOR", value_parser = clap::value_parser!(u8).range(1..))]
+    pub cql_replication_factor: Option<u8>,
 }
 
 /// Where a service's namespaces come from: a folder of configs, or a control plane to follow.
@@ -161,6 +190,8 @@ impl BrokerFlags {
             kafka_bootstrap: env_or("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
             sqs_endpoint: Some(env_or("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324")),
             sqs_region: "us-east-1".to_owned(),
+            kafka_replication_factor: env_parsed("WAL_KAFKA_REPLICATION_FACTOR"),
+            kafka_min_insync_replicas: env_parsed("WAL_KAFKA_MIN_INSYNC_REPLICAS"),
         }
     }
 }
@@ -170,6 +201,7 @@ impl CqlFlags {
     pub fn local_stack() -> Self {
         Self {
             cql_nodes: list_or("WAL_CQL_NODES", "127.0.0.1:19042"),
+            cql_replication_factor: env_parsed("WAL_CQL_REPLICATION_FACTOR"),
         }
     }
 }
@@ -181,6 +213,17 @@ pub fn local_memcached() -> Vec<String> {
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// A number `scripts/stack env` set (the clustered stack's replication); unset, `None`. Panics
+/// on a value that is not one: the stack's environment is made by a script, not typed.
+fn env_parsed<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value}: expected a number")),
+    )
 }
 
 fn list_or(name: &str, default: &str) -> Vec<String> {

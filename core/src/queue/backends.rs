@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rdkafka::error::KafkaError;
 
-use super::kafka::{KafkaBackend, Refused};
+use super::kafka::{KafkaBackend, Refused, TooFewBrokers};
 use super::sqs::SqsBackend;
 use crate::clusters::ClusterMap;
 use wal_namespaces::{Namespace, QueueConfig};
@@ -23,6 +23,9 @@ pub enum ConnectError {
     /// The brokers refused the credentials or the TLS handshake.
     #[error(transparent)]
     Refused(#[from] Refused),
+    /// The cluster has fewer brokers than the copies the map asks for.
+    #[error(transparent)]
+    TooFewBrokers(#[from] TooFewBrokers),
 }
 
 #[derive(Debug, Default, Clone)]
@@ -108,7 +111,8 @@ impl Backends {
     }
 }
 
-/// The clients of one Kafka cluster, made and, when secured, let in.
+/// The clients of one Kafka cluster, made, let in when secured, and able to hold the copies
+/// the map asks for.
 async fn kafka_backend(
     cluster: &str,
     settings: &crate::queue::kafka::KafkaSettings,
@@ -118,6 +122,7 @@ async fn kafka_backend(
         reason: settings_error(&error),
     })?;
     backend.check_credentials(cluster).await?;
+    backend.check_replication(cluster).await?;
     Ok(backend)
 }
 

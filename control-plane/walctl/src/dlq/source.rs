@@ -55,7 +55,7 @@ pub struct Found {
 impl DeadLetters {
     pub async fn connect(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Self, Failure> {
         let clusters = brokers
-            .cluster_map(brokers.kafka(), Vec::new())
+            .cluster_map(brokers.kafka(), &Default::default())
             .map_err(|e| Failure::usage(e.to_string()))?
             .tune_sqs(|sqs| sqs.visibility_timeout = SQS_HOLD);
         clusters

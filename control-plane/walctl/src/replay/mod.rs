@@ -57,7 +57,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let target = target_override(&replay)?;
     let clusters = replay
         .brokers
-        .cluster_map(replay.brokers.kafka(), replay.cql.cql_nodes.clone())
+        .cluster_map(replay.brokers.kafka(), &replay.cql)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let kafka = namespace_kafka(&clusters, &namespace)?;
     let history = crate::namespace::archive_history(control_plane, &namespace.name).await?;

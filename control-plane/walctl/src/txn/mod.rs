@@ -87,7 +87,7 @@ async fn staging(
         ))
     })?;
     let clusters = brokers
-        .cluster_map(brokers.kafka(), cql.cql_nodes.clone())
+        .cluster_map(brokers.kafka(), cql)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let shard = clusters
         .cql(durable.shard.as_deref())

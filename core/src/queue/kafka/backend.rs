@@ -27,7 +27,12 @@ pub struct KafkaSettings {
     pub linger: Duration,
     /// Partitions of each topic `provision` creates.
     pub partitions: i32,
+    /// Copies of each topic `provision` creates (one per broker at most).
     pub replication_factor: i32,
+    /// The topics' `min.insync.replicas`: how many copies a write with acks=all needs before
+    /// the broker acknowledges it (and the platform answers TRUE). Unset, the broker's default
+    /// (Kafka's own default is 1: one surviving copy).
+    pub min_insync_replicas: Option<i32>,
     /// How often stored offsets are committed to the broker.
     pub commit_interval: Duration,
     /// A consumer that is silent this long is considered dead and its partitions reassigned.
@@ -53,6 +58,7 @@ impl KafkaSettings {
             linger: Duration::from_millis(1),
             partitions: 4,
             replication_factor: 1,
+            min_insync_replicas: None,
             commit_interval: Duration::from_millis(500),
             session_timeout: Duration::from_secs(10),
             // librdkafka's maximum.

@@ -29,6 +29,7 @@ mod offsets;
 mod produce;
 mod provision;
 mod receiver;
+mod replication;
 pub mod scan;
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ use self::context::lock;
 pub use self::credentials::Refused;
 use self::lag::{group_lag, unfinished};
 use self::receiver::Receiver;
+pub use self::replication::TooFewBrokers;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
     Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
@@ -132,6 +134,7 @@ impl Queue for KafkaQueue {
 
     async fn provision(&self) -> Result<ProvisionReport, QueueError> {
         let settings = &self.backend.settings;
+        let min_insync_replicas = settings.min_insync_replicas.map(|n| n.to_string());
         let names: Vec<&str> = std::iter::once(self.spec.name.as_str())
             .chain(self.spec.dlq.as_deref())
             .chain(self.tiers.iter().map(|(_, tier)| tier.spec.name.as_str()))
@@ -139,11 +142,15 @@ impl Queue for KafkaQueue {
         let topics: Vec<NewTopic<'_>> = names
             .iter()
             .map(|name| {
-                NewTopic::new(
+                let topic = NewTopic::new(
                     name,
                     settings.partitions,
                     TopicReplication::Fixed(settings.replication_factor),
-                )
+                );
+                match &min_insync_replicas {
+                    Some(copies) => topic.set("min.insync.replicas", copies),
+                    None => topic,
+                }
             })
             .collect();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
