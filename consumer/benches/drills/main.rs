@@ -28,6 +28,10 @@
 //!   consumer taking DRILL_SLOW_IN_FLIGHT (256, its default) entries at once a queue, under
 //!   writers waiting DRILL_SLOW_PACE_MS (5) after each answer.
 //! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
+//! - cluster (not in the default list: it needs the clustered stack, `scripts/stack up
+//!   --cluster` and its `env`): 2 producers and 3 consumers, kill -9 of a random broker,
+//!   Cassandra node, producer or consumer, one at a time, for DRILL_CLUSTER_SECS (1,800), under
+//!   writers that retry on the other producer (see cluster.rs).
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
 //! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
@@ -35,6 +39,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod cluster;
 mod kills;
 mod load;
 mod outage;
@@ -134,7 +139,12 @@ async fn main() {
                 };
                 rows.push(partitions::drill(lengths, writers).await);
             }
-            other => panic!("DRILLS: '{other}' is not a drill; expected some of {ALL}"),
+            "cluster" => {
+                let seed = tunable("DRILL_SEED", 1, 1);
+                let length = secs("DRILL_CLUSTER_SECS", 1_800, 60);
+                rows.push(cluster::drill(writers, length, seed).await);
+            }
+            other => panic!("DRILLS: '{other}' is not a drill; expected some of {ALL},cluster"),
         }
         if let Some(row) = rows.last() {
             table::print(std::slice::from_ref(row));
