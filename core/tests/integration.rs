@@ -6,4 +6,5 @@
 
 mod archive;
 mod durable_storage;
+mod entry_compatibility;
 mod queue_conformance;
