@@ -8,11 +8,12 @@
 //! INFO when back, a count in between), and so are its log lines about the same absence; other
 //! errors are logged as librdkafka reports them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::classify::broker_away;
@@ -75,6 +76,9 @@ impl ConsumerContext for OutageContext {}
 pub(super) struct TrackingContext {
     pub(super) tracker: Arc<Mutex<OffsetTracker>>,
     pub(super) outage: Arc<Outage>,
+    /// Whether the queue is held (paused): partitions a rebalance assigns meanwhile are paused
+    /// as they arrive, so a held consumer keeps its place in the group and takes nothing new.
+    pub(super) held: Arc<AtomicBool>,
 }
 
 impl ClientContext for TrackingContext {
@@ -97,14 +101,27 @@ impl ConsumerContext for TrackingContext {
         }
     }
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(partitions) = rebalance {
             let mut tracker = lock(&self.tracker);
             for partition in partitions.elements() {
                 tracker.assign(partition.partition());
             }
+            if self.held.load(Ordering::SeqCst)
+                && let Err(error) = consumer.pause(partitions)
+            {
+                tracing::warn!(%error, "pausing the partitions a rebalance assigned to a held queue failed; they read ahead while held");
+            }
         }
     }
+}
+
+/// A lock whose holders change its value in one step (a push, a take): a poisoned one is still
+/// consistent, and used.
+pub(super) fn lock_any<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub(super) fn lock(tracker: &Mutex<OffsetTracker>) -> MutexGuard<'_, OffsetTracker> {

@@ -10,14 +10,16 @@
 //! topics named `<topic>.delay-<wait>`, provisioned with the queue (see `queue::delay`).
 //!
 //! Files: `backend` (settings and the shared clients), `credentials` (the start-up check of a
-//! secured cluster), `produce` (one record's send), `receiver`
-//! (the consumer side: group, pause, probe, offsets), `apart` (closing consumers and broker calls
+//! secured cluster), `replication` (the start-up check of the brokers against the copies the
+//! map asks), `produce` (one record's send), `receiver` (the consumer side: group, pause and
+//! the held queue's place in its group, probe, offsets), `apart` (closing consumers and broker calls
 //! that may wait on brokers, off the runtime), `provision` (topics), `scan` (reading a
 //! topic by time, for replay and redrive); this file is the `Queue` contract on top of them.
 //!
-//! Durability condition: acks=all waits for every in-sync replica. With a single broker (the
-//! local stack) that is one broker's page cache: an acknowledged entry survives the broker
-//! process's crash, not a power cut before the OS flushes it.
+//! Durability condition: acks=all waits for every in-sync replica, and a topic's
+//! `min.insync.replicas` (the cluster map's `min_insync_replicas`) is how few that may be. With a
+//! single broker (the local stack) that is one broker's page cache: an acknowledged entry
+//! survives the broker process's crash, not a power cut before the OS flushes it.
 
 mod apart;
 mod backend;
@@ -43,7 +45,7 @@ use rdkafka::consumer::{CommitMode, Consumer};
 /// A Kafka client error, as this crate's Kafka functions return it.
 pub use rdkafka::error::KafkaError;
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::Message as _;
+use rdkafka::message::Message;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -102,6 +104,30 @@ pub struct KafkaQueue {
 }
 
 impl KafkaQueue {
+    /// A received record as a delivery; `None` for one of a partition revoked since its fetch.
+    fn delivery(&self, receiver: &receiver::Receiver, message: &impl Message) -> Option<Delivery> {
+        let (partition, offset) = (message.partition(), message.offset());
+        let Some(skipped) = lock(&receiver.tracker).received_after(partition, offset) else {
+            tracing::debug!(topic = %self.spec.name, partition, offset, "skipped: partition revoked after the fetch");
+            return None;
+        };
+        if let Some(lost) = skipped {
+            self.gap(partition, lost);
+        }
+        let payload = message.payload().unwrap_or_default();
+        let entry = entry::decode(payload);
+        // Copied only for the DLQ copy of an undecodable message, not for every delivery.
+        let raw = match &entry {
+            Ok(_) => Bytes::new(),
+            Err(_) => Bytes::copy_from_slice(payload),
+        };
+        Some(Delivery {
+            entry,
+            raw,
+            receipt: Receipt::Kafka { partition, offset },
+        })
+    }
+
     fn error(
         &self,
         operation: Operation,
@@ -245,6 +271,14 @@ impl Queue for KafkaQueue {
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
         // Sized up front: growing it moved every delivery received so far, several times a poll.
         let mut deliveries = Vec::with_capacity(max.min(PREALLOCATED_DELIVERIES));
+        // What arrived while the queue was held comes first (see `receiver`).
+        {
+            let mut kept = self::context::lock_any(&receiver.kept);
+            let taken = kept.len().min(max);
+            for message in kept.drain(..taken) {
+                deliveries.extend(self.delivery(receiver, &message));
+            }
+        }
         // One stream for the whole receive: each makes its own waker slot in the client.
         let mut stream = receiver.consumer.stream();
         while deliveries.len() < max {
@@ -278,26 +312,7 @@ impl Queue for KafkaQueue {
                 }
                 Some(Err(_)) => break,
             };
-            let (partition, offset) = (message.partition(), message.offset());
-            let Some(skipped) = lock(&receiver.tracker).received_after(partition, offset) else {
-                tracing::debug!(topic = %self.spec.name, partition, offset, "skipped: partition revoked after the fetch");
-                continue;
-            };
-            if let Some(lost) = skipped {
-                self.gap(partition, lost);
-            }
-            let payload = message.payload().unwrap_or_default();
-            let entry = entry::decode(payload);
-            // Copied only for the DLQ copy of an undecodable message, not for every delivery.
-            let raw = match &entry {
-                Ok(_) => Bytes::new(),
-                Err(_) => Bytes::copy_from_slice(payload),
-            };
-            deliveries.push(Delivery {
-                entry,
-                raw,
-                receipt: Receipt::Kafka { partition, offset },
-            });
+            deliveries.extend(self.delivery(receiver, &message));
         }
         if !deliveries.is_empty() {
             receiver.outage.answered();
@@ -338,11 +353,11 @@ impl Queue for KafkaQueue {
     }
 
     async fn pause(&self) -> Result<(), QueueError> {
-        self.pause_or_resume(true)
+        self.pause_or_resume(true).await
     }
 
     async fn resume(&self) -> Result<(), QueueError> {
-        self.pause_or_resume(false)
+        self.pause_or_resume(false).await
     }
 
     async fn close(&self) -> Result<(), QueueError> {

@@ -1,11 +1,22 @@
 //! The consumer side of a queue handle: joining its group on the first receive, pausing and
 //! resuming, probing brokers that went away, and storing the offsets acknowledged entries allow.
+//!
+//! A held queue (paused while its target is unavailable) is not received from, yet librdkafka
+//! serves a group's rebalances only inside a poll, and the group waits for every member to
+//! rejoin (up to max.poll.interval.ms, a day here): one held consumer stalled every consumer of
+//! its queue for as long as the target was down (consumer/tests/rebalance.rs measured it). So a
+//! held receiver keeps polling (the keeper): its partitions are paused, those a rebalance
+//! assigns are paused on arrival (see `TrackingContext`), and a record that arrives all the
+//! same is kept for the next receive, never dropped.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::OwnedMessage;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaQueue;
@@ -35,12 +46,52 @@ pub(super) struct Receiver {
     /// The consumer's view of its brokers, shared with its context.
     pub(super) outage: Arc<Outage>,
     topic: String,
+    /// Whether the queue is held; shared with the context, which pauses what a rebalance
+    /// assigns meanwhile.
+    held: Arc<AtomicBool>,
+    /// Polls while the queue is held, so its group's rebalances go on (see the module's doc).
+    keeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Records the keeper received (none should arrive while every partition is paused), for
+    /// the next receive: in order, before anything fetched later.
+    pub(super) kept: Arc<Mutex<Vec<OwnedMessage>>>,
 }
 
 /// The consumer closes apart (see `apart`): its close may wait on brokers that are away.
 impl Drop for Receiver {
     fn drop(&mut self) {
+        if let Some(keeper) = super::context::lock_any(&self.keeper).take() {
+            keeper.abort();
+        }
         super::apart::close(Arc::clone(&self.consumer), &self.topic);
+    }
+}
+
+impl Receiver {
+    /// Starts polling for the held queue (once).
+    fn start_keeper(&self) {
+        let mut keeper = super::context::lock_any(&self.keeper);
+        if keeper.is_some() {
+            return;
+        }
+        let (consumer, kept) = (Arc::clone(&self.consumer), Arc::clone(&self.kept));
+        *keeper = Some(tokio::spawn(async move {
+            let mut stream = consumer.stream();
+            while let Some(next) = stream.next().await {
+                // Errors were counted by the context (a broker away); librdkafka reconnects.
+                if let Ok(message) = next {
+                    super::context::lock_any(&kept).push(message.detach());
+                }
+            }
+        }));
+    }
+
+    /// Stops the keeper and waits until it no longer polls, so receives have the queue alone.
+    async fn stop_keeper(&self) {
+        let keeper = super::context::lock_any(&self.keeper).take();
+        if let Some(keeper) = keeper {
+            keeper.abort();
+            let _ = keeper.await;
+        }
     }
 }
 
@@ -113,9 +164,11 @@ impl KafkaQueue {
         let settings = &self.backend.settings;
         let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
         let outage = Arc::new(Outage::new("kafka", &self.spec.name));
+        let held = Arc::new(AtomicBool::new(false));
         let context = TrackingContext {
             tracker: Arc::clone(&tracker),
             outage: Arc::clone(&outage),
+            held: Arc::clone(&held),
         };
         let mut config = settings.client_config();
         if let Some(kib) = self.prefetch_kib {
@@ -167,17 +220,25 @@ impl KafkaQueue {
             tracker,
             outage,
             topic: self.spec.name.clone(),
+            held,
+            keeper: Mutex::new(None),
+            kept: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
-    /// Pauses or resumes fetching for the partitions assigned now (both local to librdkafka,
-    /// no broker call). A partition paused is read again from the first record not yet
-    /// received; one assigned by a later rebalance, which only a receive serves, starts
-    /// unpaused.
-    pub(super) fn pause_or_resume(&self, pause: bool) -> Result<(), QueueError> {
+    /// Holds the queue (`pause`) or lets it read on: fetching paused or resumed for the
+    /// partitions assigned now (local to librdkafka, no broker call), and while held, the
+    /// keeper polls so the group's rebalances go on; a partition a rebalance assigns while
+    /// held is paused as it arrives. A partition paused is read again from the first record
+    /// not yet received.
+    pub(super) async fn pause_or_resume(&self, pause: bool) -> Result<(), QueueError> {
         let Some(receiver) = self.receiver.get() else {
             return Ok(());
         };
+        if !pause {
+            receiver.stop_keeper().await;
+        }
+        receiver.held.store(pause, Ordering::SeqCst);
         let consumer = &receiver.consumer;
         let assigned = consumer
             .assignment()
@@ -187,6 +248,9 @@ impl KafkaQueue {
         } else {
             consumer.resume(&assigned)
         };
+        if pause {
+            receiver.start_keeper();
+        }
         done.map_err(|e| self.error(Operation::Receive, true, e))
     }
 
