@@ -15,6 +15,7 @@ use rdkafka::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Message as _, OwnedMessage};
 
 use super::classify::broker_away;
 use super::offsets::OffsetTracker;
@@ -79,6 +80,10 @@ pub(super) struct TrackingContext {
     /// Whether the queue is held (paused): partitions a rebalance assigns meanwhile are paused
     /// as they arrive, so a held consumer keeps its place in the group and takes nothing new.
     pub(super) held: Arc<AtomicBool>,
+    /// Records received while held, for the next receive (see `receiver`): those of a revoked
+    /// partition are dropped with it, as librdkafka drops what it fetched of one; its new owner
+    /// reads them from the committed offset.
+    pub(super) kept: Arc<Mutex<Vec<OwnedMessage>>>,
 }
 
 impl ClientContext for TrackingContext {
@@ -94,10 +99,19 @@ impl ClientContext for TrackingContext {
 impl ConsumerContext for TrackingContext {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
-            let mut tracker = lock(&self.tracker);
-            for partition in partitions.elements() {
-                tracker.revoke(partition.partition());
+            let revoked: Vec<i32> = partitions
+                .elements()
+                .iter()
+                .map(|p| p.partition())
+                .collect();
+            {
+                let mut tracker = lock(&self.tracker);
+                for partition in &revoked {
+                    tracker.revoke(*partition);
+                }
             }
+            // One lock at a time: receive takes these two in the other order.
+            lock_any(&self.kept).retain(|m| !revoked.contains(&m.partition()));
         }
     }
 

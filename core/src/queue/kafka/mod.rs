@@ -272,12 +272,13 @@ impl Queue for KafkaQueue {
         // Sized up front: growing it moved every delivery received so far, several times a poll.
         let mut deliveries = Vec::with_capacity(max.min(PREALLOCATED_DELIVERIES));
         // What arrived while the queue was held comes first (see `receiver`).
-        {
+        let kept: Vec<_> = {
             let mut kept = self::context::lock_any(&receiver.kept);
             let taken = kept.len().min(max);
-            for message in kept.drain(..taken) {
-                deliveries.extend(self.delivery(receiver, &message));
-            }
+            kept.drain(..taken).collect()
+        };
+        for message in &kept {
+            deliveries.extend(self.delivery(receiver, message));
         }
         // One stream for the whole receive: each makes its own waker slot in the client.
         let mut stream = receiver.consumer.stream();

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::{Message as _, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaQueue;
@@ -78,8 +78,15 @@ impl Receiver {
             let mut stream = consumer.stream();
             while let Some(next) = stream.next().await {
                 // Errors were counted by the context (a broker away); librdkafka reconnects.
-                if let Ok(message) = next {
-                    super::context::lock_any(&kept).push(message.detach());
+                let Ok(message) = next else { continue };
+                let (topic, partition) = (message.topic().to_owned(), message.partition());
+                super::context::lock_any(&kept).push(message.detach());
+                // A record arrives only from a partition whose pause failed: pause it now, or
+                // the keeper would read it without bound for as long as the hold lasts.
+                let mut unpaused = TopicPartitionList::new();
+                unpaused.add_partition(&topic, partition);
+                if let Err(error) = consumer.pause(&unpaused) {
+                    tracing::warn!(%error, topic, partition, "pausing a held queue's partition failed");
                 }
             }
         }));
@@ -165,10 +172,12 @@ impl KafkaQueue {
         let tracker = Arc::new(Mutex::new(OffsetTracker::default()));
         let outage = Arc::new(Outage::new("kafka", &self.spec.name));
         let held = Arc::new(AtomicBool::new(false));
+        let kept = Arc::new(Mutex::new(Vec::new()));
         let context = TrackingContext {
             tracker: Arc::clone(&tracker),
             outage: Arc::clone(&outage),
             held: Arc::clone(&held),
+            kept: Arc::clone(&kept),
         };
         let mut config = settings.client_config();
         if let Some(kib) = self.prefetch_kib {
@@ -222,7 +231,7 @@ impl KafkaQueue {
             topic: self.spec.name.clone(),
             held,
             keeper: Mutex::new(None),
-            kept: Arc::new(Mutex::new(Vec::new())),
+            kept,
         })
     }
 
@@ -239,6 +248,10 @@ impl KafkaQueue {
             receiver.stop_keeper().await;
         }
         receiver.held.store(pause, Ordering::SeqCst);
+        // Held, the group must be served whatever else fails here.
+        if pause {
+            receiver.start_keeper();
+        }
         let consumer = &receiver.consumer;
         let assigned = consumer
             .assignment()
@@ -248,9 +261,6 @@ impl KafkaQueue {
         } else {
             consumer.resume(&assigned)
         };
-        if pause {
-            receiver.start_keeper();
-        }
         done.map_err(|e| self.error(Operation::Receive, true, e))
     }
 
