@@ -487,7 +487,19 @@ fn kafka_cluster(
         .replication_factor
         .unwrap_or(template.replication_factor);
     let min_insync_replicas = file.min_insync_replicas.or(template.min_insync_replicas);
-    kafka_copies(replication_factor, min_insync_replicas)?;
+    kafka_copies(replication_factor, min_insync_replicas).map_err(|(field, reason)| {
+        let inherited = match field.as_str() {
+            "replication_factor" => file.replication_factor.is_none(),
+            _ => file.min_insync_replicas.is_none(),
+        };
+        let reason = if inherited {
+            let flag = format!("--kafka-{}", field.replace('_', "-"));
+            format!("{reason} (the value of {flag}, which this cluster takes as it sets none)")
+        } else {
+            reason
+        };
+        (field, reason)
+    })?;
     Ok(KafkaSettings {
         bootstrap_servers: file.bootstrap_servers,
         client,

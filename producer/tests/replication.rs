@@ -97,3 +97,41 @@ async fn the_topics_it_creates_keep_the_copies_in_sync_it_asks_for() {
     assert_eq!(entry.source, ConfigSource::DynamicTopic, "{entry:?}");
     drop(producer);
 }
+
+#[tokio::test]
+async fn a_file_cluster_with_enough_copies_takes_the_flags_copies_in_sync() {
+    let map = std::env::temp_dir().join(format!("{}.json", unique("clusters")));
+    std::fs::write(
+        &map,
+        r#"{"kafka": {"default": "main", "clusters": {"main": {"bootstrap_servers": "a:9092", "replication_factor": 3}}}}"#,
+    )
+    .unwrap();
+    let mut options = options();
+    options.brokers.clusters = Some(map.clone());
+    options.brokers.kafka_min_insync_replicas = Some(2);
+    let main = options
+        .settings()
+        .unwrap()
+        .clusters
+        .kafka(None)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (main.replication_factor, main.min_insync_replicas),
+        (3, Some(2))
+    );
+
+    // A cluster the flags' two in sync cannot hold is named, and the flag it took them from.
+    std::fs::write(
+        &map,
+        r#"{"kafka": {"default": "main", "clusters": {"main": {"bootstrap_servers": "a:9092", "replication_factor": 1}}}}"#,
+    )
+    .unwrap();
+    let error = options.settings().unwrap_err().to_string();
+    assert!(
+        error.contains("kafka.clusters.main.min_insync_replicas")
+            && error.contains("the value of --kafka-min-insync-replicas"),
+        "{error}"
+    );
+    std::fs::remove_file(&map).unwrap();
+}

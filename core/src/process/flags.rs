@@ -78,20 +78,23 @@ impl BrokerFlags {
         cql: &CqlFlags,
         secrets: Secrets,
     ) -> Result<ClusterMap, ClusterMapError> {
-        if let Err((field, reason)) =
-            crate::clusters::kafka_copies(kafka.replication_factor, kafka.min_insync_replicas)
-        {
-            return Err(ClusterMapError::Flags {
-                flag: format!("--kafka-{}", field.replace('_', "-")),
-                reason,
-            });
-        }
         let map = ClusterMap::single(kafka, cql.cql_nodes.clone(), self.sqs())
             .with_cql_replication(cql.cql_replication_factor);
-        match &self.clusters {
-            Some(path) => map.with_file_as(path, secrets),
-            None => Ok(map),
+        let map = match &self.clusters {
+            Some(path) => map.with_file_as(path, secrets)?,
+            None => map,
+        };
+        // A file's clusters were checked as it was read, naming their fields; what is left is
+        // the flags' cluster (no file, or one without a kafka section).
+        for (_, kafka) in map.kafka_clusters() {
+            if let Err((field, reason)) =
+                crate::clusters::kafka_copies(kafka.replication_factor, kafka.min_insync_replicas)
+            {
+                let flag = format!("--kafka-{}", field.replace('_', "-"));
+                return Err(ClusterMapError::Flags { flag, reason });
+            }
         }
+        Ok(map)
     }
 }
 
