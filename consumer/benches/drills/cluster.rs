@@ -69,16 +69,16 @@ impl Victim {
 }
 
 /// Two producers and three consumers serving one folder of namespace files.
-struct Fleet {
+pub struct Fleet {
     dir: PathBuf,
     producers: Vec<ProducerProcess>,
     /// The producers' channels, which the writers read for each attempt; a restart swaps one.
-    channels: Arc<Vec<RwLock<Channel>>>,
+    pub channels: Arc<Vec<RwLock<Channel>>>,
     consumers: Vec<std::process::Child>,
 }
 
 impl Fleet {
-    async fn start(dir: PathBuf) -> Self {
+    pub async fn start(dir: PathBuf) -> Self {
         let mut producers = Vec::new();
         for _ in 0..PRODUCERS {
             producers.push(ProducerProcess::start_with_env(&dir, WRITE_TIMEOUT, &[]).await);
@@ -128,7 +128,7 @@ impl Fleet {
         }
     }
 
-    fn stop(mut self) {
+    pub fn stop(mut self) {
         for producer in &mut self.producers {
             producer.kill();
         }
@@ -197,25 +197,34 @@ async fn write_retrying(
     answers.record(id, answer, started.elapsed());
 }
 
-pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
-    // The clustered stack's environment, not only its name: without its addresses the
-    // processes would run on another stack while the kills hit this one, and prove nothing.
+/// Whether the drill runs with the clustered stack's environment, not only its name: without
+/// its addresses the processes would run on another stack while the kills hit this one, and
+/// prove nothing.
+pub fn on_the_clustered_stack() -> bool {
     let brokers = std::env::var("WAL_KAFKA_BOOTSTRAP").unwrap_or_default();
-    if std::env::var("WAL_STACK_NAME").as_deref() != Ok("cluster")
-        || brokers.split(',').count() < MEMBERS
-    {
-        return Row {
-            drill: "cluster",
-            backend: Backend::Kafka,
-            faults: "none".into(),
-            outcome: Default::default(),
-            notes: String::new(),
-            broken: vec![
-                "the cluster drill runs on the clustered stack: scripts/stack up --cluster && \
-                 eval \"$(scripts/stack --cluster env)\""
-                    .into(),
-            ],
-        };
+    std::env::var("WAL_STACK_NAME").as_deref() == Ok("cluster")
+        && brokers.split(',').count() >= MEMBERS
+}
+
+/// The row of a cluster drill started elsewhere than on the clustered stack.
+pub fn not_on_the_clustered_stack(drill: &'static str) -> Row {
+    Row {
+        drill,
+        backend: Backend::Kafka,
+        faults: "none".into(),
+        outcome: Default::default(),
+        notes: String::new(),
+        broken: vec![
+            "the cluster drills run on the clustered stack: scripts/stack up --cluster && \
+             eval \"$(scripts/stack --cluster env)\""
+                .into(),
+        ],
+    }
+}
+
+pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
+    if !on_the_clustered_stack() {
+        return not_on_the_clustered_stack("cluster");
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let applied = Applied::cql().await;

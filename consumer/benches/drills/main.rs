@@ -32,6 +32,8 @@
 //!   --cluster` and its `env`): 2 producers and 3 consumers, kill -9 of a random broker,
 //!   Cassandra node, producer or consumer, one at a time, for DRILL_CLUSTER_SECS (1,800), under
 //!   writers that retry on the other producer (see cluster.rs).
+//! - cluster-isr (the clustered stack too): two brokers of three killed for DRILL_ISR_SECS (30),
+//!   below min ISR: no write answered TRUE meanwhile; TRUE again once one returns.
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
 //! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
@@ -40,6 +42,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod cluster;
+mod cluster_isr;
 mod kills;
 mod load;
 mod outage;
@@ -144,7 +147,12 @@ async fn main() {
                 let length = secs("DRILL_CLUSTER_SECS", 1_800, 60);
                 rows.push(cluster::drill(writers, length, seed).await);
             }
-            other => panic!("DRILLS: '{other}' is not a drill; expected some of {ALL},cluster"),
+            "cluster-isr" => {
+                rows.push(cluster_isr::drill(writers, secs("DRILL_ISR_SECS", 30, 15)).await);
+            }
+            other => panic!(
+                "DRILLS: '{other}' is not a drill; expected some of {ALL},cluster,cluster-isr"
+            ),
         }
         if let Some(row) = rows.last() {
             table::print(std::slice::from_ref(row));
