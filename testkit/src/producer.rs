@@ -16,6 +16,13 @@ use wal_producer::{Producer, ProducerOptions};
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 
+/// The write timeout of a test's producer, unless the test sets its own: three times the
+/// flags' 5 s. The suite runs tests, drills and three stacks' JVMs at once on two cores, where a
+/// broker stalled by its neighbours for more than 5 s answers a write UNKNOWN, rightly, while
+/// the test checks something else (a CI run saw it: a first write over SASL_SSL, 2026-11-27).
+/// The tests of the timeout itself (`kafka_outage`) set theirs.
+pub const TEST_WRITE_TIMEOUT_MS: u64 = 15_000;
+
 #[derive(Debug)]
 pub struct TestProducer {
     pub client: WriteAheadLogClient<Channel>,
@@ -51,6 +58,7 @@ impl TestProducer {
         feed: Option<wal_namespaces::feed::Feed>,
     ) -> Self {
         let mut options = ProducerOptions::for_local_stack(PathBuf::new());
+        options.write_timeout_ms = TEST_WRITE_TIMEOUT_MS;
         adjust(&mut options);
         let mut settings = options.settings().expect("the local stack's cluster map");
         settings.clusters = with_second_cluster(settings.clusters);
