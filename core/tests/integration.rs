@@ -8,3 +8,4 @@ mod archive;
 mod durable_storage;
 mod entry_compatibility;
 mod queue_conformance;
+mod schema_versions;

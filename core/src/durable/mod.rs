@@ -9,12 +9,14 @@
 
 mod archive;
 mod archive_writer;
+mod schema;
 mod staging;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
+pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 pub use staging::{ITEM_PAGE, Listing, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
@@ -108,6 +110,17 @@ pub enum DurableError {
         found: usize,
         replication_factor: u8,
     },
+    #[error(
+        "keyspace '{keyspace}' is at schema version {found} (recorded by {written_by}); this \
+         build knows versions up to {supported}: run a build at least as new as the one that \
+         migrated it (rolling back past a schema change is not supported)"
+    )]
+    NewerSchema {
+        keyspace: String,
+        found: i32,
+        written_by: String,
+        supported: i32,
+    },
     #[error("CQL {operation} failed: {reason}")]
     Cql {
         operation: &'static str,
@@ -153,7 +166,8 @@ pub struct DurableStorage {
 }
 
 impl DurableStorage {
-    /// Connects, creates the keyspace and tables if missing, and prepares the statements.
+    /// Connects, creates the keyspace if missing, migrates its tables to this build's
+    /// [`SCHEMA_VERSION`] (refusing a newer one), and prepares the statements.
     pub async fn connect(settings: &DurableSettings) -> Result<Self, DurableError> {
         let keyspace = valid_identifier(&settings.keyspace)?;
         let place = crate::cql::CqlPlace {
@@ -183,16 +197,7 @@ impl DurableStorage {
                 replication_factor: settings.replication_factor,
             });
         }
-        let tables = schema(keyspace, settings.replication_factor)
-            .into_iter()
-            .chain(archive::schema(keyspace))
-            .chain(staging::schema(keyspace));
-        for statement in tables {
-            session
-                .query_unpaged(statement, &[])
-                .await
-                .map_err(|e| cql("schema")(&e))?;
-        }
+        schema::migrate(&session, keyspace, settings.replication_factor).await?;
         let put_claim_check = session
             .prepare(format!(
                 "INSERT INTO {keyspace}.claim_checks (namespace, id, body, written_at) \
@@ -287,18 +292,21 @@ impl DurableStorage {
     }
 }
 
-fn schema(keyspace: &str, replication_factor: u8) -> [String; 2] {
-    [
-        format!(
-            "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {keyspace}.claim_checks (\
-             namespace text, id text, body blob, written_at timestamp, \
-             PRIMARY KEY ((namespace, id)))"
-        ),
-    ]
+/// The keyspace, created with SimpleStrategy if missing (see the module's doc).
+fn keyspace_schema(keyspace: &str, replication_factor: u8) -> String {
+    format!(
+        "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = \
+         {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}"
+    )
+}
+
+/// The claim checks' table.
+fn schema(keyspace: &str) -> [String; 1] {
+    [format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.claim_checks (\
+         namespace text, id text, body blob, written_at timestamp, \
+         PRIMARY KEY ((namespace, id)))"
+    )]
 }
 
 /// Keyspace names go into DDL text, so only plain CQL identifiers are accepted.
