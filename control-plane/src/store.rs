@@ -7,6 +7,7 @@
 //! the primary key (name, version): the loser gets [`StoreError::Conflict`], never a lost update.
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{AnyPool, Row as _};
 
 /// One version of a namespace, as stored.
@@ -56,17 +57,51 @@ pub enum StoreError {
         "the namespace store URL '{0}' is not understood; expected sqlite://PATH or postgres://USER@HOST:PORT/DB"
     )]
     Url(String),
+    #[error(
+        "the namespace store ({engine}) was migrated by a newer control plane: its migration \
+         {applied} is not one this build knows (it knows 1 to {known}); run a control plane at \
+         least as new as the one that migrated it (rolling back past a schema change is not \
+         supported)"
+    )]
+    NewerSchema {
+        engine: &'static str,
+        applied: i64,
+        known: i64,
+    },
+    #[error("migrating the namespace store ({engine}) failed: {source}")]
+    Migrate {
+        engine: &'static str,
+        #[source]
+        source: MigrateError,
+    },
 }
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS namespace_versions (
-    name TEXT NOT NULL,
-    version BIGINT NOT NULL,
-    config TEXT,
-    author TEXT NOT NULL,
-    created_at_micros BIGINT NOT NULL,
-    changes TEXT NOT NULL,
-    PRIMARY KEY (name, version)
-)";
+/// The store's schema, one migration a change, in `migrations/` (run in order, each once; sqlx
+/// records them in `_sqlx_migrations`). A migration is never edited once released: sqlx
+/// refuses a store whose applied migration's checksum differs. Add the next file and its line.
+fn migrations() -> Migrator {
+    use sqlx::SqlSafeStr as _;
+    use sqlx::migrate::{Migration, MigrationType};
+    let migration = |version, description: &'static str, sql: &'static str| {
+        Migration::new(
+            version,
+            description.into(),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        )
+    };
+    Migrator::with_migrations(vec![migration(
+        1,
+        "namespace versions",
+        include_str!("../migrations/0001_namespace_versions.sql"),
+    )])
+}
+
+/// The newest migration this build knows.
+pub fn schema_version() -> i64 {
+    migrations().iter().map(|m| m.version).max().unwrap_or(0)
+}
 
 /// A query on the versions table with every column, as a `&'static str` (sqlx takes no SQL built
 /// at run time).
@@ -90,7 +125,8 @@ pub struct NamespaceStore {
 
 impl NamespaceStore {
     /// Opens the store at `url` (`sqlite://PATH`, created when missing, or `postgres://...`) and
-    /// creates its table if needed.
+    /// migrates its schema to this build's (see [`migrations`]), refusing one a newer build
+    /// migrated.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let (engine, url) = if let Some(path) = url.strip_prefix("sqlite://") {
@@ -110,7 +146,19 @@ impl NamespaceStore {
             .connect(&url)
             .await
             .map_err(database)?;
-        sqlx::query(SCHEMA).execute(&pool).await.map_err(database)?;
+        // Several control planes starting at once take turns: sqlx locks the database
+        // (PostgreSQL's advisory lock; SQLite's single writer) while it migrates.
+        migrations()
+            .run(&pool)
+            .await
+            .map_err(|source| match source {
+                MigrateError::VersionMissing(applied) => StoreError::NewerSchema {
+                    engine,
+                    applied,
+                    known: schema_version(),
+                },
+                source => StoreError::Migrate { engine, source },
+            })?;
         Ok(Self { pool, engine })
     }
 

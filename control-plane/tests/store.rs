@@ -3,17 +3,22 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError};
+use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError, schema_version};
 
 /// A fresh, empty store of the named engine.
 async fn fresh(engine: &str) -> NamespaceStore {
+    NamespaceStore::connect(&fresh_url(engine).await)
+        .await
+        .unwrap()
+}
+
+/// The URL of a fresh, empty database of the named engine.
+async fn fresh_url(engine: &str) -> String {
     let unique = wal_testkit::unique("store").replace('-', "_");
     match engine {
         "sqlite" => {
             let path = std::env::temp_dir().join(format!("wal-store-{unique}.db"));
-            NamespaceStore::connect(&format!("sqlite://{}", path.display()))
-                .await
-                .unwrap()
+            format!("sqlite://{}", path.display())
         }
         _ => {
             let admin_url = std::env::var("WAL_POSTGRES_URL")
@@ -33,9 +38,7 @@ async fn fresh(engine: &str) -> NamespaceStore {
                 .unwrap();
             admin.close().await;
             let base = admin_url.rsplit_once('/').unwrap().0;
-            NamespaceStore::connect(&format!("{base}/{database}"))
-                .await
-                .unwrap()
+            format!("{base}/{database}")
         }
     }
 }
@@ -174,6 +177,80 @@ async fn futures_count(tasks: impl Iterator<Item = tokio::task::JoinHandle<bool>
     wins
 }
 
+/// A pool on the database at `url` itself, as a build before this one or an operator reaches
+/// it (SQLite's file created if missing).
+async fn raw(url: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = if url.starts_with("sqlite://") {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_owned()
+    };
+    sqlx::AnyPool::connect(&url).await.unwrap()
+}
+
+/// A store made before migrations (its table made by the control plane at start-up, no
+/// `_sqlx_migrations`) is taken over with its rows.
+async fn a_store_from_before_migrations_is_taken_over(engine: &str) {
+    let url = fresh_url(engine).await;
+    let pool = raw(&url).await;
+    sqlx::query(
+        "CREATE TABLE namespace_versions (name TEXT NOT NULL, version BIGINT NOT NULL, \
+         config TEXT, author TEXT NOT NULL, created_at_micros BIGINT NOT NULL, \
+         changes TEXT NOT NULL, PRIMARY KEY (name, version))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO namespace_versions VALUES ('orders', 1, '{}', 'alice', 1000, '[\"created\"]')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let store = NamespaceStore::connect(&url).await.unwrap();
+    let kept = store.latest("orders").await.unwrap().expect("the row kept");
+    assert_eq!((kept.version, kept.author.as_str()), (1, "alice"));
+    let pool = raw(&url).await;
+    let applied: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(applied, schema_version());
+}
+
+/// A store a newer control plane migrated (a migration this build does not know) is refused,
+/// named, and left as it is.
+async fn a_store_a_newer_build_migrated_is_refused(engine: &str) {
+    let url = fresh_url(engine).await;
+    NamespaceStore::connect(&url).await.unwrap();
+    let newer = schema_version() + 1;
+    let pool = raw(&url).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES ($1, 'from a newer build', TRUE, $2, 1)",
+    )
+    .bind(newer)
+    .bind(vec![0u8; 48])
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let refused = NamespaceStore::connect(&url).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::NewerSchema { applied, known, .. }
+            if applied == newer && known == schema_version()),
+        "{refused:?}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains(&format!("migration {newer}")) && message.contains("newer control plane"),
+        "{message}"
+    );
+}
+
 macro_rules! conformance {
     ($($check:ident),* $(,)?) => {
         mod sqlite {
@@ -181,12 +258,32 @@ macro_rules! conformance {
             async fn $check() {
                 super::$check(super::fresh("sqlite").await).await;
             })*
+
+            #[tokio::test]
+            async fn a_store_from_before_migrations_is_taken_over() {
+                super::a_store_from_before_migrations_is_taken_over("sqlite").await;
+            }
+
+            #[tokio::test]
+            async fn a_store_a_newer_build_migrated_is_refused() {
+                super::a_store_a_newer_build_migrated_is_refused("sqlite").await;
+            }
         }
         mod postgres {
             $(#[tokio::test]
             async fn $check() {
                 super::$check(super::fresh("postgres").await).await;
             })*
+
+            #[tokio::test]
+            async fn a_store_from_before_migrations_is_taken_over() {
+                super::a_store_from_before_migrations_is_taken_over("postgres").await;
+            }
+
+            #[tokio::test]
+            async fn a_store_a_newer_build_migrated_is_refused() {
+                super::a_store_a_newer_build_migrated_is_refused("postgres").await;
+            }
         }
     };
 }
