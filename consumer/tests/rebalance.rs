@@ -8,31 +8,14 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use wal_namespaces::Backend;
 use wal_testkit::{
-    TestProducer, Upstream, eventually, kafka_bootstrap, namespace_with_target, start_consumer,
-    write, write_true,
+    TestProducer, Upstream, eventually, group_state, namespace_with_target, start_consumer, write,
+    write_true,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
 const ENTRIES: usize = 16;
-
-/// The group's state ("Stable", "PreparingRebalance"...) and its members. Stable with both
-/// members means the rebalance completed: the group waits for every member to rejoin first.
-fn group_state(group: &str) -> (String, usize) {
-    let admin: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kafka_bootstrap())
-        .create()
-        .unwrap();
-    let list = admin
-        .fetch_group_list(Some(group), Duration::from_secs(5))
-        .unwrap();
-    let Some(info) = list.groups().first() else {
-        return (String::new(), 0);
-    };
-    (info.state().to_owned(), info.members().len())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_holding_for_an_unavailable_target_still_lets_its_group_rebalance() {

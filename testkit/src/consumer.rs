@@ -73,6 +73,20 @@ pub fn consumer_process_with_env(
         .expect("start wal-consumer")
 }
 
+/// Like [`consumer_process_with_env`], running the binary `binary` (another build's, for an
+/// upgrade drill) rather than this build's.
+pub fn consumer_process_from(
+    binary: &std::path::Path,
+    namespaces: &std::path::Path,
+    env: &[(&str, String)],
+) -> std::process::Child {
+    consumer_command_of(binary, namespaces, "127.0.0.1:0", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .spawn()
+        .expect("start wal-consumer")
+}
+
 /// Like [`consumer_process`], its gRPC health service on `health_listen`.
 pub fn consumer_process_at(
     namespaces: &std::path::Path,
@@ -112,8 +126,22 @@ fn consumer_command(
     metrics_listen: &str,
     health_listen: &str,
 ) -> std::process::Command {
+    consumer_command_of(
+        &cargo_bin("wal-consumer"),
+        namespaces,
+        metrics_listen,
+        health_listen,
+    )
+}
+
+fn consumer_command_of(
+    binary: &std::path::Path,
+    namespaces: &std::path::Path,
+    metrics_listen: &str,
+    health_listen: &str,
+) -> std::process::Command {
     let stack = local_stack();
-    let mut command = std::process::Command::new(cargo_bin("wal-consumer"));
+    let mut command = std::process::Command::new(binary);
     command
         .env("WAL_NAMESPACES", namespaces)
         .env("WAL_KAFKA_BOOTSTRAP", &stack.brokers.kafka_bootstrap)

@@ -61,8 +61,9 @@ pub use wal_core::queue::Backend;
 
 #[cfg(feature = "fleet")]
 pub use consumer::{
-    consumer_process, consumer_process_at, consumer_process_logging_to, consumer_process_with_env,
-    local_stack, start_consumer, start_consumer_following, start_consumer_with, terminate,
+    consumer_process, consumer_process_at, consumer_process_from, consumer_process_logging_to,
+    consumer_process_with_env, local_stack, start_consumer, start_consumer_following,
+    start_consumer_with, terminate,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
@@ -87,8 +88,8 @@ pub use producer::{
 pub use producer_process::ProducerProcess;
 #[cfg(feature = "fleet")]
 pub use queues::{
-    delete_topics, dlq_reader, drain, find_entries, find_entry, kafka_log, kafka_log_on, read_back,
-    read_entry, reader,
+    delete_topics, dlq_reader, drain, find_entries, find_entry, group_state, kafka_log,
+    kafka_log_on, read_back, read_entry, reader,
 };
 #[cfg(feature = "fleet")]
 pub use transactions::{numbered_items, transaction_of};

@@ -42,7 +42,29 @@ impl ProducerProcess {
         Self::launch(namespaces, write_timeout, Some(log), &[]).await
     }
 
+    /// Like [`start_with_env`](Self::start_with_env), running the binary `binary` (another
+    /// build's, for an upgrade drill) rather than this build's.
+    pub async fn start_from(
+        binary: &Path,
+        namespaces: &Path,
+        write_timeout: Duration,
+        env: &[(&str, String)],
+    ) -> Self {
+        Self::launch_binary(binary, namespaces, write_timeout, None, env).await
+    }
+
     async fn launch(
+        namespaces: &Path,
+        write_timeout: Duration,
+        log: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> Self {
+        let binary = cargo_bin("wal-producer");
+        Self::launch_binary(&binary, namespaces, write_timeout, log, env).await
+    }
+
+    async fn launch_binary(
+        binary: &Path,
         namespaces: &Path,
         write_timeout: Duration,
         log: Option<&Path>,
@@ -50,7 +72,7 @@ impl ProducerProcess {
     ) -> Self {
         let stack = local_stack();
         let listen = refusing_address();
-        let mut command = Command::new(cargo_bin("wal-producer"));
+        let mut command = Command::new(binary);
         match log {
             Some(log) => {
                 command

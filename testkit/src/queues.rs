@@ -256,3 +256,23 @@ pub async fn delete_topics(prefix: &str) {
         Err(error) => eprintln!("deleting topics '{prefix}*': {error}"),
     }
 }
+
+/// A Kafka consumer group's state ("Stable", "PreparingRebalance", "CompletingRebalance",
+/// "Empty"; empty when the brokers do not know the group) and its number of members, as the
+/// group's coordinator reports them. Stable with N members means a rebalance to N completed:
+/// the coordinator waits for every member to rejoin first.
+pub fn group_state(group: &str) -> (String, usize) {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let admin: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .create()
+        .expect("a consumer for the group list");
+    let Ok(list) = admin.fetch_group_list(Some(group), Duration::from_secs(5)) else {
+        // The coordinator away for a moment (a broker restarting): not known yet.
+        return (String::new(), 0);
+    };
+    let Some(info) = list.groups().first() else {
+        return (String::new(), 0);
+    };
+    (info.state().to_owned(), info.members().len())
+}

@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::Rng as _;
 use rand::SeedableRng as _;
@@ -28,16 +28,16 @@ use tonic::transport::Channel;
 use wal_namespaces::Backend;
 use wal_testkit::{ProducerProcess, consumer_process_with_env, stack};
 
-use crate::load::{Answer, Answers, Applied, namespace_dir, send, settle};
+use crate::load::{Answer, Answers, Applied, Payload, namespace_dir, send, settle};
 use crate::processes::stop_child;
 use crate::table::Row;
 
 /// How long the producer waits for the brokers before it answers UNKNOWN.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client keeps retrying one write before it gives up on it.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(30);
-const PRODUCERS: usize = 2;
-const CONSUMERS: usize = 3;
+pub const PRODUCERS: usize = 2;
+pub const CONSUMERS: usize = 3;
 const MEMBERS: usize = 3;
 
 /// The processes the drill kills, one at a time.
@@ -70,15 +70,21 @@ impl Victim {
 
 /// Two producers and three consumers serving one folder of namespace files.
 pub struct Fleet {
-    dir: PathBuf,
+    pub dir: PathBuf,
     producers: Vec<ProducerProcess>,
     /// The producers' channels, which the writers read for each attempt; a restart swaps one.
     pub channels: Arc<Vec<RwLock<Channel>>>,
-    consumers: Vec<std::process::Child>,
+    pub consumers: Vec<std::process::Child>,
+    /// The consumers' environment over the stack's (a cluster map, say).
+    pub consumer_env: Vec<(&'static str, String)>,
 }
 
 impl Fleet {
     pub async fn start(dir: PathBuf) -> Self {
+        Self::start_with(dir, Vec::new()).await
+    }
+
+    pub async fn start_with(dir: PathBuf, consumer_env: Vec<(&'static str, String)>) -> Self {
         let mut producers = Vec::new();
         for _ in 0..PRODUCERS {
             producers.push(ProducerProcess::start_with_env(&dir, WRITE_TIMEOUT, &[]).await);
@@ -88,13 +94,14 @@ impl Fleet {
             .map(|p| RwLock::new(p.channel.clone()))
             .collect();
         let consumers = (0..CONSUMERS)
-            .map(|_| consumer_process_with_env(&dir, &[]))
+            .map(|_| consumer_process_with_env(&dir, &consumer_env))
             .collect();
         Self {
             dir,
             producers,
             channels: Arc::new(channels),
             consumers,
+            consumer_env,
         }
     }
 
@@ -118,7 +125,9 @@ impl Fleet {
                     ProducerProcess::start_with_env(&self.dir, WRITE_TIMEOUT, &[]).await;
                 *self.channels[i].write().unwrap() = self.producers[i].channel.clone();
             }
-            Victim::Consumer(i) => self.consumers[i] = consumer_process_with_env(&self.dir, &[]),
+            Victim::Consumer(i) => {
+                self.consumers[i] = consumer_process_with_env(&self.dir, &self.consumer_env)
+            }
             Victim::Broker(_) | Victim::Node(_) => {
                 let service = victim.service().unwrap();
                 tokio::task::spawn_blocking(move || stack("up", &service))
@@ -140,18 +149,26 @@ impl Fleet {
 
 /// What the writers saw beyond each write's final answer.
 #[derive(Debug, Default)]
-struct Attempts {
+pub struct Attempts {
     /// Writes whose first attempt was not answered TRUE: the outage a client without retries sees.
     first_not_true: AtomicUsize,
     /// Attempts in all.
     made: AtomicUsize,
 }
 
+impl Attempts {
+    /// Writes whose first attempt was not answered TRUE.
+    pub fn first_not_true(&self) -> usize {
+        self.first_not_true.load(Ordering::Relaxed)
+    }
+}
+
 /// One write as a client following the retry rules makes it: the first attempt on producer
 /// `first`, each retry on the next producer with the same id, with a growing pause, until an
 /// attempt answers TRUE or [`CLIENT_DEADLINE`] passes. Its recorded answer: TRUE if an attempt
 /// was; else UNKNOWN if any attempt may have stored it (UNKNOWN, or no answer); else the last.
-async fn write_retrying(
+/// Returns that answer.
+pub async fn write_retrying(
     channels: &[RwLock<Channel>],
     first: usize,
     namespace: &str,
@@ -159,7 +176,7 @@ async fn write_retrying(
     payload: Vec<u8>,
     answers: &Answers,
     attempts: &Attempts,
-) {
+) -> Answer {
     let started = Instant::now();
     let scratch = Answers::default();
     let mut maybe_stored = false;
@@ -195,6 +212,88 @@ async fn write_retrying(
         other => other,
     };
     answers.record(id, answer, started.elapsed());
+    answer
+}
+
+/// Writers sending unique ids round robin over the producers, retrying as a client that follows
+/// the retry rules; each TRUE write's answer time is kept.
+pub struct Writers {
+    answers: Arc<Answers>,
+    attempts: Arc<Attempts>,
+    answered: Arc<Mutex<Vec<(String, SystemTime)>>>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writers {
+    pub fn start(
+        channels: &Arc<Vec<RwLock<Channel>>>,
+        namespace: &str,
+        (writers, prefix): (usize, &str),
+        payload: Payload,
+    ) -> Self {
+        let answers = Arc::new(Answers::default());
+        let attempts = Arc::new(Attempts::default());
+        let answered = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let tasks: Vec<_> = (0..writers)
+            .map(|w| {
+                let channels = Arc::clone(channels);
+                let (answers, attempts, answered) = (
+                    Arc::clone(&answers),
+                    Arc::clone(&attempts),
+                    Arc::clone(&answered),
+                );
+                let (stop, namespace, prefix) =
+                    (stop.clone(), namespace.to_owned(), prefix.to_owned());
+                tokio::spawn(async move {
+                    let mut n = 0usize;
+                    while !stop.is_cancelled() {
+                        let id = format!("{prefix}-w{w}-{n}");
+                        let first = (w + n) % channels.len();
+                        n += 1;
+                        let answer = write_retrying(
+                            &channels,
+                            first,
+                            &namespace,
+                            id.clone(),
+                            payload(&id),
+                            &answers,
+                            &attempts,
+                        )
+                        .await;
+                        if answer == Answer::True {
+                            answered.lock().unwrap().push((id, SystemTime::now()));
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+            })
+            .collect();
+        Self {
+            answers,
+            attempts,
+            answered,
+            stop,
+            tasks,
+        }
+    }
+
+    /// How many writes were answered so far.
+    pub fn answered(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// Stops the writers once their writes in progress are answered: every write's answer, the
+    /// TRUE ones' answer times, and the attempts.
+    pub async fn stop(self) -> (Arc<Answers>, Vec<(String, SystemTime)>, Arc<Attempts>) {
+        self.stop.cancel();
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        let answered = std::mem::take(&mut *self.answered.lock().unwrap());
+        (self.answers, answered, self.attempts)
+    }
 }
 
 /// Whether the drill runs with the clustered stack's environment, not only its name: without
@@ -232,34 +331,12 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
     let namespace = wal_namespaces::parse(&text, "drill").unwrap().name;
     let mut fleet = Fleet::start(namespace_dir(&[(&namespace, &text)])).await;
 
-    let answers = Arc::new(Answers::default());
-    let attempts = Arc::new(Attempts::default());
-    let stop = CancellationToken::new();
-    let payload = applied.payload();
-    let tasks: Vec<_> = (0..writers)
-        .map(|w| {
-            let (channels, answers, attempts, stop, namespace) = (
-                Arc::clone(&fleet.channels),
-                Arc::clone(&answers),
-                Arc::clone(&attempts),
-                stop.clone(),
-                namespace.clone(),
-            );
-            tokio::spawn(async move {
-                let mut n = 0usize;
-                while !stop.is_cancelled() {
-                    let id = format!("cluster-w{w}-{n}");
-                    // Round robin over the producers, as a gRPC client balancing over them.
-                    let first = (w + n) % channels.len();
-                    n += 1;
-                    let bytes = payload(&id);
-                    write_retrying(&channels, first, &namespace, id, bytes, &answers, &attempts)
-                        .await;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            })
-        })
-        .collect();
+    let load = Writers::start(
+        &fleet.channels,
+        &namespace,
+        (writers, "cluster"),
+        applied.payload(),
+    );
 
     let victims: Vec<Victim> = (1..=MEMBERS)
         .map(Victim::Broker)
@@ -280,14 +357,11 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
         println!(
             "  killed {victim:?} for {:.1} s; {} writes answered so far",
             down.as_secs_f64(),
-            answers.len()
+            load.answered()
         );
     }
     let last_kill = Instant::now();
-    stop.cancel();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let (answers, _, attempts) = load.stop().await;
     let outcome = settle(&answers, &applied, last_kill).await;
     fleet.stop();
 

@@ -34,6 +34,14 @@
 //!   writers that retry on the other producer (see cluster.rs).
 //! - cluster-isr (the clustered stack too): two brokers of three killed for DRILL_ISR_SECS (30),
 //!   below min ISR: no write answered TRUE meanwhile; TRUE again once one returns.
+//! - cluster-scale (the clustered stack too): the consumers scaled 3 -> 5 -> 2 under load, once
+//!   with eager and once with cooperative rebalancing, then while the target is down and they
+//!   hold: each rebalance and delivery pause timed; DRILL_SCALE_STEADY_SECS (15) of load before
+//!   the first step, DRILL_SCALE_STEP_SECS (30) after each (see cluster_scale.rs).
+//! - cluster-rolling (the clustered stack too): a rolling restart of every tier, one process at a
+//!   time with SIGTERM, under writers that retry on the other producer: no write answered
+//!   FALSE; with DRILL_PREVIOUS_BIN (another build's binaries) a rolling upgrade from that build
+//!   (see cluster_rolling.rs). DRILL_ROLLING_STEADY_SECS (20) of load before and after.
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
 //! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
@@ -43,6 +51,8 @@
 
 mod cluster;
 mod cluster_isr;
+mod cluster_rolling;
+mod cluster_scale;
 mod kills;
 mod load;
 mod outage;
@@ -150,8 +160,20 @@ async fn main() {
             "cluster-isr" => {
                 rows.push(cluster_isr::drill(writers, secs("DRILL_ISR_SECS", 30, 15)).await);
             }
+            "cluster-rolling" => {
+                let steady = secs("DRILL_ROLLING_STEADY_SECS", 20, 5);
+                rows.push(cluster_rolling::drill(writers, steady).await);
+            }
+            "cluster-scale" => {
+                let windows = cluster_scale::Windows {
+                    steady: secs("DRILL_SCALE_STEADY_SECS", 15, 10),
+                    step: secs("DRILL_SCALE_STEP_SECS", 30, 15),
+                };
+                rows.extend(cluster_scale::drill(writers, windows).await);
+            }
             other => panic!(
-                "DRILLS: '{other}' is not a drill; expected some of {ALL},cluster,cluster-isr"
+                "DRILLS: '{other}' is not a drill; expected some of \
+                 {ALL},cluster,cluster-isr,cluster-scale,cluster-rolling"
             ),
         }
         if let Some(row) = rows.last() {

@@ -1,0 +1,432 @@
+//! cluster-rolling: a rolling restart of every tier on the clustered stack, one process at a
+//! time, as an upgrade would: the control plane, the three brokers, the three Cassandra nodes,
+//! the two producers and the three consumers. Each is stopped the way it stops cleanly
+//! (SIGTERM: a broker hands over its leaderships first, a producer answers what it took, a
+//! consumer finishes its entries and leaves its groups, the control plane closes its watchers'
+//! streams) and started again; the next only once it is back as an operator would check (a
+//! broker: every partition of the namespace in sync again; a Cassandra node: answering, and
+//! 10 s for the others' gossip to see it; a consumer: its groups stable with three members).
+//! The producers and consumers follow the control plane for their namespaces; the writers
+//! spread over the producers and retry on the other one, as the retry rules say.
+//!
+//! With DRILL_PREVIOUS_BIN, a folder holding another build's `wal-producer`, `wal-consumer` and
+//! `wal-control-plane` (say, the last release's), the fleet starts on those and each restart
+//! starts this build's: a rolling upgrade, old and new side by side until the last one is
+//! replaced.
+//!
+//! What it shows: **no write answered FALSE** (goal: graceful stops drain first, so an upgrade
+//! refuses nothing), 0 TRUE lost, the attempts that were not TRUE (a stopped producer's refused
+//! connections, which the client retries on the other), and how long each restart took.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use tonic::transport::Channel;
+use wal_namespaces::Backend;
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_testkit::{
+    ProducerProcess, cargo_bin, consumer_process_from, group_state, kafka_bootstrap,
+    refusing_address, stack, terminate, unique,
+};
+
+use crate::cluster::{
+    CONSUMERS, PRODUCERS, WRITE_TIMEOUT, Writers, not_on_the_clustered_stack,
+    on_the_clustered_stack,
+};
+use crate::load::{Answer, Applied, settle};
+use crate::table::Row;
+
+/// How long one tier's process may take to be back before the drill gives up on it.
+const BACK_LIMIT: Duration = Duration::from_secs(180);
+/// A stopped process that has not exited this long after SIGTERM is killed (and counted).
+const STOP_LIMIT: Duration = Duration::from_secs(60);
+/// The brokers and Cassandra nodes of the clustered stack.
+const MEMBERS: usize = 3;
+
+/// Which build a process runs.
+#[derive(Debug, Clone)]
+struct Builds {
+    /// The first processes' build: another build's folder, or this build's.
+    first: Option<PathBuf>,
+}
+
+impl Builds {
+    fn binary(&self, name: &str, first: bool) -> PathBuf {
+        match (&self.first, first) {
+            (Some(folder), true) => folder.join(name),
+            _ => cargo_bin(name),
+        }
+    }
+}
+
+/// The platform's processes, following one control plane.
+struct Tiers {
+    builds: Builds,
+    /// The control plane's store, address and process.
+    store: PathBuf,
+    control_listen: std::net::SocketAddr,
+    control_plane: Child,
+    /// An empty folder: the producers and consumers take their namespaces from the control
+    /// plane, but start with a folder named.
+    folder: PathBuf,
+    producers: Vec<ProducerProcess>,
+    channels: Arc<Vec<RwLock<Channel>>>,
+    consumers: Vec<Child>,
+    /// What the stops took, and the stops that needed SIGKILL.
+    stops: Vec<String>,
+    killed: usize,
+}
+
+impl Tiers {
+    async fn start(builds: Builds) -> Self {
+        let store = std::env::temp_dir().join(format!("{}.db", unique("rolling-registry")));
+        let control_listen = refusing_address();
+        let control_plane = start_control_plane(
+            &builds.binary("wal-control-plane", true),
+            &store,
+            control_listen,
+        )
+        .await;
+        let folder = std::env::temp_dir().join(unique("rolling-empty"));
+        std::fs::create_dir_all(&folder).unwrap();
+        Self {
+            builds,
+            store,
+            control_listen,
+            control_plane,
+            folder,
+            producers: Vec::new(),
+            channels: Arc::new(Vec::new()),
+            consumers: Vec::new(),
+            stops: Vec::new(),
+            killed: 0,
+        }
+    }
+
+    fn follow(&self) -> Vec<(&'static str, String)> {
+        vec![(
+            "WAL_CONTROL_PLANE",
+            format!("http://{}", self.control_listen),
+        )]
+    }
+
+    /// The producers and consumers, on the first build, once the namespace is applied.
+    async fn start_fleet(&mut self) {
+        let producer = self.builds.binary("wal-producer", true);
+        for _ in 0..PRODUCERS {
+            self.producers.push(
+                ProducerProcess::start_from(&producer, &self.folder, WRITE_TIMEOUT, &self.follow())
+                    .await,
+            );
+        }
+        self.channels = Arc::new(
+            self.producers
+                .iter()
+                .map(|p| RwLock::new(p.channel.clone()))
+                .collect(),
+        );
+        let consumer = self.builds.binary("wal-consumer", true);
+        for _ in 0..CONSUMERS {
+            self.consumers.push(consumer_process_from(
+                &consumer,
+                &self.folder,
+                &self.follow(),
+            ));
+        }
+    }
+
+    /// Sends `child` SIGTERM and waits for it to exit; kills it past [`STOP_LIMIT`].
+    async fn stop(&mut self, what: &str, mut child: Child) {
+        let started = Instant::now();
+        terminate(&child);
+        let exited = tokio::task::spawn_blocking(move || {
+            while matches!(child.try_wait(), Ok(None)) {
+                if started.elapsed() > STOP_LIMIT {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            true
+        })
+        .await
+        .unwrap();
+        if !exited {
+            self.killed += 1;
+        }
+        self.stops.push(format!(
+            "{what} {:.1} s{}",
+            started.elapsed().as_secs_f64(),
+            if exited { "" } else { " (killed)" }
+        ));
+    }
+
+    async fn roll_control_plane(&mut self) {
+        let old = std::mem::replace(&mut self.control_plane, placeholder());
+        self.stop("control plane", old).await;
+        self.control_plane = start_control_plane(
+            &self.builds.binary("wal-control-plane", false),
+            &self.store,
+            self.control_listen,
+        )
+        .await;
+    }
+
+    async fn roll_producer(&mut self, i: usize) {
+        let producer = self.builds.binary("wal-producer", false);
+        // The writers stop choosing it first: a client's balancer drops an address whose
+        // connection fails, and the retry goes to the other.
+        let child = std::mem::replace(&mut self.producers[i].child, placeholder());
+        self.stop(&format!("producer {i}"), child).await;
+        self.producers[i] =
+            ProducerProcess::start_from(&producer, &self.folder, WRITE_TIMEOUT, &self.follow())
+                .await;
+        *self.channels[i].write().unwrap() = self.producers[i].channel.clone();
+    }
+
+    async fn roll_consumer(&mut self, i: usize, groups: &[String]) {
+        let consumer = self.builds.binary("wal-consumer", false);
+        let child = std::mem::replace(&mut self.consumers[i], placeholder());
+        self.stop(&format!("consumer {i}"), child).await;
+        self.consumers[i] = consumer_process_from(&consumer, &self.folder, &self.follow());
+        back("the consumer groups stable with 3 members", || {
+            let groups = groups.to_vec();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    groups
+                        .iter()
+                        .all(|g| group_state(g) == ("Stable".to_owned(), CONSUMERS))
+                })
+                .await
+                .unwrap()
+            }
+        })
+        .await;
+    }
+
+    async fn stop_all(mut self) {
+        for producer in &mut self.producers {
+            producer.kill();
+        }
+        for consumer in &mut self.consumers {
+            let _ = consumer.kill();
+            let _ = consumer.wait();
+        }
+        let _ = self.control_plane.kill();
+        let _ = self.control_plane.wait();
+    }
+}
+
+/// A process that has exited, standing in while the real one is replaced.
+fn placeholder() -> Child {
+    Command::new("true").spawn().expect("run true")
+}
+
+/// Starts a control plane on `listen` with the SQLite store `store`, and waits for its port.
+async fn start_control_plane(binary: &Path, store: &Path, listen: std::net::SocketAddr) -> Child {
+    let mut child = Command::new(binary)
+        .env("WAL_CONTROL_LISTEN", listen.to_string())
+        .env("WAL_CONTROL_STORE", format!("sqlite://{}", store.display()))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wal-control-plane");
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(listen).await.is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("wal-control-plane exited at start-up with {status} (its error is above)");
+        }
+        assert!(
+            started.elapsed() < BACK_LIMIT,
+            "wal-control-plane did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child
+}
+
+/// Waits until `ready` says so, or panics naming `what` after [`BACK_LIMIT`].
+async fn back<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !ready().await {
+        assert!(
+            started.elapsed() < BACK_LIMIT,
+            "{what}: not within {BACK_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether every partition of the topics whose names start with `prefix` has all its replicas
+/// in sync, as the brokers report it: the check before the next broker of a rolling restart.
+fn in_sync(prefix: &str) -> bool {
+    let client: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .create()
+        .expect("a client for the metadata");
+    let Ok(metadata) = client.fetch_metadata(None, Duration::from_secs(5)) else {
+        return false;
+    };
+    let topics: Vec<_> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name().starts_with(prefix))
+        .collect();
+    !topics.is_empty()
+        && topics.iter().all(|t| {
+            t.error().is_none()
+                && t.partitions()
+                    .iter()
+                    .all(|p| p.leader() >= 0 && p.isr().len() == p.replicas().len())
+        })
+}
+
+async fn roll_service(service: String, namespace: &str) {
+    let down = service.clone();
+    tokio::task::spawn_blocking(move || stack("down", &down))
+        .await
+        .unwrap();
+    let up = service.clone();
+    tokio::task::spawn_blocking(move || stack("up", &up))
+        .await
+        .unwrap();
+    if service.starts_with("kafka") {
+        let prefix = namespace.to_owned();
+        back(&format!("{service}'s partitions in sync"), || {
+            let prefix = prefix.clone();
+            async move {
+                tokio::task::spawn_blocking(move || in_sync(&prefix))
+                    .await
+                    .unwrap()
+            }
+        })
+        .await;
+    } else {
+        // The node answers; its peers' gossip marks it up within seconds.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+}
+
+pub async fn drill(writers: usize, steady: Duration) -> Row {
+    if !on_the_clustered_stack() {
+        return not_on_the_clustered_stack("cluster-rolling");
+    }
+    let builds = Builds {
+        first: std::env::var_os("DRILL_PREVIOUS_BIN").map(PathBuf::from),
+    };
+    let upgrade = builds.first.clone();
+    let mut tiers = Tiers::start(builds).await;
+    let applied = Applied::cql().await;
+    let text = wal_testkit::namespace_json(Backend::Kafka, 2, &applied.target(), "");
+    let namespace = wal_namespaces::parse(&text, "drill").unwrap();
+    let mut registry = NamespaceRegistryClient::connect(format!("http://{}", tiers.control_listen))
+        .await
+        .expect("the control plane");
+    wal_testkit::apply_config(&mut registry, &text).await;
+    tiers.start_fleet().await;
+    let groups: Vec<String> = namespace
+        .queues
+        .iter()
+        .map(|q| format!("wal-consumer.{}", q.name))
+        .collect();
+
+    let load = Writers::start(
+        &tiers.channels,
+        &namespace.name,
+        (writers, "rolling"),
+        applied.payload(),
+    );
+    let started = Instant::now();
+    tokio::time::sleep(steady).await;
+    let mut took = Vec::new();
+    let mut step = |what: String, since: Instant| {
+        println!(
+            "  {what} restarted and back after {:.1} s; {} writes answered so far",
+            since.elapsed().as_secs_f64(),
+            load.answered()
+        );
+        took.push(format!("{what} {:.0} s", since.elapsed().as_secs_f64()));
+    };
+    let since = Instant::now();
+    tiers.roll_control_plane().await;
+    step("control plane".into(), since);
+    for n in 1..=MEMBERS {
+        let since = Instant::now();
+        roll_service(format!("kafka-{n}"), &namespace.name).await;
+        step(format!("kafka-{n}"), since);
+    }
+    for n in 1..=MEMBERS {
+        let since = Instant::now();
+        roll_service(format!("cassandra-{n}"), &namespace.name).await;
+        step(format!("cassandra-{n}"), since);
+    }
+    for i in 0..PRODUCERS {
+        let since = Instant::now();
+        tiers.roll_producer(i).await;
+        step(format!("producer {i}"), since);
+    }
+    for i in 0..CONSUMERS {
+        let since = Instant::now();
+        tiers.roll_consumer(i, &groups).await;
+        step(format!("consumer {i}"), since);
+    }
+    tokio::time::sleep(steady).await;
+    let last = Instant::now();
+    let (answers, _, attempts) = load.stop().await;
+    let outcome = settle(&answers, &applied, last).await;
+    let false_attempts: usize = answers
+        .top_reasons(usize::MAX)
+        .iter()
+        .filter(|(answer, _, _)| *answer == Answer::False)
+        .map(|(_, _, n)| n)
+        .sum();
+    let written = outcome.written.max(1) as f64;
+    let first = attempts.first_not_true();
+    let mut broken = Vec::new();
+    if outcome.answered.get("true").copied().unwrap_or(0) == 0 {
+        broken.push("no write was answered TRUE: the drill exercised nothing".to_owned());
+    }
+    if false_attempts > 0 {
+        broken.push(format!(
+            "{false_attempts} attempts were answered FALSE during the rolling restart"
+        ));
+    }
+    if tiers.killed > 0 {
+        broken.push(format!(
+            "{} processes did not stop within {STOP_LIMIT:?} of SIGTERM",
+            tiers.killed
+        ));
+    }
+    let stops = tiers.stops.join(", ");
+    tiers.stop_all().await;
+    Row {
+        drill: "cluster-rolling",
+        backend: Backend::Kafka,
+        faults: format!(
+            "a rolling restart over {:.0} s{}: control plane, 3 brokers, 3 Cassandra nodes, \
+             {PRODUCERS} producers, {CONSUMERS} consumers, one at a time, SIGTERM",
+            started.elapsed().as_secs_f64(),
+            upgrade.map_or_else(String::new, |from| format!(
+                ", from the build in {} to this one",
+                from.display()
+            ))
+        ),
+        notes: format!(
+            "attempts answered FALSE: {false_attempts} (goal 0); first attempts not TRUE: \
+             {first} ({:.3}%, retried on the other producer); restarted and back: {}; \
+             stops: {stops}",
+            100.0 * first as f64 / written,
+            took.join(", ")
+        ),
+        outcome,
+        broken,
+    }
+}
