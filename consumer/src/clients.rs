@@ -292,6 +292,11 @@ impl Clients {
                     Err(error @ DurableError::BadKeyspace(_)) => {
                         Err(TargetError::permanent(format!("durable storage: {error}")))
                     }
+                    // A newer build migrated the keyspace: this consumer must not read it, and
+                    // trying again changes nothing until it is upgraded. Held, not dead-lettered.
+                    Err(error @ DurableError::NewerSchema { .. }) => {
+                        Err(TargetError::unavailable(format!("durable storage: {error}")))
+                    }
                     Err(error) => Err(TargetError::retryable(format!("durable storage: {error}"))),
                 }
             })
