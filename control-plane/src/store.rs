@@ -77,8 +77,12 @@ pub enum StoreError {
 }
 
 /// The store's schema, one migration a change, in `migrations/` (run in order, each once; sqlx
-/// records them in `_sqlx_migrations`). A migration is never edited once released: sqlx
-/// refuses a store whose applied migration's checksum differs. Add the next file and its line.
+/// records them in `_sqlx_migrations`). A migration's file is never edited once released, not
+/// even a space: sqlx refuses a store whose applied migration's checksum differs (so the files
+/// hold SQL only, and git keeps their bytes as they are). Add the next file and its line.
+///
+/// 1. `namespace_versions`: every version of every namespace; a change or a deletion adds a
+///    row. `IF NOT EXISTS`: a store made before migrations is taken over as it is.
 fn migrations() -> Migrator {
     use sqlx::SqlSafeStr as _;
     use sqlx::migrate::{Migration, MigrationType};
@@ -146,8 +150,10 @@ impl NamespaceStore {
             .connect(&url)
             .await
             .map_err(database)?;
-        // Several control planes starting at once take turns: sqlx locks the database
-        // (PostgreSQL's advisory lock; SQLite's single writer) while it migrates.
+        // Control planes starting at once on PostgreSQL take turns: sqlx holds an advisory lock
+        // while it migrates. sqlx does not lock SQLite, the embedded store of one control
+        // plane: a second one starting on the same file at once may fail here, and is
+        // started again.
         migrations()
             .run(&pool)
             .await
