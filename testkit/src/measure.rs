@@ -207,6 +207,33 @@ pub fn peak_rss(pid: u32) -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// What a process holds at one moment: resident memory, open file descriptors and threads,
+/// from /proc; `None` where /proc cannot tell (the process is gone, or this is not Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub rss_bytes: u64,
+    pub fds: usize,
+    pub threads: usize,
+}
+
+impl Footprint {
+    pub fn of(pid: u32) -> Option<Self> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        };
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+        Some(Self {
+            rss_bytes: field("VmRSS:")? * 1024,
+            fds,
+            threads: usize::try_from(field("Threads:")?).ok()?,
+        })
+    }
+}
+
 /// One side of a benchmark round: entries per second, and the CPU its process spent per entry
 /// (µs). Shown as `12345/s, 12.3 µs CPU/entry`.
 #[derive(Debug, Clone, Copy)]

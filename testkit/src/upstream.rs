@@ -17,6 +17,8 @@ pub struct Received {
     pub headers: BTreeMap<String, String>,
     pub body: Vec<u8>,
     pub at: std::time::SystemTime,
+    /// The status it was answered with (0 until it is chosen, which `respond` sees).
+    pub status: u16,
 }
 
 /// A real HTTP server on loopback standing for an upstream service: it records every request and
@@ -97,16 +99,18 @@ impl Upstream {
                                     .await
                                     .map(|b| b.to_bytes().to_vec())
                                     .unwrap_or_default();
-                                let record = Received {
+                                let mut record = Received {
                                     headers,
                                     body,
                                     at: std::time::SystemTime::now(),
+                                    status: 0,
                                 };
                                 tokio::time::sleep(delay).await;
                                 let status = match refusing.load(Ordering::SeqCst) {
                                     0 => respond(&record),
                                     broken => broken,
                                 };
+                                record.status = status;
                                 log.lock().unwrap().push(record);
                                 let response = hyper::Response::builder()
                                     .status(status)

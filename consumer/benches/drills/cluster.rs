@@ -71,7 +71,7 @@ impl Victim {
 /// Two producers and three consumers serving one folder of namespace files.
 pub struct Fleet {
     pub dir: PathBuf,
-    producers: Vec<ProducerProcess>,
+    pub producers: Vec<ProducerProcess>,
     /// The producers' channels, which the writers read for each attempt; a restart swaps one.
     pub channels: Arc<Vec<RwLock<Channel>>>,
     pub consumers: Vec<std::process::Child>,
@@ -137,10 +137,16 @@ impl Fleet {
         }
     }
 
-    pub fn stop(mut self) {
-        for producer in &mut self.producers {
-            producer.kill();
-        }
+    /// Kills every process: the same as dropping the fleet, said where a drill ends.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+/// A drill that panics halfway leaves no process behind on the shared machine (the producers
+/// kill themselves when dropped).
+impl Drop for Fleet {
+    fn drop(&mut self) {
         for consumer in &mut self.consumers {
             stop_child(consumer);
         }
@@ -321,9 +327,17 @@ pub fn not_on_the_clustered_stack(drill: &'static str) -> Row {
     }
 }
 
-pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
+/// With `soak` set (the cluster-soak drill), only brokers and Cassandra nodes are killed, so the
+/// platform's processes live through the whole run, and their footprint is sampled every
+/// `soak` (see soak.rs).
+pub async fn drill(writers: usize, duration: Duration, seed: u64, soak: Option<Duration>) -> Row {
+    let name = if soak.is_some() {
+        "cluster-soak"
+    } else {
+        "cluster"
+    };
     if !on_the_clustered_stack() {
-        return not_on_the_clustered_stack("cluster");
+        return not_on_the_clustered_stack(name);
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let applied = Applied::cql().await;
@@ -338,12 +352,29 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
         applied.payload(),
     );
 
+    let platform = if soak.is_some() { 0 } else { 1 };
     let victims: Vec<Victim> = (1..=MEMBERS)
         .map(Victim::Broker)
         .chain((1..=MEMBERS).map(Victim::Node))
-        .chain((0..PRODUCERS).map(Victim::Producer))
-        .chain((0..CONSUMERS).map(Victim::Consumer))
+        .chain((0..PRODUCERS * platform).map(Victim::Producer))
+        .chain((0..CONSUMERS * platform).map(Victim::Consumer))
         .collect();
+    let sampler = soak.map(|every| {
+        let processes = fleet
+            .producers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("producer {i}"), p.child.id()))
+            .chain(
+                fleet
+                    .consumers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("consumer {i}"), c.id())),
+            )
+            .collect();
+        crate::soak::Sampler::start(processes, every)
+    });
     let mut dealt: HashMap<&'static str, usize> = HashMap::new();
     let started = Instant::now();
     while started.elapsed() < duration {
@@ -362,6 +393,10 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
     }
     let last_kill = Instant::now();
     let (answers, _, attempts) = load.stop().await;
+    let (growth, soak_broken) = match sampler {
+        Some(sampler) => sampler.finish().await,
+        None => (String::new(), Vec::new()),
+    };
     let outcome = settle(&answers, &applied, last_kill).await;
     fleet.stop();
 
@@ -374,12 +409,20 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
         .map(|k| format!("{} {k}", dealt.get(k).copied().unwrap_or(0)))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut broken = Vec::new();
+    let mut broken = soak_broken;
     if outcome.answered.get("true").copied().unwrap_or(0) == 0 {
         broken.push("no write was answered TRUE: the drill exercised nothing".to_owned());
     }
+    let growth = if growth.is_empty() {
+        growth
+    } else {
+        format!(
+            "; growth past {} s: {growth}",
+            crate::soak::SETTLED.as_secs()
+        )
+    };
     Row {
-        drill: "cluster",
+        drill: name,
         backend: Backend::Kafka,
         faults: format!(
             "kill -9 over {:.0} s, one at a time: {faults}",
@@ -389,7 +432,7 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64) -> Row {
             "{PRODUCERS} producers, {CONSUMERS} consumers, 3 brokers (RF 3, min ISR 2), 3 \
              Cassandra nodes (RF 3, LOCAL_QUORUM); first attempt not TRUE: {first} ({:.3}%); \
              not TRUE after the client's retries on the other producer: {not_true} ({:.3}%, \
-             goal < 0.1%); {:.2} attempts a write",
+             goal < 0.1%); {:.2} attempts a write{growth}",
             100.0 * first as f64 / written,
             100.0 * not_true as f64 / written,
             made as f64 / written

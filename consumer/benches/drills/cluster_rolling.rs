@@ -207,23 +207,24 @@ impl Tiers {
         })
         .await;
     }
+}
 
-    async fn stop_all(mut self) {
-        for producer in &mut self.producers {
-            producer.kill();
+/// A drill that panics halfway leaves no process behind on the shared machine (the producers
+/// kill themselves when dropped).
+impl Drop for Tiers {
+    fn drop(&mut self) {
+        for child in self.consumers.iter_mut().chain([&mut self.control_plane]) {
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        for consumer in &mut self.consumers {
-            let _ = consumer.kill();
-            let _ = consumer.wait();
-        }
-        let _ = self.control_plane.kill();
-        let _ = self.control_plane.wait();
     }
 }
 
-/// A process that has exited, standing in while the real one is replaced.
+/// A process that has exited (and been reaped), standing in while the real one is replaced.
 fn placeholder() -> Child {
-    Command::new("true").spawn().expect("run true")
+    let mut child = Command::new("true").spawn().expect("run true");
+    let _ = child.wait();
+    child
 }
 
 /// Starts a control plane on `listen` with the SQLite store `store`, and waits for its port.
@@ -406,7 +407,7 @@ pub async fn drill(writers: usize, steady: Duration) -> Row {
         ));
     }
     let stops = tiers.stops.join(", ");
-    tiers.stop_all().await;
+    drop(tiers);
     Row {
         drill: "cluster-rolling",
         backend: Backend::Kafka,

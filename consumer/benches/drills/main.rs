@@ -42,6 +42,10 @@
 //!   time with SIGTERM, under writers that retry on the other producer: no write answered
 //!   FALSE; with DRILL_PREVIOUS_BIN (another build's binaries) a rolling upgrade from that build
 //!   (see cluster_rolling.rs). DRILL_ROLLING_STEADY_SECS (20) of load before and after.
+//! - cluster-soak (the clustered stack too): the cluster drill for DRILL_SOAK_SECS (1,800)
+//!   killing only brokers and Cassandra nodes, with the producers' and consumers' resident
+//!   memory, descriptors and threads sampled every DRILL_SOAK_SAMPLE_SECS (60): growth past the
+//!   first 5 minutes under 10% (see soak.rs).
 //!
 //! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
 //! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
@@ -62,6 +66,7 @@ mod poison;
 mod processes;
 mod replication;
 mod slow;
+mod soak;
 mod table;
 mod toxiproxy;
 mod two_phase;
@@ -155,7 +160,13 @@ async fn main() {
             "cluster" => {
                 let seed = tunable("DRILL_SEED", 1, 1);
                 let length = secs("DRILL_CLUSTER_SECS", 1_800, 60);
-                rows.push(cluster::drill(writers, length, seed).await);
+                rows.push(cluster::drill(writers, length, seed, None).await);
+            }
+            "cluster-soak" => {
+                let seed = tunable("DRILL_SEED", 1, 1);
+                let length = secs("DRILL_SOAK_SECS", 1_800, 60);
+                let every = secs("DRILL_SOAK_SAMPLE_SECS", 60, 10);
+                rows.push(cluster::drill(writers, length, seed, Some(every)).await);
             }
             "cluster-isr" => {
                 rows.push(cluster_isr::drill(writers, secs("DRILL_ISR_SECS", 30, 15)).await);
@@ -173,7 +184,7 @@ async fn main() {
             }
             other => panic!(
                 "DRILLS: '{other}' is not a drill; expected some of \
-                 {ALL},cluster,cluster-isr,cluster-scale,cluster-rolling"
+                 {ALL},cluster,cluster-isr,cluster-scale,cluster-rolling,cluster-soak"
             ),
         }
         if let Some(row) = rows.last() {
