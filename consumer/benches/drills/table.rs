@@ -18,9 +18,14 @@ pub struct Row {
 }
 
 impl Row {
-    /// Every promise that did not hold, the answers' first.
+    /// Every promise that did not hold, the answers' first. A drill no write of which was
+    /// answered TRUE fails too: it lost nothing because it stored nothing, and its recovery
+    /// (every TRUE write applied) held at once, vacuously.
     pub fn failures(&self) -> Vec<String> {
         let mut failures = Vec::new();
+        if self.outcome.answered.get("true").copied().unwrap_or(0) == 0 {
+            failures.push("no write was answered TRUE: the drill checked nothing".to_owned());
+        }
         if self.outcome.true_lost > 0 {
             failures.push(format!(
                 "{} writes answered TRUE were never applied",
