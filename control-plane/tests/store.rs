@@ -251,48 +251,37 @@ async fn a_store_a_newer_build_migrated_is_refused(engine: &str) {
     );
 }
 
+/// Each check against both engines: `stores` take a fresh store, `databases` the engine's name
+/// (they make the database themselves, as a build before this one left it).
 macro_rules! conformance {
-    ($($check:ident),* $(,)?) => {
-        mod sqlite {
+    (stores: $($check:ident),* ; databases: $($database:ident),* $(,)?) => {
+        conformance!(@engine sqlite, "sqlite"; $($check),*; $($database),*);
+        conformance!(@engine postgres, "postgres"; $($check),*; $($database),*);
+    };
+    (@engine $module:ident, $engine:literal; $($check:ident),*; $($database:ident),*) => {
+        mod $module {
             $(#[tokio::test]
             async fn $check() {
-                super::$check(super::fresh("sqlite").await).await;
+                super::$check(super::fresh($engine).await).await;
             })*
 
-            #[tokio::test]
-            async fn a_store_from_before_migrations_is_taken_over() {
-                super::a_store_from_before_migrations_is_taken_over("sqlite").await;
-            }
-
-            #[tokio::test]
-            async fn a_store_a_newer_build_migrated_is_refused() {
-                super::a_store_a_newer_build_migrated_is_refused("sqlite").await;
-            }
-        }
-        mod postgres {
             $(#[tokio::test]
-            async fn $check() {
-                super::$check(super::fresh("postgres").await).await;
+            async fn $database() {
+                super::$database($engine).await;
             })*
-
-            #[tokio::test]
-            async fn a_store_from_before_migrations_is_taken_over() {
-                super::a_store_from_before_migrations_is_taken_over("postgres").await;
-            }
-
-            #[tokio::test]
-            async fn a_store_a_newer_build_migrated_is_refused() {
-                super::a_store_a_newer_build_migrated_is_refused("postgres").await;
-            }
         }
     };
 }
 
 conformance!(
+    stores:
     versions_are_kept_and_read_back,
     a_taken_or_skipped_version_is_a_conflict,
     current_lists_the_latest_of_each_and_skips_deleted,
-    concurrent_writers_of_one_version_leave_one_winner,
+    concurrent_writers_of_one_version_leave_one_winner;
+    databases:
+    a_store_from_before_migrations_is_taken_over,
+    a_store_a_newer_build_migrated_is_refused,
 );
 
 #[tokio::test]

@@ -37,12 +37,11 @@ use crate::cluster::{
     on_the_clustered_stack,
 };
 use crate::load::{Answer, Applied, settle};
+use crate::processes::{STOP_LIMIT, reap_within};
 use crate::table::Row;
 
 /// How long one tier's process may take to be back before the drill gives up on it.
 const BACK_LIMIT: Duration = Duration::from_secs(180);
-/// A stopped process that has not exited this long after SIGTERM is killed (and counted).
-const STOP_LIMIT: Duration = Duration::from_secs(60);
 /// The brokers and Cassandra nodes of the clustered stack.
 const MEMBERS: usize = 3;
 
@@ -139,22 +138,10 @@ impl Tiers {
     }
 
     /// Sends `child` SIGTERM and waits for it to exit; kills it past [`STOP_LIMIT`].
-    async fn stop(&mut self, what: &str, mut child: Child) {
+    async fn stop(&mut self, what: &str, child: Child) {
         let started = Instant::now();
         terminate(&child);
-        let exited = tokio::task::spawn_blocking(move || {
-            while matches!(child.try_wait(), Ok(None)) {
-                if started.elapsed() > STOP_LIMIT {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            true
-        })
-        .await
-        .unwrap();
+        let exited = reap_within(child, started).await;
         if !exited {
             self.killed += 1;
         }
@@ -250,7 +237,9 @@ async fn start_control_plane(binary: &Path, store: &Path, listen: std::net::Sock
     child
 }
 
-/// Waits until `ready` says so, or panics naming `what` after [`BACK_LIMIT`].
+/// Waits until `ready` says so, or panics naming `what` after [`BACK_LIMIT`]. Not the test
+/// kit's `eventually`: that asks every 100 ms, and each check here makes a Kafka client and
+/// asks the brokers for metadata, beside the load the drill measures.
 async fn back<F, Fut>(what: &str, mut ready: F)
 where
     F: FnMut() -> Fut,

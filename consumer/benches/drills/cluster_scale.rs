@@ -26,12 +26,11 @@ use crate::cluster::{
     CONSUMERS, Fleet, Writers, not_on_the_clustered_stack, on_the_clustered_stack,
 };
 use crate::load::{Applied, Outcome, body, namespace_dir, settle};
+use crate::processes::{STOP_LIMIT, reap_within};
 use crate::table::Row;
 
 /// The steps, after the fleet's three consumers.
 const STEPS: [usize; 2] = [5, 2];
-/// A scaled-down consumer that has not exited this long after SIGTERM is killed.
-const STOP_LIMIT: Duration = Duration::from_secs(60);
 /// How long a group may take to be stable with its new members before the step counts as
 /// never rebalanced.
 const REBALANCE_LIMIT: Duration = Duration::from_secs(120);
@@ -112,26 +111,15 @@ async fn scale_to(fleet: &mut Fleet, n: usize) -> usize {
         .consumers
         .drain(..fleet.consumers.len().saturating_sub(n))
         .collect();
+    let since = Instant::now();
     for child in &surplus {
         terminate(child);
     }
-    tokio::task::spawn_blocking(move || {
-        let mut killed = 0;
-        for mut child in surplus {
-            let started = Instant::now();
-            while matches!(child.try_wait(), Ok(None)) && started.elapsed() < STOP_LIMIT {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            if matches!(child.try_wait(), Ok(None)) {
-                killed += 1;
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-        killed
-    })
-    .await
-    .unwrap()
+    let mut killed = 0;
+    for child in surplus {
+        killed += usize::from(!reap_within(child, since).await);
+    }
+    killed
 }
 
 /// How long after `since` every group of `groups` was stable with `members` members; None if

@@ -155,6 +155,27 @@ impl Processes {
     }
 }
 
+/// How long a process sent SIGTERM has to exit before it is killed.
+pub const STOP_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for `child`, sent SIGTERM at `since`, to exit, and kills it once [`STOP_LIMIT`] has
+/// passed since then; reaps it either way. Whether it exited by itself.
+pub async fn reap_within(mut child: std::process::Child, since: std::time::Instant) -> bool {
+    tokio::task::spawn_blocking(move || {
+        while matches!(child.try_wait(), Ok(None)) {
+            if since.elapsed() > STOP_LIMIT {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    })
+    .await
+    .unwrap()
+}
+
 /// Kills a child process and reaps it.
 pub fn stop_child(child: &mut std::process::Child) {
     let _ = child.kill();
