@@ -492,3 +492,44 @@ func TestStrictDecodingCatchesWhatTheAPIServerWouldRefuse(t *testing.T) {
 		t.Error("a removed API version decoded")
 	}
 }
+
+// The launch plan (plan.go) carries each Deployment's wiring, and refuses wiring it cannot
+// carry rather than leave it out of what chart-launch starts.
+func TestTheLaunchPlanCarriesEveryDeploymentAndRefusesWhatItCannotCarry(t *testing.T) {
+	out, err := render(t, "-f", filepath.Join(chart, "ci", "tls-values.yaml"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	docs, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := BuildPlan(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pod := range plan.Pods {
+		names = append(names, pod.Deployment)
+		// The consumer's health port serves plaintext; the others' gRPC ports serve TLS only.
+		tcp := !strings.Contains(pod.Deployment, "consumer")
+		if (pod.Readiness.TCP != 0) != tcp || (pod.Readiness.GRPC != 0) == tcp {
+			t.Errorf("%s: readiness probe %+v; a TCP connect: %v", pod.Deployment, pod.Readiness, tcp)
+		}
+	}
+	if got := strings.Join(names, " "); got != "t-wal-consumer-default t-wal-control-plane t-wal-producer t-wal-writer" {
+		t.Errorf("pods %q", got)
+	}
+	if service := plan.Services["t-wal-control-plane"]; service.Deployment != "t-wal-control-plane" || service.Ports["50060"] != 50060 {
+		t.Errorf("the control plane's Service: %+v", service)
+	}
+	for _, doc := range docs {
+		if d, ok := doc.Object.(*appsv1.Deployment); ok {
+			d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{}}
+			break
+		}
+	}
+	if _, err := BuildPlan(docs); err == nil || !strings.Contains(err.Error(), "envFrom") {
+		t.Errorf("a Deployment with envFrom: %v; want a refusal naming envFrom", err)
+	}
+}

@@ -7,7 +7,9 @@
 //	chartcheck RENDERED.yaml...
 //
 // With CHARTCHECK_CLUSTERS_OUT set to a folder, it also writes the cluster map each rendered
-// chart carries there (RENDERED.clusters.json), for the platform's own parser to read.
+// chart carries there (RENDERED.clusters.json), for the platform's own parser to read. With
+// CHARTCHECK_PLANS_OUT set to a folder, it writes each rendered chart's launch plan there
+// (RENDERED.plan.json, plan.go): what testkit's chart-launch starts against a local stack.
 package main
 
 import (
@@ -44,6 +46,12 @@ func main() {
 		if out := os.Getenv("CHARTCHECK_CLUSTERS_OUT"); out != "" {
 			if err := writeClusterMap(docs, out, path); err != nil {
 				fmt.Fprintf(os.Stderr, "chartcheck: %s: %v\n", path, err)
+				failed++
+			}
+		}
+		if out := os.Getenv("CHARTCHECK_PLANS_OUT"); out != "" {
+			if err := writePlan(docs, out, path); err != nil {
+				fmt.Fprintf(os.Stderr, "chartcheck: %s: launch plan: %v\n", path, err)
 				failed++
 			}
 		}

@@ -61,8 +61,24 @@ impl Pki {
     /// A server certificate for localhost and 127.0.0.1, written as `<file>.pem` and
     /// `<file>.key`; returns both paths.
     pub fn server(&self, file: &str) -> (PathBuf, PathBuf) {
+        self.loopback_leaf(file, None)
+    }
+
+    /// A pod's certificate, as cert-manager would issue one for a Kubernetes workload: for
+    /// localhost and 127.0.0.1 (it serves) and naming the workload by SAN URI (it is a client
+    /// too), written as `<file>.pem` and `<file>.key`; returns both paths.
+    pub fn workload(&self, file: &str, uri: &str) -> (PathBuf, PathBuf) {
+        self.loopback_leaf(file, Some(uri))
+    }
+
+    fn loopback_leaf(&self, file: &str, uri: Option<&str>) -> (PathBuf, PathBuf) {
         let mut params =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        if let Some(uri) = uri {
+            params
+                .subject_alt_names
+                .push(SanType::URI(uri.try_into().unwrap()));
+        }
         params
             .distinguished_name
             .push(DnType::CommonName, "localhost");
