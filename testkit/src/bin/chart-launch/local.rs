@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use wal_testkit::{pki::Pki, secured};
+use tonic::transport::Channel;
+use wal_testkit::pki::{self, Named, Pki};
+use wal_testkit::secured;
 
 /// The local stack the plans run against, and the Secrets made for them.
 pub struct Stack {
@@ -56,6 +58,16 @@ impl Stack {
         })
     }
 
+    /// A channel to a TLS server on loopback whose certificate this stack's Secrets made,
+    /// presenting a client certificate that names `principal` ("ns/sa") as the chart's principal
+    /// rules read it: spiffe://cluster.local/ns/NS/sa/SA.
+    pub fn tls_channel(&self, address: std::net::SocketAddr, principal: &str) -> Channel {
+        let (namespace, account) = principal.split_once('/').unwrap_or(("default", principal));
+        let uri = format!("spiffe://cluster.local/ns/{namespace}/sa/{account}");
+        let client = self.pki.client(Named::Uri(&uri));
+        pki::tls_channel(address, &self.pki.ca_pem(), Some(&client))
+    }
+
     /// This stack's value for a pod's variable that holds service addresses, if it is one.
     pub fn address_variable(&self, name: &str) -> Result<Option<String>> {
         Ok(match name {
@@ -94,7 +106,11 @@ impl Stack {
                         "ssl.ca.location".into(),
                         secured::kafka_ca().display().to_string().into(),
                     );
-                    secured::secure_bootstrap()
+                    // Not testkit's default address: a stack without the listener (the
+                    // clustered one) must not reach another stack's.
+                    var("WAL_KAFKA_SECURE").context(
+                        "a SASL_SSL cluster needs the stack's SASL listener; the main stack has one",
+                    )?
                 } else if *name == default {
                     var("WAL_KAFKA_BOOTSTRAP")?
                 } else {

@@ -10,8 +10,11 @@
 //! Secrets and emptyDirs as folders of its own; its ports on free loopback ports, and a
 //! Service's name in a variable as the address of the pod it selects. Then its readiness probe
 //! (gRPC health SERVING, or a TCP connect) within 90 s, and each metrics port answering
-//! GET /metrics. Last, SIGTERM in reverse order of start: each must exit 0 within its
-//! terminationGracePeriodSeconds less its preStop sleep.
+//! GET /metrics. Then one write through the producer, into a namespace made through the chart's
+//! control plane (or one of the chart's own namespace files), answered TRUE within 60 s and
+//! delivered by the consumers to an upstream here within 60 s more. Last, SIGTERM in reverse
+//! order of start: each must exit 0 within its terminationGracePeriodSeconds less its preStop
+//! sleep.
 //!
 //! This is the closest check to a cluster this machine allows: no Kubernetes API server or
 //! kubelet runs here, so RBAC, probes' timing, DNS, NetworkPolicies and the image itself are
@@ -19,6 +22,7 @@
 
 mod local;
 mod pod;
+mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,7 +157,7 @@ async fn launch(stack: &Stack, path: &Path, root: &Path) -> Result<()> {
             )?;
             started.push(pod::start(pod, spec, &ports[&pod.deployment], &dir).await?);
         }
-        Ok::<_, anyhow::Error>(())
+        write::write_through(stack, &plan, &ports).await
     }
     .await;
     // Stopped whatever happened, last started first: a consumer before the control plane it
