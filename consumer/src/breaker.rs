@@ -6,7 +6,8 @@
 //! - **Closed**: applies go through.
 //! - **Open**: the first apply that finds the target unavailable opens it (one WARN). Applies
 //!   wait in [`Breaker::admit`]. After a back-off (from [`PROBE_FIRST`], doubling up to
-//!   [`PROBE_MAX`]) one waiting apply is let through as the probe; if the target is still away,
+//!   [`PROBE_MAX`], or as long as a throttling target asked, up to [`THROTTLED_MAX`]) one
+//!   waiting apply is let through as the probe; if the target is still away,
 //!   the back-off doubles; if it answers, the breaker closes (one INFO, with how long it was
 //!   open and how many entries waited) and every waiting apply goes.
 //!
@@ -28,6 +29,9 @@ use crate::metrics::BreakerMetrics;
 pub const PROBE_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between probes: a target that returns is used again within this.
 pub const PROBE_MAX: Duration = Duration::from_secs(2);
+/// The longest a target asking to be left alone (HTTP 429's Retry-After) is: a header asking
+/// for a day would hold its entries for a day; past this the breaker probes anyway.
+pub const THROTTLED_MAX: Duration = Duration::from_secs(300);
 /// How long a probe may be out before another waiting apply is let through instead: a probe
 /// whose task ended without an outcome (it cannot, short of a bug) must not hold the breaker
 /// open for good. Longer than any apply timeout in use.
@@ -184,6 +188,18 @@ impl Breaker {
     /// The apply found the target unavailable: opens the breaker, or, after a failed probe,
     /// waits longer before the next.
     pub fn unavailable(&self, pass: Pass, reason: &str) {
+        self.away(pass, reason, Duration::ZERO);
+    }
+
+    /// The target asked to be left alone for `wait` (at most [`THROTTLED_MAX`]): as
+    /// [`Breaker::unavailable`], and no probe before the wait is over.
+    pub fn throttled(&self, pass: Pass, reason: &str, wait: Duration) {
+        self.away(pass, reason, wait.min(THROTTLED_MAX));
+    }
+
+    /// Opens the breaker or backs off after a failed probe; the next probe no sooner than
+    /// `at_least` from now.
+    fn away(&self, pass: Pass, reason: &str, at_least: Duration) {
         let mut state = lock(&self.state);
         match &mut *state {
             State::Closed => {
@@ -191,7 +207,7 @@ impl Breaker {
                 *state = State::Open(Open {
                     since: now,
                     reason: reason.to_owned(),
-                    probe_at: now + PROBE_FIRST,
+                    probe_at: now + PROBE_FIRST.max(at_least),
                     backoff: PROBE_FIRST,
                     probing: None,
                     waiting: 0,
@@ -203,9 +219,9 @@ impl Breaker {
             }
             State::Open(open) if pass == Pass::Probe => {
                 open.backoff = (open.backoff * 2).min(PROBE_MAX);
-                open.probe_at = Instant::now() + open.backoff;
+                open.probe_at = Instant::now() + open.backoff.max(at_least);
                 open.probing = None;
-                tracing::debug!(endpoint = %self.endpoint, reason, next_probe_in = ?open.backoff, "target still unavailable");
+                tracing::debug!(endpoint = %self.endpoint, reason, next_probe_in = ?open.backoff.max(at_least), "target still unavailable");
                 drop(state);
                 self.changed.send_modify(|n| *n += 1);
             }

@@ -139,7 +139,9 @@ impl Applier {
                 // The marker has no breaker of its own (its items' targets differ): an item's
                 // target that is away makes the whole marker wait its backoff and come back.
                 let error = match error {
-                    TargetError::Unavailable(reason) => TargetError::Retryable(reason),
+                    TargetError::Unavailable(reason) | TargetError::Throttled { reason, .. } => {
+                        TargetError::Retryable(reason)
+                    }
                     other => other,
                 };
                 return Err(progress.failed(error).await);

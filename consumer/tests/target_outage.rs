@@ -1,5 +1,6 @@
 //! While a target is unavailable its entries are held in place, whatever the kind: an HTTP
-//! upstream that refuses connections or answers 503, a memcached that is down. The namespaces'
+//! upstream that refuses connections or answers 503 (or 429, for its Retry-After), a memcached
+//! that is down. The namespaces'
 //! retry schedule (3 attempts from 100 ms) is over long before the target returns, yet nothing
 //! is retried or dead-lettered for its absence, and everything arrives once it is back. A slow
 //! target is not an unavailable one: its timeouts are the entries' own trouble. The memcached
@@ -113,6 +114,62 @@ async fn an_upstream_answering_503_holds_its_entries_until_it_serves() {
     STATUS.store(200, Ordering::Relaxed);
     assert_all_delivered(&consumer).await;
     assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+/// A throttling upstream (429) is held like an unavailable one, and not asked again before the
+/// Retry-After it gave: the breaker's own back-off (250 ms, doubling to 2 s) would have probed
+/// three or four times in those 4 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_answering_429_holds_its_entries_for_the_retry_after_it_gives() {
+    const RETRY_AFTER: Duration = Duration::from_secs(4);
+    let upstream = Upstream::throttling(&RETRY_AFTER.as_secs().to_string()).await;
+    let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), SHORT);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    write_entries(&mut producer, &namespace, &|i| format!("e{i}").into_bytes()).await;
+    let origin = upstream.url.trim_end_matches("/hook");
+    assert_held(&consumer, &format!("http/{origin}")).await;
+
+    // The first 429 opened the breaker; requests already under way may answer just after it.
+    // Then nothing until the wait it asked for is over, and then a probe.
+    let first = upstream.received()[0].at;
+    eventually(
+        Duration::from_secs(30),
+        "a probe once the wait is over",
+        || async {
+            let received = upstream.received();
+            received
+                .iter()
+                .any(|r| r.at >= first + RETRY_AFTER)
+                .then_some(())
+        },
+    )
+    .await;
+    let too_soon: Vec<Duration> = upstream
+        .received()
+        .iter()
+        .map(|r| r.at.duration_since(first).unwrap_or_default())
+        .filter(|since| *since > Duration::from_secs(1) && *since < RETRY_AFTER)
+        .collect();
+    assert!(
+        too_soon.is_empty(),
+        "asked again {too_soon:?} after the first 429, before its Retry-After of {RETRY_AFTER:?}"
+    );
+
+    upstream.mend();
+    assert_all_delivered(&consumer).await;
+    assert_nothing_retried(&consumer);
+    let attempts: Vec<String> = upstream
+        .received()
+        .iter()
+        .map(|r| r.headers["x-wal-attempt"].clone())
+        .collect();
+    assert!(
+        attempts.iter().all(|a| a == "0"),
+        "a throttled upstream spent attempts: {attempts:?}"
+    );
     consumer.shutdown().await;
     producer.shutdown().await;
 }

@@ -30,6 +30,8 @@ pub struct Upstream {
     received: Arc<Mutex<Vec<Received>>>,
     /// The status every request gets while broken; 0 when not broken.
     broken: Arc<AtomicU16>,
+    /// The Retry-After header sent with a 429, if any.
+    retry_after: Arc<Mutex<Option<String>>>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -43,6 +45,14 @@ impl Upstream {
     pub async fn broken(status: u16) -> Self {
         let upstream = Self::start(|_| 200).await;
         upstream.broken.store(status, Ordering::SeqCst);
+        upstream
+    }
+
+    /// An upstream that throttles: 429 with `Retry-After: <retry_after>` to every request until
+    /// it is [mended](Self::mend), then 200.
+    pub async fn throttling(retry_after: &str) -> Self {
+        let upstream = Self::broken(429).await;
+        *upstream.retry_after.lock().unwrap() = Some(retry_after.to_owned());
         upstream
     }
 
@@ -62,25 +72,32 @@ impl Upstream {
         let address: SocketAddr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
         let broken = Arc::new(AtomicU16::new(0));
+        let retry_after: Arc<Mutex<Option<String>>> = Arc::default();
         let respond = Arc::new(respond);
-        let (log, refusing) = (Arc::clone(&received), Arc::clone(&broken));
+        let (log, refusing, asked) = (
+            Arc::clone(&received),
+            Arc::clone(&broken),
+            Arc::clone(&retry_after),
+        );
         let server = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (log, refusing, respond) = (
+                let (log, refusing, respond, asked) = (
                     Arc::clone(&log),
                     Arc::clone(&refusing),
                     Arc::clone(&respond),
+                    Arc::clone(&asked),
                 );
                 tokio::spawn(async move {
                     let service =
                         service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                            let (log, refusing, respond) = (
+                            let (log, refusing, respond, asked) = (
                                 Arc::clone(&log),
                                 Arc::clone(&refusing),
                                 Arc::clone(&respond),
+                                Arc::clone(&asked),
                             );
                             async move {
                                 let headers = request
@@ -112,8 +129,12 @@ impl Upstream {
                                 };
                                 record.status = status;
                                 log.lock().unwrap().push(record);
-                                let response = hyper::Response::builder()
-                                    .status(status)
+                                let mut response = hyper::Response::builder().status(status);
+                                if let (429, Some(after)) = (status, asked.lock().unwrap().clone())
+                                {
+                                    response = response.header("retry-after", after);
+                                }
+                                let response = response
                                     .body(Full::new(Bytes::from_static(b"recorded")))
                                     .unwrap();
                                 Ok::<_, std::convert::Infallible>(response)
@@ -129,6 +150,7 @@ impl Upstream {
             url: format!("http://{address}/hook"),
             received,
             broken,
+            retry_after,
             server,
         }
     }

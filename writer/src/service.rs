@@ -193,7 +193,10 @@ fn outcome(applied: Result<(), TargetError>) -> ApplyOutcome {
     let (result, reason) = match applied {
         Ok(()) => (ApplyResult::Applied, String::new()),
         Err(TargetError::Retryable(reason)) => (ApplyResult::Retryable, reason),
-        Err(TargetError::Unavailable(reason)) => (ApplyResult::Unavailable, reason),
+        // The region's consumer holds its entries either way; the wait is this region's.
+        Err(TargetError::Unavailable(reason) | TargetError::Throttled { reason, .. }) => {
+            (ApplyResult::Unavailable, reason)
+        }
         Err(TargetError::Permanent(reason)) => (ApplyResult::Permanent, reason),
     };
     ApplyOutcome {

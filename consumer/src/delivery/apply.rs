@@ -100,6 +100,10 @@ impl Deliverer {
                     breaker.unavailable(pass, reason);
                     held(&mut hold);
                 }
+                (Err(TargetError::Throttled { reason, wait }), _) => {
+                    breaker.throttled(pass, reason, *wait);
+                    held(&mut hold);
+                }
                 // A slow target is not an unavailable one, but a probe that timed out proves
                 // nothing either: the breaker stays open, and this entry waits with the others.
                 (Err(TargetError::Retryable(reason)), Pass::Probe) => {

@@ -54,7 +54,9 @@ impl Deliverer {
             // Unavailable reaches here only for a target without a breaker (past their bound).
             // A replicating reader never puts a retry copy back on the topic: every region's
             // reader would receive it (it retried in place before it came here).
-            TargetError::Retryable(reason) | TargetError::Unavailable(reason)
+            TargetError::Retryable(reason)
+            | TargetError::Unavailable(reason)
+            | TargetError::Throttled { reason, .. }
                 if attempts < policy.max_attempts && context.replica.is_none() =>
             {
                 match self
@@ -74,7 +76,9 @@ impl Deliverer {
                     )),
                 }
             }
-            TargetError::Retryable(reason) | TargetError::Unavailable(reason) => {
+            TargetError::Retryable(reason)
+            | TargetError::Unavailable(reason)
+            | TargetError::Throttled { reason, .. } => {
                 Failure::retryable(format!("gave up after {attempts} attempts: {reason}"))
             }
             TargetError::Permanent(reason) => Failure::permanent(reason.clone()),

@@ -6,10 +6,15 @@
 //! `X-WAL-Original-Write-Time-Micros`, `X-WAL-Deliver-At-Micros` (when the entry was due: its
 //! write time plus delay and jitter) and the `traceparent`.
 //!
-//! 2xx is success. 5xx, 408, 429, timeouts and connection failures are retryable; any other
-//! status is permanent (the upstream rejected the request and will again).
+//! 2xx is success. 502, 503, 504 and connection failures make the upstream unavailable: its
+//! entries are held in place (see `breaker`). 429 too, for as long as its `Retry-After` asks
+//! (delta-seconds or an HTTP date; without one, the breaker's own back-off): a throttling
+//! upstream is in a state of its own, not failing the entry, so no attempt is spent and nothing
+//! reaches the DLQ for it. Other 5xx, 408 and timeouts are retryable; any other status is
+//! permanent (the upstream rejected the request and will again).
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use reqwest::StatusCode;
@@ -104,9 +109,19 @@ impl Target for HttpTarget {
         if status.is_success() {
             return Ok(());
         }
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| retry_after(value, SystemTime::now()));
         let body = first_bytes(response, MAX_BODY_IN_REASON).await;
         let reason = format!("POST {} answered {status}: {body}", self.url);
-        if unavailable(status) {
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            match retry_after {
+                Some(wait) => Err(TargetError::Throttled { reason, wait }),
+                None => Err(TargetError::Unavailable(reason)),
+            }
+        } else if unavailable(status) {
             Err(TargetError::Unavailable(reason))
         } else if retryable(status) {
             Err(TargetError::Retryable(reason))
@@ -137,7 +152,39 @@ fn unavailable(status: StatusCode) -> bool {
 }
 
 fn retryable(status: StatusCode) -> bool {
-    status.is_server_error()
-        || status == StatusCode::REQUEST_TIMEOUT
-        || status == StatusCode::TOO_MANY_REQUESTS
+    status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT
+}
+
+/// How long a `Retry-After` value asks to wait from `now`: delta-seconds or an HTTP date (RFC
+/// 9110, 10.2.3). None for a value that is neither; a date already past asks for no wait.
+fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = httpdate::parse_http_date("Sat, 28 Nov 2026 08:00:00 GMT").unwrap();
+        assert_eq!(retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after("Sat, 28 Nov 2026 08:00:30 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        // A date already past: try again now.
+        assert_eq!(
+            retry_after("Sat, 28 Nov 2026 07:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(retry_after("-5", now), None);
+    }
 }

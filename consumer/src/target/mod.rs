@@ -32,6 +32,7 @@ mod registry;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use wal_core::entry::Entry;
@@ -57,6 +58,11 @@ pub enum TargetError {
     /// The target cannot serve anyone now; see the module's contract.
     #[error("{0}")]
     Unavailable(String),
+    /// The target asks to be left alone for `wait` (an HTTP 429 with Retry-After): held like an
+    /// unavailable one, and not tried again before then. The state of the target, not the
+    /// entry's fault: no attempt is spent.
+    #[error("{reason}")]
+    Throttled { reason: String, wait: Duration },
     #[error("{0}")]
     Permanent(String),
 }
@@ -79,13 +85,20 @@ impl TargetError {
         match self {
             Self::Retryable(r) => Self::Retryable(reason(r)),
             Self::Unavailable(r) => Self::Unavailable(reason(r)),
+            Self::Throttled { reason: r, wait } => Self::Throttled {
+                reason: reason(r),
+                wait,
+            },
             Self::Permanent(r) => Self::Permanent(reason(r)),
         }
     }
 
     /// Whether trying again later may succeed: a transient failure, or an unavailable target.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Retryable(_) | Self::Unavailable(_))
+        matches!(
+            self,
+            Self::Retryable(_) | Self::Unavailable(_) | Self::Throttled { .. }
+        )
     }
 }
 
