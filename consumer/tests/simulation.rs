@@ -100,6 +100,10 @@ struct World {
     /// The target answers Unavailable until then (simulated micros); how often it went down.
     down_until: i64,
     downs: usize,
+    /// Pauses and resumes of the queue by the consumer (holding it while the target is down),
+    /// passed through to the twin: a queue left paused hands out nothing more.
+    pauses: usize,
+    resumes: usize,
     violations: Vec<String>,
     /// What happened, in order: printed with a failing seed's violations.
     trace: Vec<String>,
@@ -362,6 +366,20 @@ impl Queue for SimQueue {
         self.live().await.extend(delivery, by).await
     }
 
+    // Through to the twin, which then hands out nothing until resumed: a consumer that forgot to
+    // resume after a hold would leave entries unsettled at the horizon.
+    async fn pause(&self) -> Result<(), QueueError> {
+        self.live().await.pause().await?;
+        world(|w| w.pauses += 1);
+        Ok(())
+    }
+
+    async fn resume(&self) -> Result<(), QueueError> {
+        self.live().await.resume().await?;
+        world(|w| w.resumes += 1);
+        Ok(())
+    }
+
     async fn close(&self) -> Result<(), QueueError> {
         self.live().await.close().await
     }
@@ -455,6 +473,22 @@ struct Exercised {
     dead_lettered: usize,
     applied_again: usize,
     target_down: usize,
+    paused: usize,
+    resumed: usize,
+}
+
+impl Exercised {
+    /// Each thing a seed may exercise, by name, and whether this seed did.
+    fn kinds(&self) -> [(&'static str, bool); 6] {
+        [
+            ("crashed", self.crashes > 0),
+            ("retried", self.retried > 0),
+            ("dead-lettered", self.dead_lettered > 0),
+            ("held (the target down)", self.target_down > 0),
+            ("paused the queue", self.paused > 0),
+            ("resumed the queue", self.resumed > 0),
+        ]
+    }
 }
 
 /// Runs one seed; its violations (none when every invariant held), and what it exercised.
@@ -477,6 +511,8 @@ async fn simulate(seed: u64) -> (Vec<String>, Exercised) {
             applying: HashMap::new(),
             down_until: 0,
             downs: 0,
+            pauses: 0,
+            resumes: 0,
             violations: Vec::new(),
             trace: Vec::new(),
         });
@@ -550,6 +586,8 @@ async fn simulate(seed: u64) -> (Vec<String>, Exercised) {
         dead_lettered: w.dead.len(),
         applied_again: w.applied.values().filter(|n| **n > 1).count(),
         target_down: w.downs,
+        paused: w.pauses,
+        resumed: w.resumes,
     });
     (violations, exercised)
 }
@@ -571,6 +609,8 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     let seeds = env_u64("WAL_SIM_SEEDS", 300);
     let mut failed = Vec::new();
     let mut total = Exercised::default();
+    // How many seeds exercised each kind of event.
+    let mut seeds_that = [0_usize; 6];
     for seed in first..first + seeds {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -579,12 +619,17 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
             .unwrap();
         let (violations, exercised) = runtime.block_on(simulate(seed));
         drop(runtime);
+        for (count, (_, did)) in seeds_that.iter_mut().zip(exercised.kinds()) {
+            *count += usize::from(did);
+        }
         total.crashes += exercised.crashes;
         total.applied += exercised.applied;
         total.retried += exercised.retried;
         total.dead_lettered += exercised.dead_lettered;
         total.applied_again += exercised.applied_again;
         total.target_down += exercised.target_down;
+        total.paused += exercised.paused;
+        total.resumed += exercised.resumed;
         if !violations.is_empty() {
             println!("seed {seed}: {}", violations.join("; "));
             failed.push(seed);
@@ -592,25 +637,40 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     }
     println!("{seeds} seeds from {first}: {} failed", failed.len());
     println!(
-        "exercised: {} crashes, {} entries applied, {} retry copies, {} dead-lettered, {} applied more than once, the target down {} times",
+        "exercised: {} crashes, {} entries applied, {} retry copies, {} dead-lettered, {} applied more than once, the target down {} times, the queue paused {} and resumed {} times",
         total.crashes,
         total.applied,
         total.retried,
         total.dead_lettered,
         total.applied_again,
-        total.target_down
+        total.target_down,
+        total.paused,
+        total.resumed
     );
+    let kinds = Exercised::default().kinds().map(|(name, _)| name);
+    for (name, count) in kinds.iter().zip(seeds_that) {
+        println!("  seeds that {name}: {count} of {seeds}");
+    }
     // A simulation that stopped exercising something would pass while checking nothing: the
-    // target no longer reached (everything dead-lettered), no crash, no retry, no outage.
+    // target no longer reached (everything dead-lettered), or no seed class crashing, retrying,
+    // dead-lettering, holding or pausing and resuming. Each must happen in a third of the
+    // seeds, not once across all of them.
     let written = usize::try_from(seeds).unwrap() * ENTRIES;
     assert!(
         total.applied > written * 3 / 4,
         "only {} of {written} entries applied: the simulated target is not being reached",
         total.applied
     );
+    let share = usize::try_from(seeds).unwrap() / 3;
+    for (name, count) in kinds.iter().zip(seeds_that) {
+        assert!(
+            count >= share,
+            "only {count} of {seeds} seeds {name}; at least a third must: {total:?}"
+        );
+    }
     assert!(
-        total.crashes > 0 && total.retried > 0 && total.target_down > 0 && total.applied_again > 0,
-        "the seeds exercised too little: {total:?}"
+        total.applied_again > 0,
+        "no entry was applied more than once: no crash landed mid-apply: {total:?}"
     );
     assert!(
         failed.is_empty(),
