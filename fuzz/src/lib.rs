@@ -82,8 +82,14 @@ fn parse_or_panic(text: &str) -> Namespace {
 /// against a namespace. A request that passes builds an entry that the queue's codec carries
 /// unchanged, within the namespace's payload limit.
 pub fn write_request(data: &[u8]) {
+    accepted_writes(data);
+}
+
+/// [`write_request`]'s check, saying how many writes of the input the producer accepted (the
+/// seeds' test holds them to more than none: a seed refused at once exercises only the refusal).
+pub fn accepted_writes(data: &[u8]) -> usize {
     let mut rng = rand::rngs::StdRng::seed_from_u64(data.len() as u64);
-    let check = |request: WriteToLogRequest, rng: &mut rand::rngs::StdRng| {
+    let check = |request: WriteToLogRequest, rng: &mut rand::rngs::StdRng| -> usize {
         let checked = wal_producer::request::check(
             namespace(),
             request,
@@ -92,26 +98,30 @@ pub fn write_request(data: &[u8]) {
             HashMap::new(),
             rng,
         );
-        if let Ok(write) = checked {
-            assert!(write.payload_len <= namespace().payload_limit_bytes);
-            assert!(!write.entry.id.is_empty(), "an accepted write has an id");
-            let bytes = wal_core::entry::encode(&write.entry);
-            let back = wal_core::entry::decode(&bytes);
-            assert_eq!(
-                back.as_ref(),
-                Ok(&write.entry),
-                "the entry's codec changed it"
-            );
-        }
+        let Ok(write) = checked else {
+            return 0;
+        };
+        assert!(write.payload_len <= namespace().payload_limit_bytes);
+        assert!(!write.entry.id.is_empty(), "an accepted write has an id");
+        let bytes = wal_core::entry::encode(&write.entry);
+        let back = wal_core::entry::decode(&bytes);
+        assert_eq!(
+            back.as_ref(),
+            Ok(&write.entry),
+            "the entry's codec changed it"
+        );
+        1
     };
+    let mut accepted = 0;
     if let Ok(request) = WriteToLogRequest::decode(data) {
-        check(request, &mut rng);
+        accepted += check(request, &mut rng);
     }
     if let Ok(batch) = WriteToLogBatchRequest::decode(data) {
         for request in batch.writes {
-            check(request, &mut rng);
+            accepted += check(request, &mut rng);
         }
     }
+    accepted
 }
 
 /// Namespace config files, in either spelling (the platform's snake_case and Netflix's
@@ -168,29 +178,34 @@ pub fn entry_envelope(data: &[u8]) {
 /// Target payloads and settings: the first byte picks what the rest is (a cql payload, a cache
 /// payload, or one kind's settings JSON).
 pub fn target_payload(data: &[u8]) {
+    target_payload_accepted(data);
+}
+
+/// [`target_payload`]'s check, saying whether the parser the first byte picked accepted the rest.
+pub fn target_payload_accepted(data: &[u8]) -> bool {
     let Some((&pick, rest)) = data.split_first() else {
-        return;
+        return false;
     };
     match pick % 8 {
-        0 => drop(wal_consumer::target::cql::payload::parse(rest)),
+        0 => wal_consumer::target::cql::payload::parse(rest).is_ok(),
         1 => {
             static SETTINGS: OnceLock<wal_targets::cache::CacheSettings> = OnceLock::new();
             let settings = SETTINGS.get_or_init(|| {
                 wal_targets::parse("{}").unwrap_or_else(|_| unreachable!("{{}} is cache settings"))
             });
-            if let Ok(wal_consumer::target::cache::Command::Set { value, .. }) =
-                wal_consumer::target::cache::command(rest, settings)
-            {
+            let command = wal_consumer::target::cache::command(rest, settings);
+            if let Ok(wal_consumer::target::cache::Command::Set { value, .. }) = &command {
                 assert!(value.len() <= rest.len(), "a value longer than its payload");
             }
+            command.is_ok()
         }
         kind => {
             let Ok(settings) = std::str::from_utf8(rest) else {
-                return;
+                return false;
             };
             let kind = ["cql", "cache", "kafka", "http", "region", "evc-replication"]
                 [usize::from(kind - 2)];
-            let _ = wal_targets::check(kind, settings);
+            wal_targets::check(kind, settings).is_ok()
         }
     }
 }

@@ -131,11 +131,11 @@ fn target_payloads() -> Vec<Vec<u8>> {
         picked(4, r#"{"topic":"out"}"#),
         picked(
             5,
-            r#"{"url":"http://127.0.0.1:8080/apply","timeout_ms":1000}"#,
+            r#"{"url":"http://127.0.0.1:8080/apply","headers":{"x-team":"pds"}}"#,
         ),
         picked(
             6,
-            r#"{"regions":{"eu-west-1":{"endpoint":"http://127.0.0.1:50070"}}}"#,
+            r#"{"regions":{"euwest1":{"writer":"127.0.0.1:50070"}}}"#,
         ),
     ]
 }

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use prost::Message as _;
 use rand::SeedableRng as _;
 use wal_fuzz::{Check, TARGETS, mutate, seeds};
 
@@ -42,6 +43,21 @@ fn run(target: &str, what: &str, check: Check, input: &[u8]) {
 #[test]
 fn every_kept_corpus_and_regression_input_passes_its_target() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A missing folder would read as no regressions, and a misnamed one would never be read.
+    let regressions = root.join("regressions");
+    assert!(
+        regressions.join("README.md").is_file(),
+        "fuzz/regressions/README.md is missing: the folder the regressions are read from"
+    );
+    for entry in std::fs::read_dir(&regressions).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name == "README.md" || (path.is_dir() && TARGETS.iter().any(|(t, _)| *t == name)),
+            "fuzz/regressions/{name} is not a target's folder ({:?}), so nothing reads it",
+            TARGETS.iter().map(|(t, _)| *t).collect::<Vec<_>>()
+        );
+    }
     for (target, check) in TARGETS {
         let corpus = inputs_in(&root.join("corpus").join(target));
         assert!(
@@ -105,5 +121,33 @@ fn the_seeds_are_accepted_so_the_search_starts_deep() {
     assert_eq!(
         walctl::parse_ids(std::str::from_utf8(&files[1]).unwrap()),
         ["id-1", "id-2"]
+    );
+}
+
+/// The seeds of the targets whose input is a request or a payload reach past the decoder into
+/// the checks: a seed every parser refuses would exercise the refusal alone.
+#[test]
+fn the_request_and_payload_seeds_get_past_their_decoders() {
+    for seed in seeds("write_request") {
+        assert!(
+            wal_fuzz::accepted_writes(&seed) > 0,
+            "a write_request seed of which the producer accepts no write: {seed:?}"
+        );
+    }
+    for seed in seeds("apply_request") {
+        let request = wal_proto::v1::ApplyRequest::decode(seed.as_slice())
+            .unwrap_or_else(|e| panic!("an apply_request seed does not decode: {e}"));
+        if let Err(errors) = wal_namespaces::parse(&request.config_json, "seed") {
+            panic!("an apply_request seed's config is refused: {errors}");
+        }
+    }
+    let refused: Vec<String> = seeds("target_payload")
+        .iter()
+        .filter(|seed| !wal_fuzz::target_payload_accepted(seed))
+        .map(|seed| String::from_utf8_lossy(seed).into_owned())
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "target_payload seeds their parsers refuse: {refused:?}"
     );
 }
