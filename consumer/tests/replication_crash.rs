@@ -10,8 +10,8 @@ use std::time::Duration;
 use memcache::exp::AsyncMetaClient;
 use wal_namespaces::Backend;
 use wal_testkit::{
-    TestProducer, TestWriter, cache_converges, cached, eventually, namespace_json, region_caches,
-    region_target, unique, write_cache_rounds_until,
+    TestProducer, TestWriter, cache_converges, cache_outstanding, cached, eventually,
+    namespace_json, region_caches, region_target, unique, write_cache_rounds_until,
 };
 
 const KEYS: usize = 1_000;
@@ -55,6 +55,14 @@ async fn a_replicating_consumer_killed_mid_stream_leaves_every_region_equal_to_t
         killed.store(true, std::sync::atomic::Ordering::Relaxed);
     };
     let (expected, ()) = tokio::join!(writing, killing);
+    // The regions are behind the source while no consumer runs: the kill left work to recover.
+    for cache in &caches[..2] {
+        let outstanding = cache_outstanding(cache, &expected).await;
+        assert!(
+            outstanding > 0,
+            "{cache} held every write before the restart: the kill tested no recovery"
+        );
+    }
 
     let mut second = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
     for cache in &caches[..2] {

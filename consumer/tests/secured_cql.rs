@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use std::path::Path;
@@ -120,8 +121,22 @@ async fn a_wrong_password_holds_cql_deliveries_until_a_restart_with_the_right_on
     })
     .await;
     write_true(&producer.client, write(&namespace.name, &put("held", "h"))).await;
-    // Long enough for several attempts at the session, had a refused login counted as one.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // The consumer tried the session and holds the entry: the target's breaker is open. (A
+    // wait alone would pass on a consumer that never tried.)
+    let deliverer = consumer.deliverer();
+    wal_testkit::eventually(
+        Duration::from_secs(30),
+        "the refused login holding the entry",
+        || async { (!deliverer.targets().open_breakers().is_empty()).then_some(()) },
+    )
+    .await;
+    // Then long enough for several probes of the session, had a refused login counted as an
+    // attempt (two, 20 ms apart).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let stats = deliverer.stats();
+    assert!(stats.held.load(Ordering::Relaxed) > 0, "the entry was held");
+    assert_eq!(stats.retried.load(Ordering::Relaxed), 0, "no attempt used");
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
     assert_eq!(cql.count(&table).await, 0);
     let dlq = &namespace.queues[0].dlq;
     let dead = wal_testkit::kafka_log_on(&wal_testkit::kafka_bootstrap(), dlq).await;

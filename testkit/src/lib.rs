@@ -100,6 +100,6 @@ pub use upstream::{Received, Upstream};
 pub use wal_consumer::ConsumerHandle;
 #[cfg(feature = "fleet")]
 pub use writer::{
-    TestWriter, cache_converges, cache_delete, cache_set, cached, keyed, region_caches,
-    region_target, write_cache_rounds_until,
+    TestWriter, cache_converges, cache_delete, cache_outstanding, cache_set, cached, keyed,
+    region_caches, region_target, write_cache_rounds_until,
 };

@@ -196,15 +196,15 @@ pub fn poll_after(waited: std::time::Duration) -> std::time::Duration {
     (waited / 10).max(std::time::Duration::from_millis(1))
 }
 
-/// The peak resident memory (VmHWM) of process `pid` so far, in bytes; 0 where /proc cannot tell
-/// (the process is gone, or this is not Linux).
-pub fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// The peak resident memory (VmHWM) of process `pid` so far, in bytes; `None` where /proc cannot
+/// tell (the process is gone, or this is not Linux), never a 0 that a memory bound would pass.
+pub fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
+        .map(|kib| kib * 1024)
 }
 
 /// What a process holds at one moment: resident memory, open file descriptors and threads,

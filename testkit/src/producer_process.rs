@@ -122,8 +122,8 @@ impl ProducerProcess {
         let _ = self.child.wait();
     }
 
-    /// The process's peak resident memory so far (VmHWM), in bytes; 0 where /proc cannot tell.
-    pub fn peak_rss(&self) -> u64 {
+    /// The process's peak resident memory so far (VmHWM), in bytes; `None` where /proc cannot tell.
+    pub fn peak_rss(&self) -> Option<u64> {
         crate::measure::peak_rss(self.child.id())
     }
 }

@@ -151,6 +151,22 @@ pub async fn cache_converges(cache_at: &str, expected: &BTreeMap<String, Option<
     .await;
 }
 
+/// How many keys of `expected` the memcached at `cache_at` does not hold as expected now: a
+/// crash test's proof that its kill left work outstanding (none would test no recovery).
+pub async fn cache_outstanding(
+    cache_at: &str,
+    expected: &BTreeMap<String, Option<String>>,
+) -> usize {
+    let cache = AsyncMetaClient::connect(cache_at).await.unwrap();
+    let mut outstanding = 0;
+    for (key, value) in expected {
+        if cached(&cache, key).await != *value {
+            outstanding += 1;
+        }
+    }
+    outstanding
+}
+
 /// One round of [`write_cache_rounds_until`]: every key `{prefix}-{k}` set to `v{round}`,
 /// recorded in `expected`.
 async fn write_round(

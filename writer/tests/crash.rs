@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
 use wal_testkit::{
-    Backend, TestProducer, cache_converges, cached, cargo_bin, eventually, namespace_with_target,
-    region_caches, start_consumer, unique, write_cache_rounds_until,
+    Backend, TestProducer, cache_converges, cache_outstanding, cached, cargo_bin, eventually,
+    namespace_with_target, region_caches, start_consumer, unique, write_cache_rounds_until,
 };
 
 const KEYS: usize = 1_000;
@@ -62,6 +62,12 @@ async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
     };
     let (expected, ()) = tokio::join!(writing, killing);
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // The region is behind the source while its writer is away: the kill left work to recover.
+    let outstanding = cache_outstanding(&cache_at, &expected).await;
+    assert!(
+        outstanding > 0,
+        "the region held every write before the new writer started: the kill tested no recovery"
+    );
 
     let mut back = writer_process("regionb", address, &cache_at);
     cache_converges(&cache_at, &expected).await;

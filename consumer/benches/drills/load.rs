@@ -543,7 +543,11 @@ pub fn namespace_dir(files: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
-/// The peak resident memory of a child process, in MiB.
+/// The peak resident memory of a child process, in MiB. A process /proc cannot tell of fails the
+/// drill: a 0 would pass every memory bound.
 pub fn peak_mib(pid: u32) -> f64 {
-    wal_testkit::measure::peak_rss(pid) as f64 / (1024.0 * 1024.0)
+    let bytes = wal_testkit::measure::peak_rss(pid).unwrap_or_else(|| {
+        panic!("/proc/{pid}/status has no peak resident memory (VmHWM): is process {pid} running?")
+    });
+    bytes as f64 / (1024.0 * 1024.0)
 }
