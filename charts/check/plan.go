@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -39,7 +40,6 @@ type PlannedService struct {
 // Pod is one Deployment's only container, as it would start.
 type Pod struct {
 	Deployment string   `json:"deployment"`
-	Replicas   int32    `json:"replicas"`
 	Command    []string `json:"command"`
 	Args       []string `json:"args"`
 	Env        []Env    `json:"env"`
@@ -98,12 +98,19 @@ func writePlan(docs []Manifest, out, rendered string) error {
 
 // BuildPlan gathers the ConfigMaps, Services and Deployments of a rendered chart.
 func BuildPlan(docs []Manifest) (*Plan, error) {
-	plan := &Plan{ConfigMaps: map[string]map[string]string{}, Services: map[string]PlannedService{}}
+	// Empty, never nil: Go writes a nil slice or map as null, which the runner refuses.
+	plan := &Plan{ConfigMaps: map[string]map[string]string{}, Services: map[string]PlannedService{}, Pods: []Pod{}}
 	var deployments []*appsv1.Deployment
 	for _, doc := range docs {
 		switch object := doc.Object.(type) {
 		case *corev1.ConfigMap:
-			plan.ConfigMaps[object.Name] = object.Data
+			data := object.Data
+			if data == nil {
+				data = map[string]string{}
+			}
+			plan.ConfigMaps[object.Name] = data
+		case *appsv1.StatefulSet, *appsv1.DaemonSet, *corev1.Pod, *batchv1.Job, *batchv1.CronJob:
+			return nil, fmt.Errorf("%s %s: the launch check starts Deployments only; teach it this kind", doc.Kind, doc.Name)
 		case *appsv1.Deployment:
 			deployments = append(deployments, object)
 			pod, err := planPod(object)
@@ -137,13 +144,14 @@ func planPod(d *appsv1.Deployment) (Pod, error) {
 	}
 	pod := Pod{
 		Deployment: d.Name,
-		Replicas:   1,
 		Command:    c.Command,
 		Args:       c.Args,
+		Env:        []Env{},
+		Mounts:     []Mount{},
 		Ports:      map[string]int32{},
 	}
-	if d.Spec.Replicas != nil {
-		pod.Replicas = *d.Spec.Replicas
+	if pod.Args == nil {
+		pod.Args = []string{}
 	}
 	if spec.TerminationGracePeriodSeconds != nil {
 		pod.GraceSeconds = *spec.TerminationGracePeriodSeconds
@@ -201,7 +209,13 @@ func planPod(d *appsv1.Deployment) (Pod, error) {
 		return Pod{}, err
 	}
 	pod.Readiness = probe
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Exec != nil {
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		return Pod{}, fmt.Errorf("a postStart hook is not understood by the launch check")
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		if c.Lifecycle.PreStop.Exec == nil {
+			return Pod{}, fmt.Errorf("preStop: only `exec: sleep N` is understood by the launch check")
+		}
 		command := c.Lifecycle.PreStop.Exec.Command
 		if len(command) != 2 || command[0] != "sleep" {
 			return Pod{}, fmt.Errorf("preStop %v: only `sleep N` is understood by the launch check", command)

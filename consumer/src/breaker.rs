@@ -29,8 +29,8 @@ use crate::metrics::BreakerMetrics;
 pub const PROBE_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between probes: a target that returns is used again within this.
 pub const PROBE_MAX: Duration = Duration::from_secs(2);
-/// The longest a target asking to be left alone (HTTP 429's Retry-After) is: a header asking
-/// for a day would hold its entries for a day; past this the breaker probes anyway.
+/// The longest a target asking to be left alone (HTTP 429's Retry-After) is waited for: a
+/// header asking for a day would hold its entries for a day; past this the breaker probes anyway.
 pub const THROTTLED_MAX: Duration = Duration::from_secs(300);
 /// How long a probe may be out before another waiting apply is let through instead: a probe
 /// whose task ended without an outcome (it cannot, short of a bug) must not hold the breaker
@@ -225,8 +225,11 @@ impl Breaker {
                 drop(state);
                 self.changed.send_modify(|n| *n += 1);
             }
-            // An apply that started before it opened: already known.
-            State::Open(_) => {}
+            // An apply that started before it opened: already known, but a target asking to be
+            // left alone longer than the next probe is waited for.
+            State::Open(open) => {
+                open.probe_at = open.probe_at.max(Instant::now() + at_least);
+            }
         }
     }
 

@@ -465,6 +465,9 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
 
 /// What a seed exercised, added up over the run and printed, so a simulation that stopped
 /// exercising something shows.
+/// How many kinds of event [`Exercised::kinds`] names.
+const KINDS: usize = 6;
+
 #[derive(Debug, Default)]
 struct Exercised {
     crashes: usize,
@@ -479,7 +482,7 @@ struct Exercised {
 
 impl Exercised {
     /// Each thing a seed may exercise, by name, and whether this seed did.
-    fn kinds(&self) -> [(&'static str, bool); 6] {
+    fn kinds(&self) -> [(&'static str, bool); KINDS] {
         [
             ("crashed", self.crashes > 0),
             ("retried", self.retried > 0),
@@ -610,7 +613,7 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     let mut failed = Vec::new();
     let mut total = Exercised::default();
     // How many seeds exercised each kind of event.
-    let mut seeds_that = [0_usize; 6];
+    let mut seeds_that = [0_usize; KINDS];
     for seed in first..first + seeds {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -651,10 +654,18 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     for (name, count) in kinds.iter().zip(seeds_that) {
         println!("  seeds that {name}: {count} of {seeds}");
     }
+    // Violations first: a seed replayed alone (WAL_SIM_SEEDS=1) shows what it broke.
+    assert!(
+        failed.is_empty(),
+        "seeds that broke an invariant: {failed:?}"
+    );
     // A simulation that stopped exercising something would pass while checking nothing: the
     // target no longer reached (everything dead-lettered), or no seed class crashing, retrying,
     // dead-lettering, holding or pausing and resuming. Each must happen in a third of the
-    // seeds, not once across all of them.
+    // seeds, not once across all of them. (Judged on runs of 30 seeds or more.)
+    if seeds < 30 {
+        return;
+    }
     let written = usize::try_from(seeds).unwrap() * ENTRIES;
     assert!(
         total.applied > written * 3 / 4,
@@ -671,9 +682,5 @@ fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     assert!(
         total.applied_again > 0,
         "no entry was applied more than once: no crash landed mid-apply: {total:?}"
-    );
-    assert!(
-        failed.is_empty(),
-        "seeds that broke an invariant: {failed:?}"
     );
 }

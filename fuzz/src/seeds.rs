@@ -133,10 +133,7 @@ fn target_payloads() -> Vec<Vec<u8>> {
             5,
             r#"{"url":"http://127.0.0.1:8080/apply","headers":{"x-team":"pds"}}"#,
         ),
-        picked(
-            6,
-            r#"{"regions":{"euwest1":{"writer":"127.0.0.1:50070"}}}"#,
-        ),
+        picked(6, r#"{"regions":{"euwest1":{"writer":"127.0.0.1:50070"}}}"#),
     ]
 }
 

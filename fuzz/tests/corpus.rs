@@ -128,6 +128,9 @@ fn the_seeds_are_accepted_so_the_search_starts_deep() {
 /// the checks: a seed every parser refuses would exercise the refusal alone.
 #[test]
 fn the_request_and_payload_seeds_get_past_their_decoders() {
+    for target in ["write_request", "apply_request", "target_payload"] {
+        assert!(!seeds(target).is_empty(), "target {target} has no seeds");
+    }
     for seed in seeds("write_request") {
         assert!(
             wal_fuzz::accepted_writes(&seed) > 0,

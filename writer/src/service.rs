@@ -193,7 +193,9 @@ fn outcome(applied: Result<(), TargetError>) -> ApplyOutcome {
     let (result, reason) = match applied {
         Ok(()) => (ApplyResult::Applied, String::new()),
         Err(TargetError::Retryable(reason)) => (ApplyResult::Retryable, reason),
-        // The region's consumer holds its entries either way; the wait is this region's.
+        // The sending consumer holds the region's entries either way. The wait the target asked
+        // for does not cross regions: the sender's breaker probes this writer at its own pace,
+        // and each probe that reaches a throttled target is answered Unavailable again.
         Err(TargetError::Unavailable(reason) | TargetError::Throttled { reason, .. }) => {
             (ApplyResult::Unavailable, reason)
         }

@@ -159,8 +159,8 @@ impl Stack {
 
 /// Rewrites every mounted path in `value` to the folder standing in for it: a path matches at
 /// a boundary (at the start, after a separator such as ':' or ' ' or after a URL's "//", and
-/// before '/' or the end), longest mount first, in one pass so a replacement is never
-/// rewritten again.
+/// before a separator, '/' or the end), longest mount first, in one pass so a replacement is
+/// never rewritten again.
 pub fn rewrite_paths(value: &str, mounts: &[(String, PathBuf)]) -> String {
     let mut sorted: Vec<&(String, PathBuf)> = mounts.iter().collect();
     sorted.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
@@ -175,7 +175,7 @@ pub fn rewrite_paths(value: &str, mounts: &[(String, PathBuf)]) -> String {
         if boundary_before {
             for (path, local) in &sorted {
                 if let Some(after) = rest.strip_prefix(path.as_str())
-                    && (after.is_empty() || after.starts_with('/'))
+                    && !after.starts_with(|c: char| c.is_alphanumeric() || "._-".contains(c))
                 {
                     out.push_str(&local.display().to_string());
                     rest = after;
@@ -232,6 +232,10 @@ mod tests {
         assert_eq!(
             rewrite_paths("/tmpfoo /tmp", &mounts),
             "/tmpfoo /tmp/launch/p/tmp"
+        );
+        assert_eq!(
+            rewrite_paths(r#"{"dir":"/tmp","to":"/tmp/x"} /tmp,/tmp:/tmp.d"#, &mounts),
+            r#"{"dir":"/tmp/launch/p/tmp","to":"/tmp/launch/p/tmp/x"} /tmp/launch/p/tmp,/tmp/launch/p/tmp:/tmp.d"#
         );
         assert_eq!(
             rewrite_paths("a/tmp/b /x/tmp/b", &mounts),

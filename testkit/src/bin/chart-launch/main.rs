@@ -22,6 +22,7 @@
 
 mod local;
 mod pod;
+mod running;
 mod write;
 
 use std::collections::BTreeMap;
@@ -31,7 +32,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use local::Stack;
-use pod::Started;
+use running::Started;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -155,7 +156,7 @@ async fn launch(stack: &Stack, path: &Path, root: &Path) -> Result<()> {
                 &ports[&pod.deployment],
                 &dir,
             )?;
-            started.push(pod::start(pod, spec, &ports[&pod.deployment], &dir).await?);
+            started.push(running::start(pod, spec, &ports[&pod.deployment], &dir).await?);
         }
         write::write_through(stack, &plan, &ports).await
     }

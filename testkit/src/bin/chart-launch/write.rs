@@ -21,6 +21,8 @@ use crate::{Plan, Pod};
 /// How long the write may take to be answered TRUE (the namespace reaches the producer through
 /// the feed first) and then to reach the upstream.
 const LIMIT: Duration = Duration::from_secs(60);
+/// How long one call may go unanswered: a call that hangs must not outlast the limits above.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Writes once through the plan's producer and waits for its consumers to deliver it.
 pub async fn write_through(
@@ -29,6 +31,7 @@ pub async fn write_through(
     ports: &BTreeMap<String, BTreeMap<u16, u16>>,
 ) -> Result<()> {
     let Some(producer) = pod_running(plan, "wal-producer") else {
+        say("no producer in this value set: no write made");
         return Ok(());
     };
     let upstream = Upstream::start(|_| 200).await;
@@ -48,12 +51,14 @@ pub async fn write_through(
                 "default_target": {"kind": "http", "settings": {"url": upstream.url}},
             });
             let channel = channel(stack, control_plane, grpc_port(control_plane, ports)?)?;
-            NamespaceRegistryClient::new(channel)
-                .apply(ApplyRequest {
-                    config_json: config.to_string(),
-                    author: "chart-launch".into(),
-                })
+            let mut registry = NamespaceRegistryClient::new(channel);
+            let apply = registry.apply(ApplyRequest {
+                config_json: config.to_string(),
+                author: "chart-launch".into(),
+            });
+            tokio::time::timeout(CALL_TIMEOUT, apply)
                 .await
+                .context("the chart's control plane did not answer an Apply")?
                 .context("applying a namespace through the chart's control plane")?;
             say(&format!(
                 "namespace {name} applied through {}",
@@ -63,7 +68,11 @@ pub async fn write_through(
         }
         None => folder_namespace(plan)?,
     };
-    let payload = format!("chart-launch wrote this to {namespace}");
+    // Unique: a folder namespace's topic may hold an earlier run's write.
+    let payload = format!(
+        "chart-launch wrote this to {namespace}: {}",
+        wal_testkit::unique("write")
+    );
     let request = WriteToLogRequest {
         namespace: namespace.clone(),
         payload: payload.clone().into_bytes(),
@@ -79,14 +88,16 @@ pub async fn write_through(
     let started = Instant::now();
     loop {
         // The same idempotency id every time, as a client's retry would.
-        let last = match client.write_to_log(request.clone()).await {
-            Ok(answer) if answer.get_ref().durable() == Trilean::True => break,
-            Ok(answer) => format!(
+        let call = tokio::time::timeout(CALL_TIMEOUT, client.write_to_log(request.clone()));
+        let last = match call.await {
+            Ok(Ok(answer)) if answer.get_ref().durable() == Trilean::True => break,
+            Ok(Ok(answer)) => format!(
                 "{:?}: {}",
                 answer.get_ref().durable(),
                 answer.get_ref().message
             ),
-            Err(status) => status.to_string(),
+            Ok(Err(status)) => status.to_string(),
+            Err(_) => format!("no answer within {CALL_TIMEOUT:?}"),
         };
         if started.elapsed() > LIMIT {
             bail!(
