@@ -3,8 +3,9 @@
 //! writes keep coming to a Kafka and an SQS namespace. The cql breaker holds the entries in
 //! place: once Cassandra is back every entry answered TRUE is applied (the local stack syncs
 //! Cassandra's commit log before acknowledging, so the kill loses nothing acknowledged), none
-//! was retried or dead-lettered for the outage, the Kafka topic holds no retry copies, and a
-//! permanently bad entry written during the outage still reaches its DLQ. Alone in its binary:
+//! was retried while it was away or dead-lettered for the outage, the Kafka topic holds no retry
+//! copies but for writes that timed out once it was back, and a permanently bad entry written
+//! during the outage still reaches its DLQ. Alone in its binary:
 //! it stops a shared service.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -145,6 +146,11 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
     }
     drop(restart);
     let back = Instant::now();
+    // What the outage itself cost, read the moment Cassandra answers again: no attempt may have
+    // been used up while it was away. After that a Cassandra just started, on a busy machine,
+    // may time a write out, which is the entry's own trouble (retryable), not the outage's: CI
+    // saw 4 such retries once.
+    let retried_while_away = consumer.deliverer().stats().retried.load(Ordering::Relaxed);
 
     let first = Cell::new(None);
     eventually(
@@ -189,22 +195,26 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
         "only the bad entries are dead-lettered, none for Cassandra's absence"
     );
     assert_eq!(
-        stats.retried.load(Ordering::Relaxed),
-        0,
+        retried_while_away, 0,
         "no attempt was used up while Cassandra was away"
     );
+    let retried_after = stats.retried.load(Ordering::Relaxed);
     let held = stats.held.load(Ordering::Relaxed);
     assert!(held > 0, "entries were held for the outage");
     let on_topic = kafka_log(&kafka.namespace.queues[0].name).await.len();
     let written = kafka.written().len() + 1;
-    assert_eq!(
-        on_topic, written,
-        "the Kafka topic holds each entry written once: no retry copies"
+    // A retry copy only for a write that timed out after Cassandra returned (those of the SQS
+    // namespace go to its queue, so at most as many as were retried).
+    assert!(
+        on_topic >= written && on_topic - written <= retried_after as usize,
+        "the Kafka topic holds each entry written once and a retry copy only for a write retried \
+         after Cassandra returned: {on_topic} messages for {written} entries, {retried_after} \
+         retried after the return"
     );
     println!(
         "Cassandra killed for {OUTAGE:?} under load: {} Kafka and {} SQS entries answered TRUE, \
-         {held} held; after Cassandra answered again, first delivery {:?}, all applied {caught_up:?}; \
-         topic messages {on_topic} for {written} entries",
+         {held} held; after Cassandra answered again, first delivery {:?}, all applied {caught_up:?}, \
+         {retried_after} retried (timed out); topic messages {on_topic} for {written} entries",
         kafka.written().len(),
         sqs.written().len(),
         first.get().unwrap_or_default(),
