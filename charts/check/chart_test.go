@@ -393,7 +393,7 @@ func TestEachConsumerGroupIsADeploymentOfItsOwnServingItsStack(t *testing.T) {
 			stacks[d.Name] = stack
 		}
 	}
-	want := map[string]string{"t-wal-consumer-orders": "orders", "t-wal-consumer-billing": "billing"}
+	want := map[string]string{"t-wal-consumer-carts": "carts", "t-wal-consumer-invoices": "invoices"}
 	if len(stacks) != len(want) {
 		t.Fatalf("consumer Deployments %v, want %v", stacks, want)
 	}
