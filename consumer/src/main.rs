@@ -32,14 +32,16 @@ async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
+    // The health port before the queues: a consumer that cannot serve it exits before it joins
+    // a consumer group, rather than after, when its leaving moves every other member's queues.
+    let listener = tokio::net::TcpListener::bind(options.health_listen)
+        .await
+        .with_context(|| format!("serving health on {}", options.health_listen))?;
     let consumer = Consumer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
     let (health, router) = process::standard_services(tonic::transport::Server::builder())?;
     health
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
-    let listener = tokio::net::TcpListener::bind(options.health_listen)
-        .await
-        .with_context(|| format!("serving health on {}", options.health_listen))?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
     let health_server = tokio::spawn(router.serve_with_incoming(incoming));
     tracing::info!(queues = ?consumer.queues(), source = %feed.source(), metrics = %options.metrics_listen, health = %options.health_listen, "wal-consumer ready");

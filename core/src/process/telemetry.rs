@@ -1,5 +1,6 @@
 //! Logs and metrics, set up the same way in every binary.
 
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 
 use std::time::Duration;
@@ -16,13 +17,18 @@ use super::{scrape, series};
 /// Logs to stderr as `RUST_LOG` says; `default_filter` when it is unset. The CQL driver's own
 /// lines are read by [`CqlDriverOutage`] too, which folds its connection failures into one
 /// outage; the default filter leaves those out of the log.
+///
+/// Colours only on a terminal (and not when `NO_COLOR` is set): a log file, a pod's log or a
+/// pipe into grep gets plain text, not escape sequences around every field.
 pub fn init_tracing(default_filter: &str) {
     let shown =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(colours)
                 .with_filter(shown),
         )
         .with(CqlDriverOutage::new().with_filter(CqlDriverOutage::interest()))
