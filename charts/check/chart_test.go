@@ -443,7 +443,7 @@ func TestAConsumerPodOutlastsItsShutdownGrace(t *testing.T) {
 			continue
 		}
 		// The preStop pause (5 s) and the shutdown grace, then up to 10 s for the final
-		// commits (FINAL_COMMIT_WAIT, core/src/queue/kafka/mod.rs) and 10 s for leaving the
+		// commits (FINAL_COMMIT_WAIT, queue/src/kafka/mod.rs) and 10 s for leaving the
 		// consumer groups (LEAVE_WAIT, consumer/src/service.rs), with some margin.
 		grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
 		if grace == nil || *grace <= 5+45+20 {

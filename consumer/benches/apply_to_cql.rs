@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use scylla::client::session::Session;
 use wal_consumer::{Consumer, ConsumerOptions};
-use wal_core::entry;
+use wal_queue::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, env_usize, fill_topic, insert_rows};
 use wal_testkit::measure::{MachineTicks, Side as Profiled, cpu_seconds, median, profile};
 use wal_testkit::stack;

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use tokio_util::sync::CancellationToken;
-use wal_core::queue::delay::tier_topic;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::Trilean;
+use wal_queue::delay::tier_topic;
 use wal_testkit::{Cql, Restart, cql_target, env_u64, put, stack, start_consumer};
 use wal_testkit::{TestProducer, namespace_with_target, write};
 
@@ -36,7 +36,7 @@ fn messages_on_topics(namespace: &Namespace) -> i64 {
     for queue in &namespace.queues {
         topics.push(queue.name.clone());
         topics.push(queue.dlq.clone());
-        for wait in wal_core::queue::delay::kafka_tiers(namespace.longest_wait()) {
+        for wait in wal_queue::delay::kafka_tiers(namespace.longest_wait()) {
             topics.push(tier_topic(&queue.name, wait));
         }
     }

@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wal_core::durable::DurableError;
-use wal_core::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
+use wal_durable::DurableError;
 use wal_namespaces::Namespace;
+use wal_queue::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
 
 use crate::clients::Clients;
 use crate::target::{Mutation, TargetError, TargetRegistry};

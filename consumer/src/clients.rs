@@ -12,12 +12,12 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 use scylla::client::session::Session;
 use tokio::sync::{Mutex, OnceCell};
-use wal_core::clusters::ClusterMap;
-use wal_core::cql::CqlPlace;
-use wal_core::durable::{DurableError, DurableSettings, DurableStorage};
-use wal_core::outage::Outage;
-use wal_core::queue::kafka::OutageContext;
+use wal_clusters::ClusterMap;
+use wal_clusters::cql::CqlPlace;
+use wal_durable::{DurableError, DurableSettings, DurableStorage};
 use wal_namespaces::DurableStorageConfig;
+use wal_queue::kafka::OutageContext;
+use wal_runtime::outage::Outage;
 
 use crate::target::TargetError;
 
@@ -36,7 +36,7 @@ pub struct ClientSettings {
     /// no cluster map (the writer); with one, its default shard says.
     pub cql_nodes: Vec<String>,
     /// The login for `cql_nodes`, on a cluster with authentication on.
-    pub cql_credentials: Option<(String, wal_core::secret::Secret)>,
+    pub cql_credentials: Option<(String, wal_runtime::secret::Secret)>,
     /// The CA (PEM) `cql_nodes`' certificates chain to, for a cluster that speaks TLS.
     pub cql_tls_ca: Option<std::path::PathBuf>,
     /// TLS to the other regions' writers (region targets), or plaintext.
@@ -47,7 +47,7 @@ pub struct ClientSettings {
     pub kafka_bootstrap: String,
     /// More librdkafka properties for kafka targets (security.protocol, sasl.*, ssl.*): the
     /// cluster map's default cluster's, when kafka targets publish there.
-    pub kafka_client: wal_core::secret::ClientProperties,
+    pub kafka_client: wal_runtime::secret::ClientProperties,
     /// The longest one request to a target may take; past it the attempt is retryable.
     pub request_timeout: Duration,
 }

@@ -10,8 +10,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use wal_core::queue::{Backends, Queue, QueueSpec};
+use wal_clusters::Backends;
 use wal_namespaces::{Namespace, TargetConfig};
+use wal_queue::{Queue, QueueSpec};
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::metrics::QueueMetrics;
@@ -180,7 +181,7 @@ impl Crew {
         let tasks = TaskTracker::new();
         // Taken now, not when built: a crew this one replaces is stopped before it starts, so
         // every entry written from here on is received by this crew or a later one.
-        let started_micros = wal_core::entry::now_micros();
+        let started_micros = wal_queue::entry::now_micros();
         for mut worker in self.workers {
             worker.context.started_micros = started_micros;
             tasks.spawn(worker.run(stop.clone()));

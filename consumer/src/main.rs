@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use wal_consumer::{Consumer, ConsumerOptions, metrics};
-use wal_core::process;
 use wal_namespaces::feed::Feed;
+use wal_runtime::process;
 
 /// The name the health service reports under.
 const HEALTH_SERVICE: &str = "wal.consumer";

@@ -7,7 +7,7 @@ use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
     gauge, histogram,
 };
-use wal_core::process::series::{self, SeriesGuard};
+use wal_runtime::process::series::{self, SeriesGuard};
 
 pub const DELIVERED: &str = "wal_consumer_delivered_total";
 pub const RETRIED: &str = "wal_consumer_retried_total";
@@ -41,7 +41,7 @@ pub const BUCKETS: &[f64] = &[
 
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
-    wal_core::metrics::describe();
+    wal_runtime::metrics::describe();
     describe_gauge!(
         REPLICATION_LAG_ENTRIES,
         "Entries of a replicated namespace its destination region's reader has yet to apply (the group's lag on this consumer's partitions), by namespace and region."

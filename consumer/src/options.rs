@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
+use wal_clusters::flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, local_memcached};
 
-use wal_core::clusters::ClusterMapError;
+use wal_clusters::ClusterMapError;
 
 use crate::clients::ClientSettings;
 use crate::settings::ConsumerSettings;

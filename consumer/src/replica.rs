@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use wal_core::entry::{self, Body, ENTRY_VERSION, Entry, Target as TargetSpec};
-use wal_core::queue::{Queue, Reader};
 use wal_namespaces::Namespace;
+use wal_queue::entry::{self, Body, ENTRY_VERSION, Entry, Target as TargetSpec};
+use wal_queue::{Queue, Reader};
 use wal_targets::Kind;
 use wal_targets::region::{RegionSettings, StartFrom, same_region};
 

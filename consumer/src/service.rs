@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
-use wal_core::queue::Backends;
-use wal_core::queue::kafka::{self, CloseMark};
+use wal_clusters::Backends;
 use wal_namespaces::Namespace;
 use wal_namespaces::feed::{Feed, SetChanges};
+use wal_queue::kafka::{self, CloseMark};
 use wal_targets::Kind;
 
 use crate::apply::Applier;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wal_core::clusters::ClusterMap;
+use wal_clusters::ClusterMap;
 
 use crate::clients::ClientSettings;
 

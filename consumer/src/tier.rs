@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use wal_core::queue::delay::{TIER_SUFFIX_MAX, tier_release_at};
-use wal_core::queue::{Delivery, Failure, Operation, Queue, dead_letter_copy};
+use wal_queue::delay::{TIER_SUFFIX_MAX, tier_release_at};
+use wal_queue::{Delivery, Failure, Operation, Queue, dead_letter_copy};
 
 use crate::delivery::{QueueContext, Settled, micros_until, persist, persist_enqueue};
 

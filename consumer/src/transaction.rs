@@ -16,9 +16,9 @@
 use futures::StreamExt as _;
 use std::sync::Arc;
 
-use wal_core::durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
-use wal_core::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
+use wal_durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
 use wal_namespaces::Namespace;
+use wal_queue::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
 
 use crate::apply::Applier;
 use crate::target::TargetError;
@@ -31,11 +31,11 @@ const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn lease_until() -> i64 {
-    wal_core::entry::now_micros().saturating_add(LEASE.as_micros() as i64)
+    wal_queue::entry::now_micros().saturating_add(LEASE.as_micros() as i64)
 }
 
 /// Items applied between two progress records.
-const PROGRESS_EVERY: u64 = wal_core::durable::ITEM_PAGE as u64;
+const PROGRESS_EVERY: u64 = wal_durable::ITEM_PAGE as u64;
 
 impl Applier {
     /// Applies every item of the transaction `marker` commits, from where an earlier attempt
@@ -62,7 +62,7 @@ impl Applier {
         let keep = staging_keep(namespace);
         // One apply at a time: a second marker (a commit sent again, a redelivery) waits for
         // the lease and finds the transaction applied.
-        let applier = wal_core::entry::new_entry_id();
+        let applier = wal_queue::entry::new_entry_id();
         // Waited for in place when another attempt holds the lease: a consumer killed mid-apply
         // holds it until it runs out, and retrying with the namespace's backoff instead could
         // spend every attempt before then and dead-letter a healthy transaction.
@@ -176,7 +176,7 @@ impl Applier {
             .await
             .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
         if finished {
-            let lag = wal_core::entry::now_micros()
+            let lag = wal_queue::entry::now_micros()
                 .saturating_sub(marker_entry.original_write_time_micros)
                 .max(0);
             crate::metrics::transaction_applied(
@@ -210,9 +210,8 @@ impl Applier {
     ) -> Result<(), TargetError> {
         let id = marker.transaction_id.as_str();
         let (storage, txn) = self.staged(namespace, id).await?;
-        let read_failed = |e: wal_core::durable::DurableError| {
-            TargetError::retryable(format!("transaction {id}: {e}"))
-        };
+        let read_failed =
+            |e: wal_durable::DurableError| TargetError::retryable(format!("transaction {id}: {e}"));
         if !txn.state.committed() {
             return Err(TargetError::permanent(format!(
                 "transaction {id} is {}, not committed; a replay applies committed transactions only",

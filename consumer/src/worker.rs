@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use wal_core::outage::REMINDER_EVERY;
-use wal_core::queue::QueueError;
+use wal_queue::QueueError;
+use wal_runtime::outage::REMINDER_EVERY;
 
 use crate::delivery::{Deliverer, QueueContext};
 use crate::tier::{self, TierRoute};

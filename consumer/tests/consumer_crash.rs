@@ -42,7 +42,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
 
     // The backlog first, then the consumer.
-    let base = wal_core::entry::now_micros() - 3_600_000_000;
+    let base = wal_queue::entry::now_micros() - 3_600_000_000;
     let mut oracle = BTreeMap::new();
     let requests: Vec<WriteToLogRequest> = (0..ENTRIES)
         .map(|i| {

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use wal_core::queue::delay::tier_topic;
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_queue::delay::tier_topic;
 use wal_testkit::{Received, Upstream, eventually, start_consumer_with, write_true};
 use wal_testkit::{TestProducer, kafka_log, namespace_json, namespace_with_target, unique};
 

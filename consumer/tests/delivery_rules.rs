@@ -7,8 +7,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use wal_core::entry::{ErrorClass, now_micros};
 use wal_namespaces::Backend;
+use wal_queue::entry::{ErrorClass, now_micros};
 use wal_testkit::{
     Fleet, Received, Upstream, dlq_reader, eventually, find_entries, find_entry,
     start_consumer_with, write_true,
@@ -191,7 +191,7 @@ async fn an_undecodable_message_is_dead_lettered_and_the_queue_keeps_flowing() {
 /// refused as undecodable and dead-lettered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_with_a_field_this_build_does_not_know_is_delivered() {
-    use wal_core::entry::{self, Body, Entry, Target};
+    use wal_queue::entry::{self, Body, Entry, Target};
     let upstream = Upstream::start(answer_by_body).await;
     let namespace = namespace_with_target(Backend::Kafka, 1, &upstream.target(), "");
     let fleet = Fleet::start(namespace.clone()).await;

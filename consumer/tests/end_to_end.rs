@@ -7,10 +7,10 @@ use std::time::Duration;
 use memcache::exp::{AsyncMetaClient, GetStatus};
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Headers as _, Message as _};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::{Queue as _, QueueSpec};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
+use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Queue as _, QueueSpec};
 use wal_testkit::{Cql, Fleet, Upstream, cql_target, eventually, put, write_true};
 use wal_testkit::{namespace_with_target, unique, write};
 
@@ -37,7 +37,7 @@ async fn writes_reach_cassandra_with_their_original_time(backend: Backend) {
     let name = namespace.name.clone();
     let fleet = Fleet::start(namespace.clone()).await;
 
-    let base = wal_core::entry::now_micros() - 60_000_000;
+    let base = wal_queue::entry::now_micros() - 60_000_000;
     for i in 0..20 {
         let request = written_at(
             write(&name, &put(&format!("k{i}"), &format!("v{i}"))),

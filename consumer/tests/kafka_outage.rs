@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use wal_core::queue::delay::KAFKA_HOLD_LIMIT;
 use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
+use wal_queue::delay::KAFKA_HOLD_LIMIT;
 use wal_testkit::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
 use wal_testkit::{TestProducer, delayed, namespace_with_target, write, write_true};
 

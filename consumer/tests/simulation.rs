@@ -41,12 +41,10 @@ use wal_consumer::delivery::{Deliverer, QueueContext};
 use wal_consumer::metrics::QueueMetrics;
 use wal_consumer::target::{Mutation, Target, TargetError, TargetKind, TargetRegistry};
 use wal_consumer::worker::{Role, Worker};
-use wal_core::entry::{Body, ENTRY_VERSION, Entry};
-use wal_core::queue::memory::{MemoryBroker, MemoryQueue};
-use wal_core::queue::{
-    Backend, Delivery, EnqueueError, ProvisionReport, Queue, QueueError, QueueSpec,
-};
 use wal_namespaces::{Namespace, TargetConfig};
+use wal_queue::entry::{Body, ENTRY_VERSION, Entry};
+use wal_queue::memory::{MemoryBroker, MemoryQueue};
+use wal_queue::{Backend, Delivery, EnqueueError, ProvisionReport, Queue, QueueError, QueueSpec};
 
 /// Entries written per seed.
 const ENTRIES: usize = 30;
@@ -605,7 +603,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 #[test]
 fn delivery_keeps_its_invariants_through_failures_crashes_and_restarts() {
     assert!(
-        wal_core::entry::set_clock(simulated_micros),
+        wal_queue::entry::set_clock(simulated_micros),
         "the simulated clock is the only one set in this binary"
     );
     let first = env_u64("WAL_SIM_FIRST_SEED", 0);

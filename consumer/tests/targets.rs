@@ -20,9 +20,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use wal_consumer::ConsumerOptions;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::{Mutation, TargetError, TargetRegistry};
-use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::{Queue as _, QueueSpec};
+use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
+use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Queue as _, QueueSpec};
 use wal_testkit::{Cql, KEYSPACE, Upstream, delete, put, unique};
 
 /// Addresses where nothing listens: every client made from these fails to connect.

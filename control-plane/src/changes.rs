@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use wal_core::queue::delay::{KAFKA_TIERS, kafka_tiers, tier_topic};
 use wal_namespaces::{Backend, Namespace, QueueConfig};
+use wal_queue::delay::{KAFKA_TIERS, kafka_tiers, tier_topic};
 
 /// An update refused, with the rule it breaks and what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

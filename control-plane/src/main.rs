@@ -7,7 +7,7 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use wal_control_plane::ControlPlane;
 use wal_control_plane::options::ControlPlaneOptions;
-use wal_core::process;
+use wal_runtime::process;
 
 #[tokio::main]
 async fn main() -> ExitCode {

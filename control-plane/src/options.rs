@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 
-use wal_core::authorize::SecurityFlags;
-use wal_core::process::BrokerFlags;
+use wal_clusters::flags::BrokerFlags;
+use wal_runtime::authorize::SecurityFlags;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -44,7 +44,7 @@ impl ControlPlaneOptions {
         // connects to no CQL cluster.
         let clusters = self.brokers.cluster_map(
             self.brokers.kafka(),
-            &wal_core::process::CqlFlags::default(),
+            &wal_clusters::flags::CqlFlags::default(),
         )?;
         Ok(crate::ControlPlaneSettings {
             store: self.store.clone(),

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use wal_core::clusters::ClusterMap;
-use wal_core::queue::{Backends, ConnectError, Queue, QueueSpec};
+use wal_clusters::ClusterMap;
+use wal_clusters::{Backends, ConnectError};
 use wal_namespaces::{Namespace, QueueConfig};
+use wal_queue::{Queue, QueueSpec};
 
 #[derive(Debug)]
 pub struct Provisioner {

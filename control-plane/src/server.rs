@@ -6,8 +6,8 @@ use std::future::Future;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use wal_core::process::{ServeError, standard_services};
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
+use wal_runtime::process::{ServeError, standard_services};
 
 use crate::provision::Provisioner;
 use crate::service::RegistryService;
@@ -19,11 +19,11 @@ pub struct ControlPlaneSettings {
     /// The namespace store: sqlite://PATH or postgres://USER@HOST:PORT/DB.
     pub store: String,
     /// The clusters namespaces may name; an apply naming another is refused.
-    pub clusters: wal_core::clusters::ClusterMap,
+    pub clusters: wal_clusters::ClusterMap,
     /// TLS (and mTLS, with a client CA) on the gRPC port; plaintext when `None`.
-    pub tls: Option<wal_core::tls::ServerTls>,
+    pub tls: Option<wal_runtime::tls::ServerTls>,
     /// Who may change which namespace; off unless asked for.
-    pub authorizer: wal_core::authorize::Authorizer,
+    pub authorizer: wal_runtime::authorize::Authorizer,
 }
 
 /// Why a control plane did not start, with its cause.
@@ -32,13 +32,13 @@ pub enum StartError {
     #[error("opening the namespace store")]
     Store(#[from] StoreError),
     #[error("configuring the Kafka clients")]
-    Kafka(#[from] wal_core::queue::ConnectError),
+    Kafka(#[from] wal_clusters::ConnectError),
 }
 
 #[derive(Debug)]
 pub struct ControlPlane {
     service: RegistryService,
-    tls: Option<wal_core::tls::ServerTls>,
+    tls: Option<wal_runtime::tls::ServerTls>,
 }
 
 impl ControlPlane {

@@ -12,9 +12,9 @@ use wal_proto::v1::{
     ListRequest, ListResponse, NamespaceVersion, ValidateResponse, WatchRequest,
 };
 
-use wal_core::authorize::Authorizer;
-use wal_core::tls::Peer;
 use wal_namespaces::Action;
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::Peer;
 
 use crate::changes::{self, Forbidden};
 use crate::provision::Provisioner;

@@ -6,10 +6,10 @@
 
 use tonic::Code;
 use tonic::transport::Channel;
-use wal_core::authorize::Authorizer;
-use wal_core::tls::ServerTls;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{ApplyRequest, DeleteRequest, HistoryRequest, ListRequest};
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::ServerTls;
 use wal_testkit::pki::{Named, Pki, tls_channel};
 use wal_testkit::{config, control_plane_serving, unique};
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
-use wal_core::entry::{ENTRY_VERSION, Entry};
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::{Queue as _, QueueSpec};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest, NamespaceVersion};
+use wal_queue::entry::{ENTRY_VERSION, Entry};
+use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Queue as _, QueueSpec};
 use wal_testkit::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
 
 fn apply(config: String) -> ApplyRequest {
@@ -89,7 +89,7 @@ fn kafka_topics() -> Vec<String> {
 async fn sqs_queue_exists(name: &str) -> bool {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version_latest()
-        .http_client(wal_core::queue::sqs::https_client())
+        .http_client(wal_queue::sqs::https_client())
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .endpoint_url(sqs_endpoint())
         .credentials_provider(aws_sdk_sqs::config::Credentials::new(

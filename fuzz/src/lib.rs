@@ -103,8 +103,8 @@ pub fn accepted_writes(data: &[u8]) -> usize {
         };
         assert!(write.payload_len <= namespace().payload_limit_bytes);
         assert!(!write.entry.id.is_empty(), "an accepted write has an id");
-        let bytes = wal_core::entry::encode(&write.entry);
-        let back = wal_core::entry::decode(&bytes);
+        let bytes = wal_queue::entry::encode(&write.entry);
+        let back = wal_queue::entry::decode(&bytes);
         assert_eq!(
             back.as_ref(),
             Ok(&write.entry),
@@ -155,8 +155,8 @@ pub fn namespace_config(data: &[u8]) {
 /// Entries as a queue delivers them: Kafka's bytes and SQS's base64 text. An entry that decodes
 /// encodes back to bytes that decode to the same entry.
 pub fn entry_envelope(data: &[u8]) {
-    if let Ok(entry) = wal_core::entry::decode(data) {
-        let again = wal_core::entry::decode(&wal_core::entry::encode(&entry));
+    if let Ok(entry) = wal_queue::entry::decode(data) {
+        let again = wal_queue::entry::decode(&wal_queue::entry::encode(&entry));
         assert_eq!(
             again.as_ref(),
             Ok(&entry),
@@ -164,9 +164,9 @@ pub fn entry_envelope(data: &[u8]) {
         );
     }
     if let Ok(text) = std::str::from_utf8(data)
-        && let Ok(entry) = wal_core::entry::decode_text(text)
+        && let Ok(entry) = wal_queue::entry::decode_text(text)
     {
-        let again = wal_core::entry::decode_text(&wal_core::entry::encode_text(&entry));
+        let again = wal_queue::entry::decode_text(&wal_queue::entry::encode_text(&entry));
         assert_eq!(
             again.as_ref(),
             Ok(&entry),

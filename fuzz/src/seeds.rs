@@ -3,8 +3,8 @@
 //! the tests mutate them on stable.
 
 use prost::Message as _;
-use wal_core::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker};
 use wal_proto::v1::{ApplyRequest, Lifecycle, Target, WriteToLogBatchRequest, WriteToLogRequest};
+use wal_queue::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker};
 
 /// The seeds of the target named `target` (one of [`crate::TARGETS`]).
 pub fn seeds(target: &str) -> Vec<Vec<u8>> {
@@ -98,10 +98,10 @@ fn entries() -> Vec<Vec<u8>> {
     };
     let entries = [payload, marker];
     // As Kafka carries them (bytes), and as SQS does (base64 text).
-    let bytes = entries.iter().map(wal_core::entry::encode);
+    let bytes = entries.iter().map(wal_queue::entry::encode);
     let text = entries
         .iter()
-        .map(|e| wal_core::entry::encode_text(e).into_bytes());
+        .map(|e| wal_queue::entry::encode_text(e).into_bytes());
     bytes.chain(text).collect()
 }
 

@@ -108,8 +108,8 @@ fn the_seeds_are_accepted_so_the_search_starts_deep() {
         }
     }
     for seed in seeds("entry_envelope") {
-        let decoded = wal_core::entry::decode(&seed).is_ok()
-            || std::str::from_utf8(&seed).is_ok_and(|t| wal_core::entry::decode_text(t).is_ok());
+        let decoded = wal_queue::entry::decode(&seed).is_ok()
+            || std::str::from_utf8(&seed).is_ok_and(|t| wal_queue::entry::decode_text(t).is_ok());
         assert!(decoded, "an entry seed does not decode: {seed:?}");
     }
     let files = seeds("walctl_files");

@@ -129,7 +129,7 @@ async fn baseline(
             async move {
                 let mut batch = Batch::new(BatchType::Logged);
                 let mut values = Vec::with_capacity(items);
-                let at = wal_core::entry::now_micros();
+                let at = wal_queue::entry::now_micros();
                 for i in 0..items {
                     batch.append_statement(inserts[i % 3].clone());
                     values.push((format!("{t}-{i}"), "v", at + i as i64));

@@ -194,11 +194,11 @@ async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run
 }
 
 /// The raw baseline's queue `name`, with its DLQ.
-fn raw_spec(name: &str) -> wal_core::queue::QueueSpec {
-    wal_core::queue::QueueSpec::new("raw", name, &format!("{name}-dlq"))
+fn raw_spec(name: &str) -> wal_queue::QueueSpec {
+    wal_queue::QueueSpec::new("raw", name, &format!("{name}-dlq"))
 }
 
-async fn provision_raw(queue: impl wal_core::queue::Queue) {
+async fn provision_raw(queue: impl wal_queue::Queue) {
     queue.provision().await.unwrap();
 }
 
@@ -540,12 +540,10 @@ async fn main() {
 
     let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
     let raw_topic = format!("bench-raw-{run_id}");
-    let raw = wal_core::queue::kafka::KafkaBackend::new(
-        wal_core::queue::kafka::KafkaSettings::new(&bootstrap),
-    )
-    .unwrap();
+    let raw = wal_queue::kafka::KafkaBackend::new(wal_queue::kafka::KafkaSettings::new(&bootstrap))
+        .unwrap();
     provision_raw(raw.queue(raw_spec(&raw_topic))).await;
-    // The same settings the platform's producer uses (core/src/queue/kafka/backend.rs).
+    // The same settings the platform's producer uses (queue/src/kafka/backend.rs).
     let raw_producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("enable.idempotence", "true")
@@ -693,9 +691,10 @@ async fn main() {
     }
 
     if part("sqs") {
-        let sqs = wal_core::queue::sqs::SqsBackend::new(wal_core::queue::sqs::SqsSettings::local(
-            &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
-        ))
+        let sqs = wal_queue::sqs::SqsBackend::new(wal_queue::sqs::SqsSettings::local(&stack(
+            "WAL_SQS_ENDPOINT",
+            "http://127.0.0.1:19324",
+        )))
         .await;
         let raw_queue = format!("bench-raw-{run_id}");
         provision_raw(sqs.queue(raw_spec(&raw_queue))).await;

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wal_core::durable::{OPEN_BUCKET_MICROS, open_bucket, staging_keep, transaction_lifetime};
-use wal_core::entry::now_micros;
+use wal_durable::{OPEN_BUCKET_MICROS, open_bucket, staging_keep, transaction_lifetime};
+use wal_queue::entry::now_micros;
 
 use crate::live::LiveRegistry;
 use crate::metrics;

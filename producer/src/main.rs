@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use tokio::net::TcpListener;
-use wal_core::process;
 use wal_namespaces::feed::Feed;
 use wal_producer::{Producer, ProducerOptions, metrics};
+use wal_runtime::process;
 
 /// mimalloc rather than the system allocator: a write's request, entry and record are allocated
 /// on one runtime thread and freed on another (or on rdkafka's), and glibc's malloc and free took

@@ -66,9 +66,9 @@ impl Outcome {
 
 pub fn describe() {
     wal_namespaces::feed::describe_metrics();
-    wal_core::metrics::describe();
-    wal_core::tls::describe();
-    wal_core::authorize::describe();
+    wal_runtime::metrics::describe();
+    wal_runtime::tls::describe();
+    wal_runtime::authorize::describe();
     describe_counter!(
         REQUESTS,
         "WriteToLog requests by namespace and outcome (true, false, unknown, invalid, not_found, shed, denied)"

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::settings::ProducerSettings;
-use wal_core::authorize::SecurityFlags;
-use wal_core::process::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
+use wal_clusters::flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
+use wal_runtime::authorize::SecurityFlags;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "wal-producer", version, about = "The WriteToLog gRPC server")]

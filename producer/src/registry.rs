@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use wal_core::durable::{DurableSettings, DurableStorage};
-use wal_core::queue::kafka::PRODUCER_BUFFER_MESSAGES;
-use wal_core::queue::{Backends, ProvisionReport, Queue};
+use wal_clusters::Backends;
+use wal_durable::{DurableSettings, DurableStorage};
 use wal_namespaces::feed::SetChanges;
 use wal_namespaces::{Backend, Namespace};
+use wal_queue::kafka::PRODUCER_BUFFER_MESSAGES;
+use wal_queue::{ProvisionReport, Queue};
 
 use crate::admission::Admission;
 use crate::metrics::NamespaceMetrics;

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use rand::Rng;
-use wal_core::entry::{Body, ENTRY_VERSION, Entry, Target, new_entry_id};
 use wal_namespaces::Namespace;
 use wal_proto::v1::WriteToLogRequest;
+use wal_queue::entry::{Body, ENTRY_VERSION, Entry, Target, new_entry_id};
 use wal_targets::Refusal;
 
 /// The longest caller-given idempotency id or partition key.

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use wal_core::durable::{DurableError, DurableStorage, Listing, TxnState};
-use wal_core::entry::now_micros;
+use wal_durable::{DurableError, DurableStorage, Listing, TxnState};
 use wal_proto::v1::Trilean;
+use wal_queue::entry::now_micros;
 
 use crate::metrics;
 use crate::registry::NamespaceRuntime;

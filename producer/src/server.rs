@@ -7,11 +7,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use wal_core::process::{ServeError, standard_services};
-use wal_core::tls::ServerTls;
 use wal_namespaces::Namespace;
 use wal_proto::v1::transactions_server::TransactionsServer;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLogServer;
+use wal_runtime::process::{ServeError, standard_services};
+use wal_runtime::tls::ServerTls;
 
 use crate::live::LiveRegistry;
 use crate::registry::Registry;

@@ -10,17 +10,17 @@ use futures::FutureExt as _;
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
-use wal_core::authorize::Authorizer;
-use wal_core::durable::CLAIM_CHECK_MARGIN;
-use wal_core::entry::{Body, Entry, now_micros};
-use wal_core::queue::{Durability, Queue};
-use wal_core::tls::Peer;
+use wal_durable::CLAIM_CHECK_MARGIN;
 use wal_namespaces::Action;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
 use wal_proto::v1::{
     Trilean, WriteResult, WriteToLogBatchRequest, WriteToLogBatchResponse, WriteToLogRequest,
     WriteToLogResponse,
 };
+use wal_queue::entry::{Body, Entry, now_micros};
+use wal_queue::{Durability, Queue};
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::Peer;
 
 use crate::finish::Finishing;
 use crate::live::LiveRegistry;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use wal_core::authorize::Authorizer;
-use wal_core::clusters::ClusterMap;
-use wal_core::tls::ServerTls;
+use wal_clusters::ClusterMap;
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::ServerTls;
 
 #[derive(Debug, Clone)]
 pub struct ProducerSettings {

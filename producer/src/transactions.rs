@@ -13,17 +13,17 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use tonic::{Request, Response, Status};
-use wal_core::durable::{
+use wal_durable::{
     DurableError, DurableStorage, StagedItem, Txn, TxnState, staging_keep, transaction_lifetime,
 };
-use wal_core::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
-use wal_core::tls::Peer;
 use wal_namespaces::Namespace;
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
     AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
     CommitTransactionRequest, TransactionItem, WriteToLogResponse, WriteTransactionRequest,
 };
+use wal_queue::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
+use wal_runtime::tls::Peer;
 
 use crate::registry::NamespaceRuntime;
 use crate::service::WriteService;

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use tonic::Code;
 use tonic::transport::Channel;
-use wal_core::entry::Body;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteTransactionRequest};
+use wal_queue::entry::Body;
 use wal_testkit::pki::{ClientCert, Named, Pki, tls_channel};
 use wal_testkit::{TestProducer, kafka_log, namespace, write};
 
@@ -327,12 +327,12 @@ async fn served_certificate(address: SocketAddr) -> Vec<u8> {
             Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
         }
         fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-            wal_core::tls::provider()
+            wal_runtime::tls::provider()
                 .signature_verification_algorithms
                 .supported_schemes()
         }
     }
-    let config = rustls::ClientConfig::builder_with_provider(wal_core::tls::provider())
+    let config = rustls::ClientConfig::builder_with_provider(wal_runtime::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .dangerous()
@@ -359,10 +359,10 @@ async fn a_producer_follows_a_control_plane_that_requires_client_certificates() 
 
     let pki = Pki::new("wal test CA");
     let tls =
-        wal_core::tls::ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
+        wal_runtime::tls::ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
     let address = wal_testkit::control_plane_serving(
         tls,
-        wal_core::authorize::Authorizer::on(vec!["root".into()]),
+        wal_runtime::authorize::Authorizer::on(vec!["root".into()]),
     )
     .await;
     let name = wal_testkit::unique("followed");

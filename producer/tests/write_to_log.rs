@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use wal_core::entry::{Body, now_micros};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
+use wal_queue::entry::{Body, now_micros};
 use wal_testkit::{
     TestProducer, delayed, kafka_log, namespace, read_back, read_entry, reader, write, write_true,
 };
@@ -400,9 +400,10 @@ async fn a_payload_too_large_for_sqs_is_claim_checked_or_refused_with_the_limit(
     };
     assert_eq!(check.size, 300_000);
     let nodes = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
-    let storage = wal_core::durable::DurableStorage::connect(
-        &wal_core::durable::DurableSettings::new(&[nodes.as_str()], "wal_test"),
-    )
+    let storage = wal_durable::DurableStorage::connect(&wal_durable::DurableSettings::new(
+        &[nodes.as_str()],
+        "wal_test",
+    ))
     .await
     .unwrap();
     assert_eq!(

@@ -14,7 +14,7 @@ pub async fn control_plane() -> NamespaceRegistryClient<Channel> {
 
 /// Like [`control_plane`], with its address.
 pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
-    let address = control_plane_serving(None, wal_core::authorize::Authorizer::off()).await;
+    let address = control_plane_serving(None, wal_runtime::authorize::Authorizer::off()).await;
     let channel = Channel::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()
@@ -29,13 +29,16 @@ pub async fn control_plane_at() -> (NamespaceRegistryClient<Channel>, String) {
 /// A control plane on a free port with a fresh SQLite store, serving TLS when `tls` is given and
 /// authorizing with `authorizer`; returns its address.
 pub async fn control_plane_serving(
-    tls: Option<wal_core::tls::ServerTls>,
-    authorizer: wal_core::authorize::Authorizer,
+    tls: Option<wal_runtime::tls::ServerTls>,
+    authorizer: wal_runtime::authorize::Authorizer,
 ) -> std::net::SocketAddr {
     let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
-    let brokers = wal_core::process::BrokerFlags::local_stack();
+    let brokers = wal_clusters::flags::BrokerFlags::local_stack();
     let clusters = brokers
-        .cluster_map(brokers.kafka(), &wal_core::process::CqlFlags::local_stack())
+        .cluster_map(
+            brokers.kafka(),
+            &wal_clusters::flags::CqlFlags::local_stack(),
+        )
         .unwrap();
     let settings = ControlPlaneSettings {
         store: format!("sqlite://{}", store.display()),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use scylla::client::session::Session;
-use wal_core::cql::CqlPlace;
+use wal_clusters::cql::CqlPlace;
 
 use crate::cql_rows;
 use crate::stack::{cql_nodes, unique};

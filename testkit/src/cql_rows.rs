@@ -9,7 +9,7 @@ use scylla::client::session::Session;
 use scylla::response::query_result::QueryRowsResult;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
-use wal_core::entry::{self, Body, Entry, Target};
+use wal_queue::entry::{self, Body, Entry, Target};
 
 use crate::stack::cql_nodes;
 
@@ -178,8 +178,8 @@ pub async fn fill_topic(
     entries: usize,
     provision: bool,
 ) {
-    use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-    use wal_core::queue::{Queue as _, QueueSpec};
+    use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+    use wal_queue::{Queue as _, QueueSpec};
 
     let backend = KafkaBackend::new(KafkaSettings::new(&crate::stack::kafka_bootstrap()))
         .expect("Kafka settings");

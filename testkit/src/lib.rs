@@ -57,7 +57,7 @@ pub use stack::{
     stack, unique, warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
-pub use wal_core::queue::Backend;
+pub use wal_queue::Backend;
 
 #[cfg(feature = "fleet")]
 pub use consumer::{

@@ -95,9 +95,9 @@ impl Pki {
 
     /// A TLS server's flags for a new server certificate (`<file>.pem`), client certificates
     /// from this CA required, principals mapped by `rules`.
-    pub fn server_flags(&self, file: &str, rules: &str) -> wal_core::tls::TlsFlags {
+    pub fn server_flags(&self, file: &str, rules: &str) -> wal_runtime::tls::TlsFlags {
         let (cert, key) = self.server(file);
-        wal_core::tls::TlsFlags {
+        wal_runtime::tls::TlsFlags {
             tls_cert: Some(cert),
             tls_key: Some(key),
             tls_client_ca: Some(self.ca_path()),

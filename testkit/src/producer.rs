@@ -32,7 +32,7 @@ pub struct TestProducer {
     /// Where reloads go; `live.current()` is the set served now.
     pub live: Arc<wal_producer::live::LiveRegistry>,
     stop: Option<oneshot::Sender<()>>,
-    server: Option<JoinHandle<Result<(), wal_core::process::ServeError>>>,
+    server: Option<JoinHandle<Result<(), wal_runtime::process::ServeError>>>,
 }
 
 impl TestProducer {

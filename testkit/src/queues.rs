@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wal_core::entry::Entry;
-use wal_core::queue::kafka::{KafkaBackend, KafkaSettings};
-use wal_core::queue::sqs::{SqsBackend, SqsSettings};
-use wal_core::queue::{Queue, QueueSpec};
 use wal_namespaces::{Backend, Namespace};
+use wal_queue::entry::Entry;
+use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::sqs::{SqsBackend, SqsSettings};
+use wal_queue::{Queue, QueueSpec};
 
 use crate::stack::{kafka_bootstrap, sqs_endpoint, unique};
 
@@ -138,7 +138,7 @@ pub async fn kafka_log_on(bootstrap: &str, topic: &str) -> Vec<Entry> {
                 continue;
             };
             let message = message.unwrap();
-            if let Ok(entry) = wal_core::entry::decode(message.payload().unwrap_or_default()) {
+            if let Ok(entry) = wal_queue::entry::decode(message.payload().unwrap_or_default()) {
                 entries.push(entry);
             }
             if ends.get(&message.partition()) == Some(&(message.offset() + 1)) {

@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 /// recorder is installed on first call: call it before starting what records, since handles
 /// made before it are no-ops.
 pub fn scrape() -> String {
-    static HANDLE: OnceLock<wal_core::process::MetricsHandle> = OnceLock::new();
+    static HANDLE: OnceLock<wal_runtime::process::MetricsHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            wal_core::process::install_metrics(&[1.0]).expect("no other metrics recorder")
+            wal_runtime::process::install_metrics(&[1.0]).expect("no other metrics recorder")
         })
         .render()
 }

@@ -85,13 +85,13 @@ fn stack_run() -> PathBuf {
 }
 
 /// A session's place on it: its nodes, logged in as `password`'s user, over TLS.
-pub fn cql_auth_place(password: &str) -> wal_core::cql::CqlPlace {
-    wal_core::cql::CqlPlace {
+pub fn cql_auth_place(password: &str) -> wal_clusters::cql::CqlPlace {
+    wal_clusters::cql::CqlPlace {
         nodes: cql_auth_nodes(),
         local_datacenter: None,
         credentials: Some((
             cql_auth_login().0,
-            wal_core::secret::Secret::new(password.to_owned()),
+            wal_runtime::secret::Secret::new(password.to_owned()),
         )),
         tls_ca: Some(cql_auth_ca()),
     }

@@ -1,14 +1,14 @@
 //! Where the local stack's services are, and what tests do with the stack itself. Addresses come
 //! from the environment `scripts/stack env` prints, with the stack's defaults, as the services'
-//! own `for_local_stack` options take them (`wal_core::process`).
+//! own `for_local_stack` options take them (`wal_runtime::process`).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wal_core::clusters::ClusterMap;
-use wal_core::process::{BrokerFlags, CqlFlags};
+use wal_clusters::ClusterMap;
+use wal_clusters::flags::{BrokerFlags, CqlFlags};
 
 pub fn kafka_bootstrap() -> String {
     BrokerFlags::local_stack().kafka_bootstrap
@@ -53,7 +53,7 @@ pub fn create_keyspace(keyspace: &str) -> String {
 }
 
 pub fn memcached() -> Vec<String> {
-    wal_core::process::local_memcached()
+    wal_clusters::flags::local_memcached()
 }
 
 /// A name no earlier run used, so tests never see each other's leftovers on a long-lived stack.

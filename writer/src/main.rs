@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use tokio::net::TcpListener;
-use wal_core::process;
+use wal_runtime::process;
 use wal_writer::{WriterOptions, metrics, service};
 
 /// mimalloc rather than the system allocator: an entry is received on rdkafka's thread and

@@ -11,8 +11,8 @@ pub const BUCKETS: &[f64] = &[
 ];
 
 pub fn describe() {
-    wal_core::tls::describe();
-    wal_core::authorize::describe();
+    wal_runtime::tls::describe();
+    wal_runtime::authorize::describe();
     describe_counter!(
         "wal_writer_entries_total",
         "Replicated entries answered, by namespace, origin region and result (applied, retryable, unavailable, permanent)"

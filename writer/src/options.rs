@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use wal_clusters::flags::{CqlFlags, local_defaults, local_memcached};
 use wal_consumer::clients::ClientSettings;
-use wal_core::authorize::SecurityFlags;
-use wal_core::process::{CqlFlags, local_defaults, local_memcached};
-use wal_core::secret::Secret;
+use wal_runtime::authorize::SecurityFlags;
+use wal_runtime::secret::Secret;
 
 use crate::service::WriterSettings;
 
@@ -87,7 +87,7 @@ impl WriterOptions {
         let apply_timeout = Duration::from_millis(self.apply_timeout_ms);
         let cql_credentials = match (&self.cql_username, &self.cql_password) {
             (Some(user), Some(password)) => {
-                let password = wal_core::secret::resolve(password.expose())
+                let password = wal_runtime::secret::resolve(password.expose())
                     .map_err(|reason| anyhow::anyhow!("--cql-password {reason}"))?;
                 Some((user.clone(), Secret::new(password)))
             }

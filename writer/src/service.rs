@@ -8,12 +8,12 @@ use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::{Mutation, TargetError, TargetRegistry, cache, cql};
-use wal_core::authorize::Authorizer;
-use wal_core::entry::{Body, Entry};
-use wal_core::tls::Peer;
 use wal_namespaces::Action;
 use wal_proto::v1::region_writer_server::RegionWriter;
 use wal_proto::v1::{ApplyOutcome, ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
+use wal_queue::entry::{Body, Entry};
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::Peer;
 use wal_targets::region::{APPLY_KINDS, same_region};
 
 use crate::metrics;
@@ -30,7 +30,7 @@ pub struct WriterSettings {
     /// This writer's region; entries that started here are refused.
     pub region: String,
     /// TLS on the gRPC port, or plaintext.
-    pub tls: Option<wal_core::tls::ServerTls>,
+    pub tls: Option<wal_runtime::tls::ServerTls>,
     /// Who may call: with authorization on, the super-users only.
     pub authorizer: Authorizer,
     /// Where this region's caches and CQL nodes are.
@@ -220,7 +220,7 @@ pub async fn serve(
         // A call of 1000 entries of a namespace's largest payloads.
         .max_decoding_message_size(64 * 1024 * 1024);
     let (health, router) =
-        wal_core::process::standard_services(tonic::transport::Server::builder())?;
+        wal_runtime::process::standard_services(tonic::transport::Server::builder())?;
     health
         .set_serving::<RegionWriterServer<RegionWriterService>>()
         .await;

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use memcache::exp::AsyncMetaClient;
 use tonic::Code;
-use wal_core::entry::{self, Body, Entry, Target};
 use wal_proto::v1::ApplyReplicatedRequest;
 use wal_proto::v1::region_writer_client::RegionWriterClient;
+use wal_queue::entry::{self, Body, Entry, Target};
 use wal_testkit::pki::{ClientCert, Named, Pki, tls_channel};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_converges, cache_set, cached, keyed,
@@ -159,7 +159,7 @@ async fn a_writer_logs_in_to_a_cql_cluster_with_authentication_and_tls() {
     let writer = TestWriter::start_with("regionb", &region_caches()[0], |o| {
         o.cql.cql_nodes = cql_auth_nodes();
         o.cql_username = Some(user);
-        o.cql_password = Some(wal_core::secret::Secret::new(password));
+        o.cql_password = Some(wal_runtime::secret::Secret::new(password));
         o.cql_tls_ca = Some(cql_auth_ca());
     })
     .await;

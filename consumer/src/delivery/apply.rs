@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
-use wal_core::entry::{Body, Entry, Target as TargetSpec};
-use wal_core::queue::Delivery;
 use wal_namespaces::{DurableStorageConfig, Namespace};
+use wal_queue::Delivery;
+use wal_queue::entry::{Body, Entry, Target as TargetSpec};
 
 use crate::breaker::{Breaker, Pass};
 use crate::hold::Hold;

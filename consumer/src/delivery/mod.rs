@@ -19,9 +19,9 @@ use rand::Rng as _;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
-use wal_core::entry::{self, Body, Entry, Target as TargetSpec};
-use wal_core::queue::{Delivery, Queue};
 use wal_namespaces::Namespace;
+use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
+use wal_queue::{Delivery, Queue};
 
 use crate::apply::Applier;
 use crate::backoff;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
-use wal_core::entry;
-use wal_core::queue::{
+use wal_queue::entry;
+use wal_queue::{
     Delivery, EnqueueError, Failure, Operation, QueueError, dead_letter_copy, retry_copy,
 };
 

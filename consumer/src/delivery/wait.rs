@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use wal_core::entry::Entry;
-use wal_core::queue::{Backend, Delivery, Operation};
+use wal_queue::entry::Entry;
+use wal_queue::{Backend, Delivery, Operation};
 
 use super::{Deliverer, QueueContext, Settled, micros_until, persist_enqueue};
 

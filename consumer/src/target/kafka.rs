@@ -15,7 +15,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use rdkafka::util::Timeout;
-use wal_core::queue::kafka::broker_away;
+use wal_queue::kafka::broker_away;
 use wal_targets::kafka::KafkaTopicSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use wal_core::entry::Entry;
+use wal_queue::entry::Entry;
 
 pub use registry::TargetRegistry;
 

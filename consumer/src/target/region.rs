@@ -25,9 +25,9 @@ use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
-use wal_core::entry::{Body, Entry, Target as TargetSpec};
 use wal_proto::v1::region_writer_client::RegionWriterClient;
 use wal_proto::v1::{ApplyReplicatedRequest, ApplyResult};
+use wal_queue::entry::{Body, Entry, Target as TargetSpec};
 use wal_targets::region::RegionSettings;
 
 use super::{Mutation, Target, TargetError, TargetKind};

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use wal_core::entry::Target as TargetSpec;
+use wal_queue::entry::Target as TargetSpec;
 
 use super::{Target, TargetError, TargetKind, cache, cql, http, kafka, region};
 use crate::breaker::{Breaker, Breakers, OpenBreaker};

@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use scylla::client::session::Session;
-use wal_core::entry;
 use wal_proto::v1::ApplyRequest;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_queue::entry;
 use wal_testkit::cql_rows::{self, KEYSPACE, Round, count, fill_topic, insert_rows};
 use wal_testkit::measure::{Rate, Side as Profiled, children_cpu_seconds, cpu_seconds, profile};
 use wal_testkit::stack;

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use serde_json::json;
-use wal_core::clusters::ClusterMap;
-use wal_core::process::BrokerFlags;
-use wal_core::secret::Secrets;
+use wal_clusters::ClusterMap;
+use wal_clusters::flags::BrokerFlags;
+use wal_runtime::secret::Secrets;
 
 use crate::Failure;
 use crate::output::{Format, print_json, table};

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use wal_core::entry;
-use wal_core::process::BrokerFlags;
-use wal_core::queue::{Backends, Position, Queue, QueueSpec, Reader};
+use wal_clusters::Backends;
+use wal_clusters::flags::BrokerFlags;
 use wal_namespaces::Namespace;
+use wal_queue::entry;
+use wal_queue::{Position, Queue, QueueSpec, Reader};
 use wal_targets::region::{RegionSettings, StartFrom, same_region};
 
 use crate::Failure;

@@ -656,7 +656,7 @@ async fn kafka_history_past_retention_is_replayed_from_the_archive_in_key_order(
 async fn an_interrupted_archive_replay_leaves_out_none_of_the_entries_sharing_a_write_time() {
     let archiving = Archiving::start(Backend::Sqs).await;
     let name = archiving.namespace.name.clone();
-    let written = wal_core::entry::now_micros() + 1_000;
+    let written = wal_queue::entry::now_micros() + 1_000;
     for seq in 0..12 {
         let mut request = WriteToLogRequest {
             key: "k".to_owned(),

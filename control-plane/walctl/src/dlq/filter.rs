@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use wal_core::entry::{Entry, ErrorClass};
+use wal_queue::entry::{Entry, ErrorClass};
 
 use crate::Failure;
 use crate::time::instant;

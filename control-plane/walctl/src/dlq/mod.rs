@@ -11,14 +11,14 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use clap::Subcommand;
 use serde_json::{Value, json};
-use wal_core::entry::{Body, Entry};
 use wal_namespaces::Namespace;
+use wal_queue::entry::{Body, Entry};
 
 use self::filter::{FilterArgs, Verdict};
 use self::source::{DeadLetters, Found};
 use crate::Failure;
 use crate::output::{Format, print_json, table, when};
-use wal_core::process::BrokerFlags;
+use wal_clusters::flags::BrokerFlags;
 
 #[derive(Debug, clap::Args)]
 pub struct Dlq {
@@ -205,9 +205,9 @@ async fn show(
 
 fn class_of(entry: &Entry) -> &'static str {
     match entry.last_error_class() {
-        wal_core::entry::ErrorClass::Retryable => "retryable",
-        wal_core::entry::ErrorClass::Permanent => "permanent",
-        wal_core::entry::ErrorClass::Unspecified => "unspecified",
+        wal_queue::entry::ErrorClass::Retryable => "retryable",
+        wal_queue::entry::ErrorClass::Permanent => "permanent",
+        wal_queue::entry::ErrorClass::Unspecified => "unspecified",
     }
 }
 

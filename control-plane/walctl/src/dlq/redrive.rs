@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 use governor::{Quota, RateLimiter};
 use indicatif::ProgressBar;
 use serde_json::json;
-use wal_core::queue::redrive_copy;
 use wal_namespaces::Backend;
+use wal_queue::redrive_copy;
 
 use super::filter::{Filter, FilterArgs, Verdict};
 use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
@@ -140,7 +140,7 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
     let mut run = Run {
         args: &args,
         dead: &dead,
-        started_micros: wal_core::entry::now_micros(),
+        started_micros: wal_queue::entry::now_micros(),
         filter,
         // A burst of one: the rate holds from the first entry, not after a burst.
         limiter: RateLimiter::direct(Quota::per_second(per_second).allow_burst(NonZeroU32::MIN)),
@@ -248,7 +248,7 @@ impl Run<'_> {
     async fn sqs_receiving(
         &mut self,
         dlq: &DlqHandle,
-        passed: &mut Vec<wal_core::queue::Delivery>,
+        passed: &mut Vec<wal_queue::Delivery>,
     ) -> Result<(), Failure> {
         loop {
             let batch = dlq
@@ -294,7 +294,7 @@ impl Run<'_> {
     }
 
     /// Puts the entry's redrive copy on its queue (not in a dry run); whether it did.
-    async fn redrive(&mut self, entry: &wal_core::entry::Entry) -> Result<bool, Failure> {
+    async fn redrive(&mut self, entry: &wal_queue::entry::Entry) -> Result<bool, Failure> {
         if self.args.dry_run {
             return Ok(false);
         }

@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wal_core::clusters::ClusterMap;
-use wal_core::entry::Entry;
-use wal_core::queue::kafka::scan::{self, Scan};
-use wal_core::queue::{Backends, Delivery, Queue, QueueSpec};
+use wal_clusters::Backends;
+use wal_clusters::ClusterMap;
 use wal_namespaces::{Backend, Namespace};
+use wal_queue::entry::Entry;
+use wal_queue::kafka::scan::{self, Scan};
+use wal_queue::{Delivery, Queue, QueueSpec};
 
 use crate::Failure;
-use wal_core::process::BrokerFlags;
+use wal_clusters::flags::BrokerFlags;
 
 /// How long a received SQS dead letter stays hidden from others while walctl holds it: longer
 /// than a run takes, so a message passed over is not received twice by the same run. One held

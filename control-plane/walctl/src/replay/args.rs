@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::source::Wanted;
-use wal_core::process::{BrokerFlags, CqlFlags};
+use wal_clusters::flags::{BrokerFlags, CqlFlags};
 
 #[derive(Debug, clap::Args)]
 pub struct Replay {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use governor::DefaultDirectRateLimiter;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use wal_core::entry::{Body, Entry, Target as TargetSpec};
 use wal_namespaces::Namespace;
+use wal_queue::entry::{Body, Entry, Target as TargetSpec};
 
 /// Tries of one entry whose failures are retryable.
 const ATTEMPTS: u32 = 5;
@@ -261,6 +261,6 @@ impl Applier {
 
 /// The lane of a key, so one key always goes to one lane.
 fn lane_of(key: &str, lanes: usize) -> usize {
-    let hash = wal_core::entry::key_hash(key.as_bytes());
+    let hash = wal_queue::entry::key_hash(key.as_bytes());
     usize::try_from(hash % lanes.max(1) as u64).unwrap_or(0)
 }

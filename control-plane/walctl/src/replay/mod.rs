@@ -23,13 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use governor::{Quota, RateLimiter};
+use wal_clusters::ClusterMap;
 use wal_consumer::clients::{ClientSettings, Clients};
 use wal_consumer::target::TargetRegistry;
-use wal_core::clusters::ClusterMap;
-use wal_core::durable::DurableStorage;
-use wal_core::entry::Target as TargetSpec;
-use wal_core::queue::kafka::KafkaSettings;
+use wal_durable::DurableStorage;
 use wal_namespaces::Namespace;
+use wal_queue::entry::Target as TargetSpec;
+use wal_queue::kafka::KafkaSettings;
 
 pub use self::args::Replay;
 use self::lanes::{Applier, Lanes, Outcome};
@@ -71,7 +71,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     )
     .await?;
     let mut selection = Selection::new(
-        (from_micros, to_micros, wal_core::entry::now_micros()),
+        (from_micros, to_micros, wal_queue::entry::now_micros()),
         excluded_ids(&replay.exclude_ids, &replay.exclude_files)?,
         replay.key.clone(),
         replay.origin_region.clone(),
@@ -188,7 +188,7 @@ fn range(replay: &Replay, saved: Option<&Checkpoint>) -> Result<(i64, i64), Fail
             instant("--from", &replay.from, now)?,
             match &replay.to {
                 Some(to) => instant("--to", to, now)?,
-                None => wal_core::entry::now_micros(),
+                None => wal_queue::entry::now_micros(),
             },
         ),
     };

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wal_core::durable::{ARCHIVE_SHARDS, DurableStorage};
-use wal_core::entry::{CodecError, Entry};
-use wal_core::queue::kafka::{KafkaSettings, scan};
+use wal_durable::{ARCHIVE_SHARDS, DurableStorage};
+use wal_queue::entry::{CodecError, Entry};
+use wal_queue::kafka::{KafkaSettings, scan};
 
 use super::lanes::{Job, Lanes};
 use super::progress::lock;

@@ -22,13 +22,15 @@ pub(super) struct Report {
     pub(super) sample: Vec<serde_json::Value>,
 }
 
-pub(super) fn sample(entry: &wal_core::entry::Entry) -> serde_json::Value {
+pub(super) fn sample(entry: &wal_queue::entry::Entry) -> serde_json::Value {
     let payload = match &entry.body {
-        Some(wal_core::entry::Body::Payload(bytes)) => {
+        Some(wal_queue::entry::Body::Payload(bytes)) => {
             String::from_utf8_lossy(&bytes[..bytes.len().min(120)]).into_owned()
         }
-        Some(wal_core::entry::Body::ClaimCheck(check)) => format!("claim check in {}", check.table),
-        Some(wal_core::entry::Body::Transaction(marker)) => format!(
+        Some(wal_queue::entry::Body::ClaimCheck(check)) => {
+            format!("claim check in {}", check.table)
+        }
+        Some(wal_queue::entry::Body::Transaction(marker)) => format!(
             "transaction {} of {} items",
             marker.transaction_id, marker.item_count
         ),

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use wal_core::entry::Entry;
+use wal_queue::entry::Entry;
 
 use crate::Failure;
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wal_consumer::clients::Clients;
-use wal_core::durable::{ARCHIVE_SHARDS, DurableStorage};
-use wal_core::entry::now_micros;
-use wal_core::queue::kafka::{KafkaSettings, scan};
+use wal_durable::{ARCHIVE_SHARDS, DurableStorage};
 use wal_namespaces::{Backend, Namespace};
+use wal_queue::entry::now_micros;
+use wal_queue::kafka::{KafkaSettings, scan};
 
 use crate::checkpoint::Checkpoint;
 use crate::namespace::ArchiveHistory;

@@ -5,7 +5,7 @@
 
 use futures::StreamExt as _;
 use serde_json::json;
-use wal_core::durable::{DurableStorage, Listing, Txn};
+use wal_durable::{DurableStorage, Listing, Txn};
 use wal_namespaces::Namespace;
 
 use super::{applied, shown_state};
@@ -49,7 +49,7 @@ pub async fn run(
     format: Format,
 ) -> Result<(), Failure> {
     let listings = state.listings();
-    let failed = |e: wal_core::durable::DurableError| Failure::broker(e.to_string());
+    let failed = |e: wal_durable::DurableError| Failure::broker(e.to_string());
     let mut streams = Vec::with_capacity(listings.len());
     for listing in listings {
         streams.push(

@@ -5,8 +5,8 @@ mod list;
 mod show;
 mod write;
 
-use wal_core::durable::{DurableSettings, DurableStorage, TxnState, transaction_lifetime};
-use wal_core::process::{BrokerFlags, CqlFlags};
+use wal_clusters::flags::{BrokerFlags, CqlFlags};
+use wal_durable::{DurableSettings, DurableStorage, TxnState, transaction_lifetime};
 use wal_namespaces::Namespace;
 
 use crate::Failure;
@@ -111,15 +111,15 @@ async fn staging(
 
 /// The state to show: an open transaction past its lifetime is expired, whether or not the
 /// producer's sweep has marked it yet.
-fn shown_state(namespace: &Namespace, txn: &wal_core::durable::Txn) -> &'static str {
+fn shown_state(namespace: &Namespace, txn: &wal_durable::Txn) -> &'static str {
     let expired = txn.state == TxnState::Open
-        && wal_core::entry::now_micros().saturating_sub(txn.opened_at_micros)
+        && wal_queue::entry::now_micros().saturating_sub(txn.opened_at_micros)
             > transaction_lifetime(namespace).as_micros() as i64;
     if expired { "expired" } else { txn.state.name() }
 }
 
 /// How far the apply got, as "k of n"; "-" before the commit.
-fn applied(txn: &wal_core::durable::Txn) -> String {
+fn applied(txn: &wal_durable::Txn) -> String {
     match txn.item_count {
         Some(count) => format!("{} of {count}", txn.applied_through),
         None => "-".to_owned(),

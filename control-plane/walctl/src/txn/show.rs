@@ -2,7 +2,7 @@
 //! staging tables.
 
 use serde_json::json;
-use wal_core::durable::DurableStorage;
+use wal_durable::DurableStorage;
 use wal_namespaces::Namespace;
 
 use super::{applied, shown_state};
@@ -15,7 +15,7 @@ pub async fn run(
     id: &str,
     format: Format,
 ) -> Result<(), Failure> {
-    let failed = |e: wal_core::durable::DurableError| Failure::broker(e.to_string());
+    let failed = |e: wal_durable::DurableError| Failure::broker(e.to_string());
     let txn = storage
         .transaction(&namespace.name, id)
         .await

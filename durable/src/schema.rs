@@ -1,0 +1,284 @@
+//! The durable keyspace's schema, versioned: a process migrates the keyspace forward at start-up
+//! and refuses to run on one a newer build has migrated past what it knows, because a table
+//! changed under an older build would be read or written wrongly, silently.
+//!
+//! The version lives in the keyspace itself (`schema_version`, one row per component), so
+//! every process of a deployment reads the same one. Each step is idempotent: processes that
+//! start together may both take it, and a step cut short by a crash is taken again. Before
+//! versions (the builds before 2026-11-28) the keyspace had no `schema_version` table: its
+//! tables are version 1's, created `IF NOT EXISTS`, so such a keyspace is migrated as version 0.
+//!
+//! Versions:
+//! 1. the claim checks, the archive and the two-phase staging tables;
+//! 2. transactions left `committing` by a build before the producers' resend sweep were indexed
+//!    under `applying`, where the sweep does not look (the closing note of issue 20): each is
+//!    indexed under `committing` too, so the sweep sends its marker again. It covers what is
+//!    there when it runs: producers of a build before the sweep (none was ever deployed) must be
+//!    gone before the first process of a build with version 2 starts.
+
+use futures::TryStreamExt as _;
+use scylla::client::session::Session;
+use scylla::value::CqlTimestamp;
+
+use super::{DurableError, cql};
+use wal_queue::entry::now_micros;
+
+/// The version this build migrates to, and the newest it runs on.
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// The row of `schema_version` the durable tables are versioned under.
+const COMPONENT: &str = "durable";
+
+/// Brings `keyspace` to [`SCHEMA_VERSION`]: reads its version, refuses a newer one, takes each
+/// step after it in order and records it ([`advance`]). Returns the version found (0: none
+/// recorded).
+pub(super) async fn migrate(
+    session: &Session,
+    keyspace: &str,
+    replication_factor: u8,
+) -> Result<i32, DurableError> {
+    run(
+        session,
+        super::keyspace_schema(keyspace, replication_factor),
+    )
+    .await?;
+    run(
+        session,
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.schema_version (\
+             component text PRIMARY KEY, version int, written_by text, written_at timestamp)"
+        ),
+    )
+    .await?;
+    let found = recorded(session, keyspace).await?;
+    if let Some((version, written_by)) = &found
+        && *version > SCHEMA_VERSION
+    {
+        return Err(DurableError::NewerSchema {
+            keyspace: keyspace.to_owned(),
+            found: *version,
+            written_by: written_by.clone(),
+            supported: SCHEMA_VERSION,
+        });
+    }
+    // A version below 1 is no version a build wrote: start from the beginning.
+    let mut current = found.map(|(version, _)| version);
+    let from = current.map_or(0, |version| version.max(0));
+    for version in from + 1..=SCHEMA_VERSION {
+        step(session, keyspace, version).await?;
+        advance(session, keyspace, current, version).await?;
+        current = Some(version);
+        tracing::info!(keyspace, version, "migrated the durable keyspace's schema");
+    }
+    Ok(from)
+}
+
+/// The version recorded, and which build recorded it.
+async fn recorded(
+    session: &Session,
+    keyspace: &str,
+) -> Result<Option<(i32, String)>, DurableError> {
+    let rows = session
+        .query_unpaged(
+            format!(
+                "SELECT version, written_by FROM {keyspace}.schema_version WHERE component = ?"
+            ),
+            (COMPONENT,),
+        )
+        .await
+        .map_err(|e| cql("schema version")(&e))?
+        .into_rows_result()
+        .map_err(|e| cql("schema version")(&e))?;
+    let row: Option<(Option<i32>, Option<String>)> = rows
+        .maybe_first_row()
+        .map_err(|e| cql("schema version")(&e))?;
+    Ok(row.and_then(|(version, by)| Some((version?, by.unwrap_or_default()))))
+}
+
+/// Moves the recorded version from `from` (none recorded: `None`) to `to`, only if it still
+/// says `from` (a lightweight transaction): a slower process of an older build finishing its
+/// step never moves the version back under a newer one. Then reads it again: another process may
+/// have moved it first, which is fine up to this build's version, and refused past it.
+async fn advance(
+    session: &Session,
+    keyspace: &str,
+    from: Option<i32>,
+    to: i32,
+) -> Result<(), DurableError> {
+    let written_by = format!(
+        "{} {}",
+        std::env::args()
+            .next()
+            .and_then(|path| {
+                std::path::Path::new(&path)
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let at = CqlTimestamp(now_micros() / 1000);
+    let moved = match from {
+        None => {
+            session
+                .query_unpaged(
+                    format!(
+                        "INSERT INTO {keyspace}.schema_version \
+                         (component, version, written_by, written_at) VALUES (?, ?, ?, ?) \
+                         IF NOT EXISTS"
+                    ),
+                    (COMPONENT, to, written_by, at),
+                )
+                .await
+        }
+        Some(from) => {
+            session
+                .query_unpaged(
+                    format!(
+                        "UPDATE {keyspace}.schema_version SET version = ?, written_by = ?, \
+                         written_at = ? WHERE component = ? IF version = ?"
+                    ),
+                    (to, written_by, at, COMPONENT, from),
+                )
+                .await
+        }
+    };
+    moved.map_err(|e| cql("schema version")(&e))?;
+    match recorded(session, keyspace).await? {
+        Some((found, written_by)) if found > SCHEMA_VERSION => Err(DurableError::NewerSchema {
+            keyspace: keyspace.to_owned(),
+            found,
+            written_by,
+            supported: SCHEMA_VERSION,
+        }),
+        Some((found, _)) if found >= to => Ok(()),
+        other => Err(DurableError::Cql {
+            operation: "schema version",
+            reason: format!(
+                "keyspace '{keyspace}' records version {:?} after it was moved to {to}",
+                other.map(|(found, _)| found)
+            ),
+        }),
+    }
+}
+
+/// Takes the step to `version`.
+async fn step(session: &Session, keyspace: &str, version: i32) -> Result<(), DurableError> {
+    match version {
+        1 => {
+            let tables = super::schema(keyspace)
+                .into_iter()
+                .chain(super::archive::schema(keyspace))
+                .chain(super::staging::schema(keyspace));
+            for statement in tables {
+                run(session, statement).await?;
+            }
+            Ok(())
+        }
+        2 => index_committing(session, keyspace).await,
+        _ => Err(DurableError::Cql {
+            operation: "schema migration",
+            reason: format!("this build has no step to schema version {version}"),
+        }),
+    }
+}
+
+/// Version 2: every transaction indexed under `applying` whose row says `committing` is indexed
+/// under `committing` as well, with the entry's own remaining TTL (else the row's). It reads
+/// the index's partition keys, then only the `applying` partitions, a page at a time, and looks
+/// up [`LOOKUPS`] transactions at once.
+async fn index_committing(session: &Session, keyspace: &str) -> Result<(), DurableError> {
+    use futures::StreamExt as _;
+    let failed = |e: &dyn std::fmt::Display| cql("schema migration")(e);
+    let prepare = |text: String| super::prepare(session, text);
+    let listing = prepare(format!(
+        "SELECT id, since, TTL(since) FROM {keyspace}.transactions_by_state \
+         WHERE namespace = ? AND state = 'applying'"
+    ))
+    .await?;
+    let state = prepare(format!(
+        "SELECT state, TTL(state) FROM {keyspace}.transactions WHERE namespace = ? AND id = ?"
+    ))
+    .await?;
+    let index = prepare(format!(
+        "INSERT INTO {keyspace}.transactions_by_state (namespace, state, id, since) \
+         VALUES (?, 'committing', ?, ?) USING TTL ?"
+    ))
+    .await?;
+    let namespaces: Vec<(String, String)> = session
+        .query_iter(
+            format!("SELECT DISTINCT namespace, state FROM {keyspace}.transactions_by_state"),
+            (),
+        )
+        .await
+        .map_err(|e| failed(&e))?
+        .rows_stream::<(String, String)>()
+        .map_err(|e| failed(&e))?
+        .try_collect()
+        .await
+        .map_err(|e| failed(&e))?;
+    let mut indexed = 0usize;
+    for (namespace, _) in namespaces.iter().filter(|(_, s)| s == "applying") {
+        let mut pages = session
+            .execute_iter(listing.clone(), (namespace,))
+            .await
+            .map_err(|e| failed(&e))?
+            .rows_stream::<(String, Option<CqlTimestamp>, Option<i32>)>()
+            .map_err(|e| failed(&e))?
+            .try_chunks(256);
+        while let Some(chunk) = pages.try_next().await.map_err(|e| failed(&e.1))? {
+            let moved: Vec<bool> = futures::stream::iter(chunk)
+                .map(|(id, since, entry_ttl)| {
+                    let (state, index) = (&state, &index);
+                    async move {
+                        let row: Option<(Option<String>, Option<i32>)> = session
+                            .execute_unpaged(state, (namespace, &id))
+                            .await
+                            .map_err(|e| failed(&e))?
+                            .into_rows_result()
+                            .map_err(|e| failed(&e))?
+                            .maybe_first_row()
+                            .map_err(|e| failed(&e))?;
+                        let Some((Some(found), row_ttl)) = row else {
+                            return Ok(false);
+                        };
+                        if found != "committing" {
+                            return Ok(false);
+                        }
+                        let since = since.unwrap_or(CqlTimestamp(now_micros() / 1000));
+                        // The staging writes every row and entry with a TTL; 0 (none) only
+                        // if neither carries one, as then the transaction's row lives on too.
+                        let ttl = entry_ttl.or(row_ttl).unwrap_or(0);
+                        session
+                            .execute_unpaged(index, (namespace, &id, since, ttl))
+                            .await
+                            .map_err(|e| failed(&e))?;
+                        Ok::<_, DurableError>(true)
+                    }
+                })
+                .buffer_unordered(LOOKUPS)
+                .try_collect()
+                .await?;
+            indexed += moved.into_iter().filter(|m| *m).count();
+        }
+    }
+    if indexed > 0 {
+        tracing::info!(
+            keyspace,
+            indexed,
+            "indexed the transactions an older build left committing under 'committing', for the resend sweep"
+        );
+    }
+    Ok(())
+}
+
+/// Transactions version 2 looks up at once.
+const LOOKUPS: usize = 16;
+
+async fn run(session: &Session, statement: String) -> Result<(), DurableError> {
+    session
+        .query_unpaged(statement, &[])
+        .await
+        .map_err(|e| cql("schema")(&e))
+        .map(drop)
+}

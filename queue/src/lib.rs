@@ -1,0 +1,488 @@
+//! The queue layer: the entry codec ([`entry`]: how an entry becomes bytes on a queue and back),
+//! and one trait for a namespace's queue, implemented on Kafka and on SQS.
+//!
+//! A queue carries entries from the producer to the consumer. Every queue has a DLQ on the same
+//! backend. The contract below is what the producer's Trilean answer and the consumer's
+//! at-least-once delivery stand on; `tests/queue_conformance.rs` checks it against every backend.
+
+pub mod delay;
+pub mod entry;
+mod error;
+pub mod kafka;
+#[cfg(feature = "memory")]
+pub mod memory;
+pub mod sqs;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::entry::{CodecError, Entry, ErrorClass};
+use error::EnqueueTo;
+pub use error::{Durability, EnqueueError, Operation, QueueError};
+
+/// The broker a queue lives on, as the namespace model names it.
+pub use wal_namespaces::Backend;
+use wal_namespaces::{Namespace, QueueConfig};
+
+/// Names one queue of a namespace: the Kafka topic or SQS queue, and its DLQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// The namespace the queue belongs to; dead-lettered undecodable messages are filed under it.
+    pub namespace: String,
+    /// The topic or queue name.
+    pub name: String,
+    /// The DLQ's topic or queue name. `None` only for a handle that reads a DLQ itself.
+    pub dlq: Option<String>,
+    /// The longest an entry on this queue may wait for its deliver-at (the namespace's delay
+    /// and jitter limits, or its longest retry backoff). A Kafka queue makes the delay tiers a
+    /// wait this long needs; zero means entries are held in memory only.
+    pub longest_wait: Duration,
+    /// The Kafka cluster the queue is on, as the cluster map names it; `None`: the map's
+    /// default. Its DLQ and delay tiers are on the same cluster.
+    pub cluster: Option<String>,
+    /// Who reads the queue through this handle, when not the namespace's delivery group: a
+    /// reader of its own keeps its own position (on Kafka, its own consumer group).
+    pub reader: Option<Reader>,
+}
+
+/// Where a reader stands on one partition of a Kafka topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Position {
+    pub partition: i32,
+    /// The next offset the reader reads; `None` when it has committed nothing yet.
+    pub committed: Option<i64>,
+    /// The oldest offset the topic still holds.
+    pub low: i64,
+    /// One past the newest offset.
+    pub high: i64,
+}
+
+impl Position {
+    /// Entries the reader has yet to read (from the oldest held when it has no position).
+    pub fn lag(&self) -> u64 {
+        let from = self.committed.unwrap_or(self.low).max(self.low);
+        u64::try_from(self.high - from).unwrap_or(0)
+    }
+
+    /// Offsets the reader will never read: its position is older than what the topic holds.
+    pub fn lost(&self) -> Option<std::ops::Range<i64>> {
+        self.committed
+            .filter(|c| *c < self.low)
+            .map(|c| c..self.low)
+    }
+}
+
+/// A reader of a queue with a position of its own: one destination region of a replicated
+/// namespace. On Kafka its consumer group is `<group_prefix><topic>.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reader {
+    pub name: String,
+    /// Where a reader with no position yet starts: the oldest entry the queue holds, or the
+    /// next one written.
+    pub from_oldest: bool,
+}
+
+impl QueueSpec {
+    /// A namespace queue with its DLQ.
+    pub fn new(namespace: &str, name: &str, dlq: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            dlq: Some(dlq.to_owned()),
+            longest_wait: Duration::ZERO,
+            cluster: None,
+            reader: None,
+        }
+    }
+
+    /// One of a namespace's queues, with the namespace's longest wait, so a Kafka queue has the
+    /// delay tiers its entries need.
+    pub fn of(namespace: &Namespace, queue: &QueueConfig) -> Self {
+        Self {
+            cluster: queue.cluster.clone(),
+            ..Self::new(&namespace.name, &queue.name, &queue.dlq)
+        }
+        .with_longest_wait(namespace.longest_wait())
+    }
+
+    /// The same queue, with entries waiting up to `longest_wait` for their deliver-at.
+    pub fn with_longest_wait(mut self, longest_wait: Duration) -> Self {
+        self.longest_wait = longest_wait;
+        self
+    }
+
+    /// The same queue, read by `reader` with a position of its own.
+    pub fn read_by(mut self, reader: Reader) -> Self {
+        self.reader = Some(reader);
+        self
+    }
+
+    /// A handle on this queue's DLQ, for reading what was dead-lettered.
+    pub fn dead_letters(&self) -> Option<Self> {
+        self.dlq.as_ref().map(|dlq| Self {
+            namespace: self.namespace.clone(),
+            name: dlq.clone(),
+            dlq: None,
+            longest_wait: Duration::ZERO,
+            cluster: self.cluster.clone(),
+            reader: None,
+        })
+    }
+}
+
+/// What [`Queue::provision`] did: the topics or queues it made, and those that already existed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProvisionReport {
+    pub created: Vec<String>,
+    pub existing: Vec<String>,
+}
+
+/// A delay tier of a queue: a queue of its own whose every entry waits `wait` before it moves on
+/// (see [`delay`]). The consumer reads it and puts each entry back through its home queue's
+/// [`Queue::requeue`], which parks it on the next tier down or returns it to the queue.
+#[derive(Debug, Clone)]
+pub struct DelayTier {
+    pub wait: Duration,
+    pub queue: Arc<dyn Queue>,
+}
+
+/// Identifies a received message to its backend, for acknowledging or extending it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    Kafka { partition: i32, offset: i64 },
+    Sqs { message_id: String, handle: String },
+}
+
+impl fmt::Display for Receipt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kafka { partition, offset } => write!(f, "partition {partition} offset {offset}"),
+            Self::Sqs { message_id, .. } => write!(f, "message {message_id}"),
+        }
+    }
+}
+
+/// One received message: the entry (or why it could not be decoded) and its receipt.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The decoded entry. An error here is permanent: the consumer dead-letters the raw bytes.
+    pub entry: Result<Entry, CodecError>,
+    /// The message exactly as the queue held it when its entry did not decode, so even an
+    /// undecodable one reaches the DLQ. A queue may leave it empty when the entry decoded
+    /// (Kafka does: the copy would cost every delivery, and nothing reads it then).
+    pub raw: Bytes,
+    pub receipt: Receipt,
+}
+
+/// Why a delivery failed, for [`Queue::release`] and [`Queue::dead_letter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub reason: String,
+}
+
+impl Failure {
+    pub fn retryable(reason: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Retryable,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn permanent(reason: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Permanent,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Error texts on entries are capped so that the copy written by a retry or to the DLQ still fits
+/// the backend; [`Queue::max_entry_bytes`] keeps this much head room for it.
+pub const MAX_ERROR_BYTES: usize = 1024;
+/// How much of an undecodable message its DLQ entry keeps (the smallest backend limit, SQS's,
+/// less head room).
+pub const MAX_UNDECODABLE_BYTES: usize = 128 * 1024;
+/// Head room between an entry's size limit and the backend's, for the fields a retry or a DLQ
+/// write adds (error text, times, attempt count).
+pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
+
+/// One queue of a namespace and its DLQ.
+///
+/// # Contract
+/// - **Enqueue is durable or says why not.** [`enqueue`](Queue::enqueue) returns `Ok` only after
+///   the broker acknowledged the entry (Kafka: idempotent producer, acks=all; SQS: SendMessage
+///   succeeded). An error says whether the entry is definitely not stored or may be
+///   ([`EnqueueError::durability`]). An entry larger than [`max_entry_bytes`](Queue::max_entry_bytes)
+///   is refused before anything is sent.
+/// - **Delay.** An entry is not handed out by [`receive`](Queue::receive) long before its
+///   `deliver_at_micros` where the backend can hold it back (SQS DelaySeconds, up to 900 s); Kafka
+///   hands what the producer enqueued out at once. Either way the consumer must still wait until
+///   deliver-at: the queue never promises exact timing. An entry further from its deliver-at
+///   than [`hold_limit`](Queue::hold_limit) is given back with [`requeue`](Queue::requeue), which
+///   keeps it on the broker (SQS: delayed; Kafka: on a [`DelayTier`]) until it is near.
+/// - **At-least-once.** A received entry stays owned by the queue until it is acknowledged. One
+///   that is never acknowledged (the consumer crashed, the handle was dropped) is received again
+///   by a later handle: on Kafka the committed offset never passes an entry still in progress,
+///   however many are in flight; on SQS the message becomes visible again when its visibility
+///   timeout ends (see [`extend`](Queue::extend)).
+/// - **Acknowledge after effect.** Callers acknowledge only after the entry's effect happened or
+///   it was written to the DLQ. An acknowledged entry is not received again, except after a
+///   broker-side failure that at-least-once allows (a Kafka group rebalance before the commit).
+/// - **Release and dead-letter write first, acknowledge second.** Both put a new copy on a queue
+///   and only then acknowledge the original, so a crash between the two duplicates, never loses.
+///
+/// Handles are cheap to clone behind an `Arc` and safe to use from many tasks at once.
+#[async_trait]
+pub trait Queue: Send + Sync + fmt::Debug {
+    /// The queue's spec: its name and its DLQ's.
+    fn spec(&self) -> &QueueSpec;
+
+    /// The broker this queue lives on.
+    fn backend(&self) -> Backend;
+
+    /// The largest encoded entry [`enqueue`](Queue::enqueue) accepts. The producer compares
+    /// payload sizes against it to decide on a claim check.
+    fn max_entry_bytes(&self) -> usize;
+
+    /// Creates the queue and its DLQ if they do not exist. Idempotent: a second call creates
+    /// nothing and reports both as existing.
+    async fn provision(&self) -> Result<ProvisionReport, QueueError>;
+
+    /// Puts the entry on the queue. `Ok` means the broker acknowledged it; see the contract.
+    async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// Puts the entry on the DLQ as it is (the caller has set its reason). Allows entries up to
+    /// the backend's own limit, so an entry that fit the queue always fits its DLQ.
+    async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// Puts a copy of an entry that was already on this queue back on it (a retry, or a wait
+    /// parked on the broker), to be received again shortly before its deliver-at: SQS hides it
+    /// with DelaySeconds, in steps of at most 900 s; Kafka parks it on a delay tier when it is
+    /// further than the hold limit. Allows entries up to the backend's own limit, like
+    /// [`enqueue_dead_letter`](Queue::enqueue_dead_letter): the head room below it is kept for
+    /// what a retry adds.
+    async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+
+    /// The longest wait a consumer should hold in memory; an entry further from its deliver-at is
+    /// given back with [`requeue`](Queue::requeue), so waiting costs broker space, not memory.
+    /// `Duration::MAX` when the queue has nowhere to park (a Kafka queue without delay tiers).
+    fn hold_limit(&self) -> Duration;
+
+    /// The delay tiers a consumer of this queue must also read (Kafka); none on SQS, where the
+    /// queue itself holds delayed messages back.
+    fn delay_tiers(&self) -> Vec<DelayTier> {
+        Vec::new()
+    }
+
+    /// Roughly how many entries wait on the broker for their deliver-at: SQS's delayed messages,
+    /// or the delay tiers' backlog on Kafka (`None` before they are read). For metrics and
+    /// operators, never for correctness.
+    async fn parked(&self) -> Result<Option<u64>, QueueError>;
+
+    /// Waits up to `wait` for entries, and returns at most `max` of them (possibly none).
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
+
+    /// Marks the delivery done, so it is not received again.
+    async fn acknowledge(&self, delivery: &Delivery) -> Result<(), QueueError>;
+
+    /// Keeps an entry in progress from being handed to another consumer for `by` from now
+    /// (SQS visibility). Kafka keeps in-progress entries by design, so there it does nothing.
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError>;
+
+    /// Stops reading ahead while the caller holds what it has (its target is unavailable) and
+    /// will not receive until [`Queue::resume`]: Kafka pauses the assigned partitions, so nothing
+    /// more is fetched into memory and the group membership and commits stay as they are; SQS
+    /// needs nothing, since it hands out only what is asked for. Entries already received are
+    /// not touched.
+    async fn pause(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+
+    /// Reads on after [`Queue::pause`], from the first entry not yet received.
+    async fn resume(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+
+    /// Makes what was acknowledged final before the handle goes away (Kafka: a synchronous
+    /// commit). A handle dropped without closing may lose acknowledgements made since the last
+    /// periodic commit, so those entries are received again: at-least-once, never a loss.
+    async fn close(&self) -> Result<(), QueueError>;
+
+    /// Roughly how many entries wait to be received: on Kafka, the consumer group's lag on the
+    /// partitions this handle is assigned (`None` before its first receive); on SQS, the
+    /// queue's visible messages. For metrics and operators, never for correctness.
+    async fn backlog(&self) -> Result<Option<u64>, QueueError>;
+
+    /// How many entries the queue holds that no consumer has finished: on Kafka, past the
+    /// namespace consumer group's committed offsets (everything kept, when the group never
+    /// committed); on SQS, its visible, in-flight and delayed messages. Approximate on SQS. The
+    /// control plane asks it before a queue or DLQ is dropped from its namespace.
+    async fn unfinished(&self) -> Result<u64, QueueError>;
+
+    /// Where this handle's reader (its group, on Kafka) stands on each partition, read without
+    /// joining it; `None` for a queue without positions (SQS).
+    async fn positions(&self) -> Result<Option<Vec<Position>>, QueueError> {
+        Ok(None)
+    }
+
+    /// The entry at `offset` of `partition`, read without a reader's position; `None` when the
+    /// queue does not hold it (or has no offsets: SQS).
+    async fn entry_at(
+        &self,
+        _partition: i32,
+        _offset: i64,
+    ) -> Result<Option<Result<Entry, crate::entry::CodecError>>, QueueError> {
+        Ok(None)
+    }
+
+    /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
+    /// with its attempt count incremented and the failure recorded, then acknowledges the
+    /// original. The retry schedule thus lives on the queue and survives a consumer restart.
+    async fn release(
+        &self,
+        delivery: &Delivery,
+        deliver_at_micros: i64,
+        failure: &Failure,
+    ) -> Result<(), QueueError> {
+        let original = delivery.entry.as_ref().map_err(|e| {
+            QueueError::permanent(
+                self.backend(),
+                &self.spec().name,
+                Operation::Release,
+                format!("an undecodable message cannot be retried, dead-letter it: {e}"),
+            )
+        })?;
+        let retry = retry_copy(original, deliver_at_micros, failure);
+        self.requeue(&retry)
+            .await
+            .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
+        self.acknowledge(delivery).await
+    }
+
+    /// Puts the entry on the DLQ with the failure's reason and class and the time, then
+    /// acknowledges the original. A message that could not be decoded is dead-lettered as an
+    /// entry whose payload is the raw message and whose id names where it was found.
+    async fn dead_letter(&self, delivery: &Delivery, failure: &Failure) -> Result<(), QueueError> {
+        let dead = dead_letter_copy(self.spec(), delivery, failure);
+        self.enqueue_dead_letter(&dead)
+            .await
+            .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))?;
+        self.acknowledge(delivery).await
+    }
+}
+
+/// The copy [`Queue::release`] puts back: attempt + 1, the new deliver-at, the failure recorded.
+/// Public so a caller can write the copy and acknowledge the original as separate steps, each
+/// retried on its own.
+pub fn retry_copy(original: &Entry, deliver_at_micros: i64, failure: &Failure) -> Entry {
+    let mut retry = original.clone();
+    retry.attempt = original.attempt.saturating_add(1);
+    retry.deliver_at_micros = deliver_at_micros;
+    retry.enqueued_at_micros = entry::now_micros();
+    record_failure(&mut retry, failure);
+    retry
+}
+
+/// The copy a redrive puts back on the entry's queue from its DLQ: due now, with a fresh attempt
+/// count (the namespace's retry policy applies again in full) and its redrive count + 1. The id,
+/// key and payload stay, so an idempotent target applies a repeated redrive once; the last error
+/// stays too, for whoever reads the entry later.
+pub fn redrive_copy(dead: &Entry) -> Entry {
+    let now = entry::now_micros();
+    let mut copy = dead.clone();
+    copy.attempt = 0;
+    copy.deliver_at_micros = now;
+    copy.enqueued_at_micros = now;
+    copy.dead_lettered_at_micros = 0;
+    copy.redrives = dead.redrives.saturating_add(1);
+    copy
+}
+
+/// The copy [`Queue::dead_letter`] puts on the DLQ: the entry (or, for an undecodable message,
+/// an entry holding its first bytes) with the reason, class and time recorded.
+pub fn dead_letter_copy(spec: &QueueSpec, delivery: &Delivery, failure: &Failure) -> Entry {
+    let mut dead = match &delivery.entry {
+        Ok(entry) => entry.clone(),
+        Err(_) => undecodable_entry(spec, delivery),
+    };
+    let reason = match &delivery.entry {
+        Ok(_) => failure.reason.clone(),
+        Err(codec) if delivery.raw.len() > MAX_UNDECODABLE_BYTES => format!(
+            "{} (undecodable: {codec}; the payload holds the first {MAX_UNDECODABLE_BYTES} of {} bytes)",
+            failure.reason,
+            delivery.raw.len()
+        ),
+        Err(codec) => format!("{} (undecodable: {codec})", failure.reason),
+    };
+    record_failure(
+        &mut dead,
+        &Failure {
+            class: failure.class,
+            reason,
+        },
+    );
+    dead.dead_lettered_at_micros = entry::now_micros();
+    dead
+}
+
+fn record_failure(entry: &mut Entry, failure: &Failure) {
+    entry.last_error = truncate(&failure.reason, MAX_ERROR_BYTES);
+    entry.last_error_class = failure.class as i32;
+}
+
+fn undecodable_entry(spec: &QueueSpec, delivery: &Delivery) -> Entry {
+    let now = entry::now_micros();
+    Entry {
+        version: entry::ENTRY_VERSION,
+        id: format!("undecodable:{}:{}", spec.name, delivery.receipt),
+        namespace: spec.namespace.clone(),
+        // Only the first bytes of a huge message, so it always fits the DLQ; the reason says so.
+        body: Some(entry::Body::Payload(
+            delivery.raw[..delivery.raw.len().min(MAX_UNDECODABLE_BYTES)].to_vec(),
+        )),
+        enqueued_at_micros: now,
+        ..Entry::default()
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redrive_copy_is_due_now_with_fresh_attempts_and_one_more_redrive() {
+        let dead = Entry {
+            id: "e-1".into(),
+            key: "k".into(),
+            attempt: 7,
+            redrives: 1,
+            last_error: "HTTP 400".into(),
+            deliver_at_micros: 1,
+            dead_lettered_at_micros: 2,
+            ..Entry::default()
+        };
+        let before = entry::now_micros();
+        let copy = redrive_copy(&dead);
+        assert_eq!((copy.id.as_str(), copy.key.as_str()), ("e-1", "k"));
+        assert_eq!((copy.attempt, copy.redrives), (0, 2));
+        assert_eq!(copy.dead_lettered_at_micros, 0);
+        assert!(copy.deliver_at_micros >= before && copy.enqueued_at_micros >= before);
+        assert_eq!(copy.last_error, "HTTP 400");
+    }
+}

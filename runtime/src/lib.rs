@@ -1,0 +1,12 @@
+//! What every binary of the platform runs on: logs and metrics ([`process`]), the gRPC server's
+//! standard services, TLS and client certificates ([`tls`]), who may call what
+//! ([`authorize`]), secrets kept out of configs and logs ([`secret`]), and a dependency's
+//! absence told once rather than per failure ([`outage`], with the broker metrics it keeps in
+//! [`metrics`]).
+
+pub mod authorize;
+pub mod metrics;
+pub mod outage;
+pub mod process;
+pub mod secret;
+pub mod tls;

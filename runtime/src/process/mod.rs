@@ -1,0 +1,72 @@
+//! What the platform's binaries share about running as a process: the gRPC server's standard
+//! services, logs and metrics, the namespace feed at start-up, and the shutdown signal. (The
+//! broker and CQL flags are the cluster map's: `wal_clusters::flags`.)
+
+mod driver_outage;
+mod grpc;
+mod scrape;
+pub mod series;
+mod telemetry;
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use wal_namespaces::feed::{Feed, FeedError, Source};
+
+pub use grpc::{ReflectionError, ServeError, standard_services};
+pub use telemetry::{
+    DEFAULT_LOG_FILTER, MetricsError, MetricsHandle, init_tracing, install_metrics, serve_metrics,
+};
+
+/// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
+/// with the binary's name, and gives the exit code: 2 for configs that do not validate (fix
+/// them), 1 for a control plane that cannot be reached (retrying may help).
+pub async fn open_feed(binary: &str, source: Source) -> Result<Feed, ExitCode> {
+    Feed::open(source.clone()).await.map_err(|error| {
+        eprintln!("{binary}: {source}: {error}");
+        ExitCode::from(match error {
+            FeedError::Invalid(_) => 2,
+            FeedError::Unreachable(_) => 1,
+        })
+    })
+}
+
+/// A feed-following service's life after its flags are parsed: opens the feed it starts from
+/// (see [`open_feed`]), runs `run` on it, and turns the outcome into the exit code, an error
+/// said on stderr with its causes, prefixed with the binary's name.
+pub async fn run_on_feed<Run, Ran, E>(binary: &str, source: Source, run: Run) -> ExitCode
+where
+    Run: FnOnce(Feed) -> Ran,
+    Ran: Future<Output = Result<(), E>>,
+    // `{:#}` of an anyhow::Error says its causes too.
+    E: std::fmt::Display,
+{
+    let feed = match open_feed(binary, source).await {
+        Ok(feed) => feed,
+        Err(code) => return code,
+    };
+    match run(feed).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{binary}: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod), so a binary can
+/// start its graceful shutdown.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}
