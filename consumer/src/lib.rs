@@ -2,10 +2,7 @@
 //! deliver-at, resolve claim checks, apply them to their target, then acknowledge, retry with
 //! backoff, or dead-letter. See `consumer/README.md` for the targets' settings and payloads.
 
-pub mod apply;
 pub mod backoff;
-pub mod breaker;
-pub mod clients;
 pub mod crew;
 pub mod delivery;
 pub mod hold;
@@ -15,10 +12,8 @@ pub mod options;
 pub mod replica;
 pub mod service;
 pub mod settings;
-pub mod target;
 pub mod tier;
 pub mod trace;
-pub mod transaction;
 pub mod worker;
 
 pub use options::ConsumerOptions;

@@ -21,18 +21,10 @@ pub const QUEUE_ERRORS: &str = "wal_consumer_queue_errors_total";
 pub const PARKED: &str = "wal_consumer_parked";
 pub const PARKED_TOTAL: &str = "wal_consumer_parked_total";
 pub const EARLY: &str = "wal_consumer_early_total";
-pub const BREAKER_OPEN: &str = "wal_consumer_breaker_open";
-pub const BREAKER_HELD: &str = "wal_consumer_breaker_held";
-pub const BREAKER_OPENED: &str = "wal_consumer_breaker_opened_total";
-pub const BREAKER_OPEN_SECONDS: &str = "wal_consumer_breaker_open_seconds_total";
-pub const BREAKER_OPENED_AT: &str = "wal_consumer_breaker_opened_at_seconds";
 pub const REPLICATION_LAG_ENTRIES: &str = "wal_replication_lag_entries";
 pub const REPLICATION_LAG_SECONDS: &str = "wal_replication_lag_seconds";
 pub const REPLICATION_CONNECTED: &str = "wal_replication_connected";
 pub const REPLICATION_HEARTBEATS: &str = "wal_replication_heartbeats_total";
-pub const TRANSACTIONS_APPLIED: &str = "wal_transactions_applied_total";
-pub const TRANSACTION_ITEMS_APPLIED: &str = "wal_transaction_items_applied_total";
-pub const TRANSACTION_APPLY_LAG: &str = "wal_transaction_apply_lag_seconds";
 
 /// Buckets for apply latency and lateness: 1 ms to 5 minutes.
 pub const BUCKETS: &[f64] = &[
@@ -58,19 +50,6 @@ pub fn describe() {
     describe_counter!(
         REPLICATION_HEARTBEATS,
         "Heartbeats written on a replicated namespace's topic for a destination region."
-    );
-    describe_counter!(
-        TRANSACTIONS_APPLIED,
-        "Two-phase writes whose every item was applied, by namespace."
-    );
-    describe_counter!(
-        TRANSACTION_ITEMS_APPLIED,
-        "Items of two-phase writes applied, by namespace (an item applied again after a restart counts again)."
-    );
-    describe_histogram!(
-        TRANSACTION_APPLY_LAG,
-        Unit::Seconds,
-        "From a two-phase write's commit to its last item applied, by namespace."
     );
     describe_counter!(
         DELIVERED,
@@ -118,19 +97,7 @@ pub fn describe() {
         EARLY,
         "Entries applied before their deliver-at by the consumer's clock. Must stay 0."
     );
-    describe_gauge!(
-        BREAKER_OPEN,
-        "1 while a target endpoint's breaker is open (the target is unavailable and its entries are held), by endpoint."
-    );
-    describe_gauge!(
-        BREAKER_HELD,
-        "Entries waiting for an unavailable target, by endpoint."
-    );
-    describe_counter!(BREAKER_OPENED, "Times a target endpoint's breaker opened.");
-    describe_counter!(
-        BREAKER_OPEN_SECONDS,
-        "Seconds target endpoints' breakers were open, added when each closes."
-    );
+    wal_apply::metrics::describe();
     describe_counter!(
         QUEUE_ERRORS,
         "Failed receive, acknowledge, release or dead-letter calls (retried)."
@@ -224,44 +191,6 @@ impl QueueMetrics {
     }
 }
 
-/// One target endpoint's breaker handles.
-#[derive(Debug)]
-pub struct BreakerMetrics {
-    open: Gauge,
-    opened_at: Gauge,
-    pub held: Gauge,
-    opened_total: Counter,
-    open_seconds: Counter,
-}
-
-impl BreakerMetrics {
-    pub fn new(endpoint: &str) -> Self {
-        let labels = [("endpoint", endpoint.to_owned())];
-        Self {
-            open: gauge!(BREAKER_OPEN, &labels),
-            opened_at: gauge!(BREAKER_OPENED_AT, &labels),
-            held: gauge!(BREAKER_HELD, &labels),
-            opened_total: counter!(BREAKER_OPENED, &labels),
-            open_seconds: counter!(BREAKER_OPEN_SECONDS, &labels),
-        }
-    }
-
-    pub fn opened(&self) {
-        self.open.set(1.0);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        self.opened_at.set(now.as_secs_f64().floor());
-        self.opened_total.increment(1);
-    }
-
-    pub fn closed(&self, open_for: std::time::Duration) {
-        self.open.set(0.0);
-        self.opened_at.set(0.0);
-        self.open_seconds.increment(open_for.as_secs());
-    }
-}
-
 /// A destination region's replication gauges. They leave the scrape once the region's reader
 /// stops (the region removed), so a region that is gone raises no lag alert.
 #[derive(Debug)]
@@ -287,11 +216,4 @@ impl ReplicationMetrics {
             _series: series::hold(&[("namespace", namespace), ("region", region)]),
         }
     }
-}
-
-/// A two-phase write finished: `items` applied by this attempt, `lag` since its commit.
-pub fn transaction_applied(namespace: &str, items: u64, lag: std::time::Duration) {
-    counter!(TRANSACTIONS_APPLIED, "namespace" => namespace.to_owned()).increment(1);
-    counter!(TRANSACTION_ITEMS_APPLIED, "namespace" => namespace.to_owned()).increment(items);
-    histogram!(TRANSACTION_APPLY_LAG, "namespace" => namespace.to_owned()).record(lag);
 }

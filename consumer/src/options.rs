@@ -10,8 +10,8 @@ use wal_clusters::flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults, loca
 
 use wal_clusters::ClusterMapError;
 
-use crate::clients::ClientSettings;
 use crate::settings::ConsumerSettings;
+use wal_apply::clients::ClientSettings;
 
 /// See [`ConsumerOptions::max_held`].
 pub const DEFAULT_MAX_HELD: u32 = 8192;

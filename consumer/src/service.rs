@@ -13,12 +13,12 @@ use wal_namespaces::feed::{Feed, SetChanges};
 use wal_queue::kafka::{self, CloseMark};
 use wal_targets::Kind;
 
-use crate::apply::Applier;
-use crate::clients::Clients;
 use crate::crew::{Crew, Plan, RunningCrew};
 use crate::delivery::Deliverer;
 use crate::settings::ConsumerSettings;
-use crate::target::TargetRegistry;
+use wal_apply::TargetRegistry;
+use wal_apply::applier::Applier;
+use wal_apply::clients::Clients;
 
 /// How long a consumer that stops waits for its Kafka consumers to leave their groups. Leaving
 /// takes a broker round trip; the bound is for brokers that do not answer.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wal_clusters::ClusterMap;
 
-use crate::clients::ClientSettings;
+use wal_apply::clients::ClientSettings;
 
 #[derive(Debug, Clone)]
 pub struct ConsumerSettings {

@@ -187,14 +187,14 @@ pub fn target_payload_accepted(data: &[u8]) -> bool {
         return false;
     };
     match pick % 8 {
-        0 => wal_consumer::target::cql::payload::parse(rest).is_ok(),
+        0 => wal_apply::cql::payload::parse(rest).is_ok(),
         1 => {
             static SETTINGS: OnceLock<wal_targets::cache::CacheSettings> = OnceLock::new();
             let settings = SETTINGS.get_or_init(|| {
                 wal_targets::parse("{}").unwrap_or_else(|_| unreachable!("{{}} is cache settings"))
             });
-            let command = wal_consumer::target::cache::command(rest, settings);
-            if let Ok(wal_consumer::target::cache::Command::Set { value, .. }) = &command {
+            let command = wal_apply::cache::command(rest, settings);
+            if let Ok(wal_apply::cache::Command::Set { value, .. }) = &command {
                 assert!(value.len() <= rest.len(), "a value longer than its payload");
             }
             command.is_ok()

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use wal_apply::clients::ClientSettings;
 use wal_clusters::flags::{CqlFlags, local_defaults, local_memcached};
-use wal_consumer::clients::ClientSettings;
 use wal_runtime::authorize::SecurityFlags;
 use wal_runtime::secret::Secret;
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
-use wal_consumer::clients::{ClientSettings, Clients};
-use wal_consumer::target::{Mutation, TargetError, TargetRegistry, cache, cql};
+use wal_apply::clients::{ClientSettings, Clients};
+use wal_apply::{Mutation, TargetError, TargetRegistry, cache, cql};
 use wal_namespaces::Action;
 use wal_proto::v1::region_writer_server::RegionWriter;
 use wal_proto::v1::{ApplyOutcome, ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};

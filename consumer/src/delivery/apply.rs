@@ -10,10 +10,10 @@ use wal_namespaces::{DurableStorageConfig, Namespace};
 use wal_queue::Delivery;
 use wal_queue::entry::{Body, Entry, Target as TargetSpec};
 
-use crate::breaker::{Breaker, Pass};
 use crate::hold::Hold;
 use crate::metrics::KindMetrics;
-use crate::target::TargetError;
+use wal_apply::TargetError;
+use wal_apply::breaker::{Breaker, Pass};
 
 use super::{Applied, Deliverer, QueueContext};
 

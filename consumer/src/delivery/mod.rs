@@ -23,13 +23,13 @@ use wal_namespaces::Namespace;
 use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_queue::{Delivery, Queue};
 
-use crate::apply::Applier;
 use crate::backoff;
 use crate::hold::Holds;
 use crate::metrics::QueueMetrics;
 use crate::replica::Replica;
-use crate::target::{TargetError, TargetRegistry};
 use crate::trace;
+use wal_apply::applier::Applier;
+use wal_apply::{TargetError, TargetRegistry};
 
 /// One namespace queue, as a delivery sees it.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use wal_queue::{
 
 use crate::backoff;
 use crate::metrics::KindMetrics;
-use crate::target::TargetError;
+use wal_apply::TargetError;
 
 use super::{Applied, Deliverer, QueueContext};
 

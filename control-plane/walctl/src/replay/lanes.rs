@@ -27,7 +27,7 @@ const FAILED_IDS_SHOWN: usize = 20;
 #[derive(Debug)]
 pub struct Applier {
     /// The consumer's apply side: payload, target, timeout.
-    pub apply: wal_consumer::apply::Applier,
+    pub apply: wal_apply::applier::Applier,
     pub namespace: Namespace,
     /// --target-kind/--target-settings: every entry goes there instead of its own target.
     pub target: Option<TargetSpec>,

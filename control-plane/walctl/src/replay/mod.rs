@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use governor::{Quota, RateLimiter};
+use wal_apply::TargetRegistry;
+use wal_apply::clients::{ClientSettings, Clients};
 use wal_clusters::ClusterMap;
-use wal_consumer::clients::{ClientSettings, Clients};
-use wal_consumer::target::TargetRegistry;
 use wal_durable::DurableStorage;
 use wal_namespaces::Namespace;
 use wal_queue::entry::Target as TargetSpec;
@@ -346,7 +346,7 @@ fn applier(
     let targets = TargetRegistry::builtin(Arc::clone(&clients));
     let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
     Applier {
-        apply: wal_consumer::apply::Applier::new(targets, clients, replay.apply_timeout),
+        apply: wal_apply::applier::Applier::new(targets, clients, replay.apply_timeout),
         namespace: namespace.clone(),
         target,
         default_target: namespace

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wal_consumer::clients::Clients;
+use wal_apply::clients::Clients;
 use wal_durable::{ARCHIVE_SHARDS, DurableStorage};
 use wal_namespaces::{Backend, Namespace};
 use wal_queue::entry::now_micros;

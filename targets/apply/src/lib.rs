@@ -22,10 +22,14 @@
 //!   namespace's default) and are parsed strictly into the kind's `Settings` type; unknown fields
 //!   are refused, so a typo is a clear permanent error instead of a silent default.
 
+pub mod applier;
+pub mod breaker;
 pub mod cache;
+pub mod clients;
 pub mod cql;
 pub mod http;
 pub mod kafka;
+pub mod metrics;
 pub mod region;
 mod registry;
 

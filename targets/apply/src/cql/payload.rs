@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::target::TargetError;
+use crate::TargetError;
 
 /// Mutations one entry may carry: a batch that large is already past CQL's batch size warning.
 pub const MAX_MUTATIONS: usize = 100;

@@ -19,7 +19,7 @@ use wal_namespaces::DurableStorageConfig;
 use wal_queue::kafka::OutageContext;
 use wal_runtime::outage::Outage;
 
-use crate::target::TargetError;
+use crate::TargetError;
 
 /// Distinct memcached server lists one consumer keeps clients for.
 const MAX_MEMCACHED_CLIENTS: usize = 64;

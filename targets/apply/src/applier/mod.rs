@@ -3,6 +3,8 @@
 //! consumer's deliveries and walctl's replay both apply through an [`Applier`]; waiting, holding,
 //! retrying and acknowledging are the deliverer's.
 
+mod transaction;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use wal_namespaces::Namespace;
 use wal_queue::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
 
 use crate::clients::Clients;
-use crate::target::{Mutation, TargetError, TargetRegistry};
+use crate::{Mutation, TargetError, TargetRegistry};
 
 /// Targets made and kept, the clients they share, and how long one apply may take.
 #[derive(Debug)]
@@ -105,7 +107,7 @@ impl Applier {
 
     /// Reads a claim-checked payload from the namespace's durable storage. Only the keyspace the
     /// namespace configures is read: an entry cannot make the consumer connect anywhere else.
-    pub(crate) async fn claim_check(
+    pub async fn claim_check(
         &self,
         namespace: &Namespace,
         entry: &Entry,

@@ -3,7 +3,7 @@
 
 use scylla::errors::{DbError, ExecutionError, PrepareError, RequestAttemptError};
 
-use crate::target::TargetError;
+use crate::TargetError;
 
 /// A failed write: the server's verdict on the statement is permanent; no connection, no host,
 /// too few live replicas or an overloaded node is the cluster being unavailable; a timeout is

@@ -20,8 +20,8 @@ use wal_durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
 use wal_namespaces::Namespace;
 use wal_queue::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
 
-use crate::apply::Applier;
-use crate::target::TargetError;
+use super::Applier;
+use crate::TargetError;
 
 /// How long an apply holds a transaction without recording progress; a consumer that died
 /// mid-apply holds it back this long.
