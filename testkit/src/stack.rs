@@ -101,7 +101,8 @@ pub fn cargo_bin(name: &str) -> PathBuf {
     let binary = profile.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.exists(),
-        "{} is not built; only the tests and benches of its own package may run it",
+        "{} is not built: cargo builds a package's binaries for that package's own tests and \
+         benches only; build it first (cargo build [--release] -p PACKAGE)",
         binary.display()
     );
     binary

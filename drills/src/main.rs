@@ -1,55 +1,7 @@
-//! The fault drills, run like the benchmarks: a producer and a consumer as processes on the local
-//! stack, writers sending unique, checkable writes through WriteToLog, faults injected, then a wait
-//! for delivery and a row per drill: the writes answered TRUE / FALSE / UNKNOWN / shed / refused
-//! or unanswered, **TRUE never applied (must be 0)**, **FALSE or shed applied (must be 0)**, duplicates
-//! applied, the time from the end of the faults to the last TRUE write applied, and what the drill
-//! measures besides. A client the drills write for does not retry: an UNKNOWN write may or may not
-//! be applied, and is only counted. The program exits 1 when a promise did not hold.
-//!
-//! Run with:
-//!     scripts/stack up && cargo build --release -p wal-producer -p wal-writer &&
-//!         cargo bench -p wal-consumer --bench drills
-//! (the producer and writer binaries are other packages', which `cargo bench -p wal-consumer` does not build;
-//! the partitions drill starts Toxiproxy itself, building it with Go the first time).
-//!
-//! Drills (DRILLS, comma-separated, in this order by default):
-//! - kills: kill -9 of producer, consumer and broker (Kafka; ElasticMQ), DRILL_KILLS (20) of each,
-//!   on a Kafka and an SQS namespace (DRILL_BACKENDS: kafka,sqs); DRILL_SEED (1) picks the order.
-//! - two-phase: the same kills (Kafka) under two-phase writes: committed transactions applied
-//!   whole and in order, none partly.
-//! - replication: kill -9 of producer, consumer and one region's writer, DRILL_KILLS of each,
-//!   under writes replicated to two regions: every TRUE write in both.
-//! - outage: Cassandra, the target, killed for DRILL_OUTAGE_SECS (60).
-//! - poison: one entry in 10 failing every attempt: DRILL_POISON_ROUNDS (3) rounds of a run without
-//!   poison and one with, as steady traffic (DRILL_POISON_RATE, 2,000 healthy writes/s, for
-//!   DRILL_POISON_SECS, 20) and as a backlog of DRILL_POISON_ENTRIES (20,000) healthy ones.
-//! - overload: a namespace offered 3x its DRILL_OVERLOAD_RATE (300 writes/s), beside another.
-//! - slow: the target answering after DRILL_SLOW_MS (1,000), for DRILL_SLOW_SECS (60), to a
-//!   consumer taking DRILL_SLOW_IN_FLIGHT (256, its default) entries at once a queue, under
-//!   writers waiting DRILL_SLOW_PACE_MS (5) after each answer.
-//! - partitions: Toxiproxy between the platform and Kafka and Cassandra (see partitions.rs).
-//! - cluster (not in the default list: it needs the clustered stack, `scripts/stack up
-//!   --cluster` and its `env`): 2 producers and 3 consumers, kill -9 of a random broker,
-//!   Cassandra node, producer or consumer, one at a time, for DRILL_CLUSTER_SECS (1,800), under
-//!   writers that retry on the other producer (see cluster.rs).
-//! - cluster-isr (the clustered stack too): two brokers of three killed for DRILL_ISR_SECS (30),
-//!   below min ISR: no write answered TRUE meanwhile; TRUE again once one returns.
-//! - cluster-scale (the clustered stack too): the consumers scaled 3 -> 5 -> 2 under load, once
-//!   with eager and once with cooperative rebalancing, then while the target is down and they
-//!   hold: each rebalance and delivery pause timed; DRILL_SCALE_STEADY_SECS (15) of load before
-//!   the first step, DRILL_SCALE_STEP_SECS (30) after each (see cluster_scale.rs).
-//! - cluster-rolling (the clustered stack too): a rolling restart of every tier, one process at a
-//!   time with SIGTERM, under writers that retry on the other producer: no write answered
-//!   FALSE; with DRILL_PREVIOUS_BIN (another build's binaries) a rolling upgrade from that build
-//!   (see cluster_rolling.rs). DRILL_ROLLING_STEADY_SECS (20) of load before and after.
-//! - cluster-soak (the clustered stack too): the cluster drill for DRILL_SOAK_SECS (1,800)
-//!   killing only brokers and Cassandra nodes, with the producers' and consumers' resident
-//!   memory, descriptors and threads sampled every DRILL_SOAK_SAMPLE_SECS (60): growth past the
-//!   first 5 minutes under 10% (see soak.rs).
-//!
-//! DRILL_WRITERS (8) writers each; DRILL_STRAGGLERS_SECS (35) waited after the last TRUE write is
-//! applied, for late deliveries, before counting. DRILL_SMOKE=1 runs every drill briefly, with few
-//! faults (CI).
+//! The fault drills: the platform's processes on the local stack, writers sending checkable
+//! writes through WriteToLog, faults injected, and a row per drill of what every write became.
+//! The program exits 1 when a promise did not hold. What each drill does, its knobs and how to
+//! run them: README.md beside this crate's Cargo.toml.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
