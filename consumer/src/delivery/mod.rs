@@ -9,6 +9,7 @@
 
 mod apply;
 mod settle;
+mod verdict;
 mod wait;
 
 use std::sync::Arc;
@@ -21,15 +22,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_namespaces::Namespace;
 use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
-use wal_queue::{Delivery, Queue};
+use wal_queue::{Delivery, Failure, Queue};
 
-use crate::backoff;
 use crate::hold::Holds;
 use crate::metrics::QueueMetrics;
 use crate::replica::Replica;
 use crate::trace;
 use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
+
+use self::verdict::{Settle, Verdict, verdict};
 
 /// One namespace queue, as a delivery sees it.
 #[derive(Debug, Clone)]
@@ -109,9 +111,10 @@ impl Deliverer {
         let entry = match &delivery.entry {
             Ok(entry) => entry,
             Err(codec) => {
-                let failure = TargetError::permanent(format!("undecodable message: {codec}"));
+                let failure = Failure::permanent(format!("undecodable message: {codec}"));
                 let metrics = context.metrics.kind("none");
-                Box::pin(self.settle(context, &delivery, &metrics, Err(failure), shutdown)).await;
+                let settle = Settle::DeadLetter(failure);
+                Box::pin(self.settle(context, &delivery, &metrics, settle, 1, shutdown)).await;
                 return;
             }
         };
@@ -174,8 +177,10 @@ impl Deliverer {
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
         let breaker = spec.and_then(|spec| self.targets().breaker(spec));
+        let replicating = context.replica.is_some();
+        let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
-        let applied = loop {
+        let settle = loop {
             let applied = match &breaker {
                 None => attempt().await,
                 Some(breaker) => {
@@ -192,15 +197,12 @@ impl Deliverer {
                 }
             };
             attempts = attempts.saturating_add(1);
-            // A replicating reader retries in place: the key's later writes wait behind it.
-            let policy = &context.namespace.retry;
-            match (&context.replica, &applied) {
-                (Some(_), Err(TargetError::Retryable(reason)))
-                    if attempts < policy.max_attempts =>
-                {
+            let unit = rand::rng().random();
+            match verdict(&applied, attempts, policy, replicating, unit) {
+                Verdict::Settle(settle) => break settle,
+                Verdict::InPlace { wait, reason } => {
                     metrics.retried.increment(1);
                     self.stats.retried.fetch_add(1, Ordering::Relaxed);
-                    let wait = backoff::retry_wait(policy, attempts, rand::rng().random());
                     tracing::debug!(parent: &span, attempts, ?wait, %reason, "retrying in place");
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
@@ -210,23 +212,9 @@ impl Deliverer {
                         }
                     }
                 }
-                _ => break applied,
             }
         };
-        // Settling counts the attempts made here, in place, as a requeued entry carries them.
-        let tried;
-        let delivery = match &delivery.entry {
-            Ok(entry) if attempts > entry.attempt.saturating_add(1) => {
-                let mut copy = delivery.clone();
-                if let Ok(entry) = &mut copy.entry {
-                    entry.attempt = attempts - 1;
-                }
-                tried = copy;
-                &tried
-            }
-            _ => delivery,
-        };
-        if applied.is_ok() {
+        if settle == Settle::Acknowledge {
             if let Some(replica) = &context.replica {
                 replica.applied(entry);
             }
@@ -239,7 +227,7 @@ impl Deliverer {
                 tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
             }
         }
-        self.settle(context, delivery, &metrics, applied, shutdown)
+        self.settle(context, delivery, &metrics, settle, attempts, shutdown)
             .instrument(span)
             .await;
     }

@@ -4,18 +4,16 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
-use wal_queue::entry;
+use wal_queue::entry::{self, ErrorClass};
 use wal_queue::{
     Delivery, EnqueueError, Failure, Operation, QueueError, dead_letter_copy, retry_copy,
 };
 
-use crate::backoff;
 use crate::metrics::KindMetrics;
-use wal_apply::TargetError;
 
-use super::{Applied, Deliverer, QueueContext};
+use super::verdict::Settle;
+use super::{Deliverer, QueueContext};
 
 /// Waits between tries of a failed acknowledge, release or dead-letter: the entry's outcome is
 /// known, only the queue must still hear it.
@@ -23,46 +21,30 @@ const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
 const SETTLE_RETRY_MAX: Duration = Duration::from_secs(10);
 
 impl Deliverer {
-    /// Acknowledges, releases for a retry, or dead-letters, per the outcome and the namespace's
-    /// retry policy. A retry or DLQ copy is written first and the original acknowledged after,
-    /// each step retried on its own, so a failed acknowledgement never writes a second copy.
+    /// Acknowledges, puts a retry copy on the queue, or dead-letters, as the verdict says
+    /// (`attempts`: those made, this one included). A retry or DLQ copy is written first and the
+    /// original acknowledged after, each step retried on its own, so a failed acknowledgement
+    /// never writes a second copy.
     pub(super) async fn settle(
         &self,
         context: &QueueContext,
         delivery: &Delivery,
         metrics: &KindMetrics,
-        applied: Applied,
+        settle: Settle,
+        attempts: u32,
         shutdown: &CancellationToken,
     ) {
         let queue = &context.queue;
-        let error = match applied {
-            Ok(()) => {
+        let failure = match settle {
+            Settle::Acknowledge => {
                 if self.acknowledge(context, delivery, shutdown).await {
                     metrics.delivered.increment(1);
                     self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                 }
                 return;
             }
-            Err(error) => error,
-        };
-        let attempts = delivery
-            .entry
-            .as_ref()
-            .map_or(1, |e| e.attempt.saturating_add(1));
-        let policy = &context.namespace.retry;
-        let failure = match &error {
-            // Unavailable reaches here only for a target without a breaker (past their bound).
-            // A replicating reader never puts a retry copy back on the topic: every region's
-            // reader would receive it (it retried in place before it came here).
-            TargetError::Retryable(reason)
-            | TargetError::Unavailable(reason)
-            | TargetError::Throttled { reason, .. }
-                if attempts < policy.max_attempts && context.replica.is_none() =>
-            {
-                match self
-                    .retry(context, delivery, attempts, reason, shutdown)
-                    .await
-                {
+            Settle::Later { wait, reason } => {
+                match self.retry(context, delivery, wait, &reason, shutdown).await {
                     Settled::Done => {
                         metrics.retried.increment(1);
                         self.stats.retried.fetch_add(1, Ordering::Relaxed);
@@ -76,12 +58,7 @@ impl Deliverer {
                     )),
                 }
             }
-            TargetError::Retryable(reason)
-            | TargetError::Unavailable(reason)
-            | TargetError::Throttled { reason, .. } => {
-                Failure::retryable(format!("gave up after {attempts} attempts: {reason}"))
-            }
-            TargetError::Permanent(reason) => Failure::permanent(reason.clone()),
+            Settle::DeadLetter(failure) => failure,
         };
         tracing::warn!(attempts, reason = %failure.reason, "dead-lettering");
         // The DLQ copy counts every attempt made, this one included.
@@ -109,7 +86,7 @@ impl Deliverer {
             }
         }
         if self.acknowledge(context, delivery, shutdown).await {
-            if error.is_retryable() {
+            if failure.class == ErrorClass::Retryable {
                 metrics.dead_lettered_exhausted.increment(1);
             } else {
                 metrics.dead_lettered_permanent.increment(1);
@@ -123,7 +100,7 @@ impl Deliverer {
         &self,
         context: &QueueContext,
         delivery: &Delivery,
-        attempts: u32,
+        wait: Duration,
         reason: &str,
         shutdown: &CancellationToken,
     ) -> Settled {
@@ -135,10 +112,9 @@ impl Deliverer {
                 "an undecodable message cannot be retried",
             ));
         };
-        let wait = backoff::retry_wait(&context.namespace.retry, attempts, rand::rng().random());
         let deliver_at =
             entry::now_micros().saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
-        tracing::debug!(attempts, ?wait, reason, "retrying later");
+        tracing::debug!(attempt = entry.attempt, ?wait, reason, "retrying later");
         let copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
         let queue = &context.queue;
         let enqueue = || queue.requeue(&copy);
