@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedSemaphorePermit;
+
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use wal_queue::QueueError;
+use wal_queue::{Delivery, QueueError};
 use wal_runtime::outage::REMINDER_EVERY;
 
 use crate::delivery::{Deliverer, QueueContext};
@@ -195,41 +197,60 @@ impl Worker {
                         Err(_) => break,
                     },
                 };
-                let deliverer = Arc::clone(&self.deliverer);
-                let context = self.context.clone();
-                let shutdown = shutdown.clone();
-                let in_flight = metrics.in_flight.clone();
-                let role = self.role.clone();
-                // A replicating reader's entries of one key go one at a time, in the order
-                // received here (see `replica`).
-                let turn = match (&self.context.replica, &delivery.entry) {
-                    (Some(replica), Ok(entry)) => Some(replica.lanes.join(&entry.key)),
-                    _ => None,
-                };
-                in_flight.increment(1.0);
-                // Boxed once here, so spawning moves a pointer rather than the whole future.
-                tasks.spawn(Box::pin(async move {
-                    let mut turn = turn;
-                    if let Some(turn) = &mut turn {
-                        turn.wait().await;
-                    }
-                    match role {
-                        Role::Deliver => {
-                            deliverer
-                                .deliver(&context, delivery, Some(permit), &shutdown)
-                                .await;
-                        }
-                        Role::Forward(route) => {
-                            // Boxed, so a held entry's task (the other branch) stays small.
-                            Box::pin(tier::forward(&context, &route, delivery, permit, &shutdown))
-                                .await;
-                        }
-                    }
-                    in_flight.decrement(1.0);
-                    drop(turn);
-                }));
+                self.start(&tasks, delivery, permit, &shutdown);
             }
         }
+        self.stop(tasks).await;
+        tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, "worker stopped");
+    }
+
+    /// Starts one received delivery as a task of its own, holding its in-flight slot until it
+    /// ends.
+    fn start(
+        &self,
+        tasks: &TaskTracker,
+        delivery: Delivery,
+        permit: OwnedSemaphorePermit,
+        shutdown: &CancellationToken,
+    ) {
+        let deliverer = Arc::clone(&self.deliverer);
+        let context = self.context.clone();
+        let shutdown = shutdown.clone();
+        let in_flight = self.context.metrics.in_flight.clone();
+        let role = self.role.clone();
+        // A replicating reader's entries of one key go one at a time, in the order
+        // received here (see `replica`).
+        let turn = match (&self.context.replica, &delivery.entry) {
+            (Some(replica), Ok(entry)) => Some(replica.lanes.join(&entry.key)),
+            _ => None,
+        };
+        in_flight.increment(1.0);
+        // Boxed once here, so spawning moves a pointer rather than the whole future.
+        tasks.spawn(Box::pin(async move {
+            let mut turn = turn;
+            if let Some(turn) = &mut turn {
+                turn.wait().await;
+            }
+            match role {
+                Role::Deliver => {
+                    deliverer
+                        .deliver(&context, delivery, Some(permit), &shutdown)
+                        .await;
+                }
+                Role::Forward(route) => {
+                    // Boxed, so a held entry's task (the other branch) stays small.
+                    Box::pin(tier::forward(&context, &route, delivery, permit, &shutdown)).await;
+                }
+            }
+            in_flight.decrement(1.0);
+            drop(turn);
+        }));
+    }
+
+    /// Lets the entries in progress finish within the grace period, then closes the queue
+    /// (committing what was acknowledged).
+    async fn stop(&self, tasks: TaskTracker) {
+        let queue = &self.context.queue;
         tasks.close();
         if tokio::time::timeout(self.grace, tasks.wait())
             .await
@@ -240,6 +261,5 @@ impl Worker {
         if let Err(error) = queue.close().await {
             tracing::warn!(%error, "closing the queue failed; entries acknowledged since the last commit will be received again");
         }
-        tracing::info!(namespace = %namespace.name, queue = %queue.spec().name, "worker stopped");
     }
 }

@@ -63,33 +63,8 @@ impl Applier {
         // One apply at a time: a second marker (a commit sent again, a redelivery) waits for
         // the lease and finds the transaction applied.
         let applier = wal_queue::entry::new_entry_id();
-        // Waited for in place when another attempt holds the lease: a consumer killed mid-apply
-        // holds it until it runs out, and retrying with the namespace's backoff instead could
-        // spend every attempt before then and dead-letter a healthy transaction.
-        let waiting_since = std::time::Instant::now();
-        loop {
-            let claimed = storage
-                .claim_apply(&namespace.name, id, &applier, lease_until(), keep)
-                .await
-                .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
-            if claimed {
-                break;
-            }
-            // Applied by another attempt since the read above, or being applied now.
-            let now = storage
-                .transaction(&namespace.name, id)
-                .await
-                .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
-            if now.is_some_and(|t| t.state == TxnState::Applied) {
-                return Ok(());
-            }
-            if waiting_since.elapsed() > LEASE + CLAIM_EVERY {
-                return Err(TargetError::retryable(format!(
-                    "transaction {id} is being applied by another attempt, which kept its lease for {} s",
-                    LEASE.as_secs()
-                )));
-            }
-            tokio::time::sleep(CLAIM_EVERY).await;
+        if !claim(&storage, &namespace.name, id, &applier, keep).await? {
+            return Ok(());
         }
         // Read again under the lease: the attempt that held it before may have got further.
         let txn = storage
@@ -107,14 +82,65 @@ impl Applier {
             recorded: txn.applied_through,
             recorded_at: std::time::Instant::now(),
         };
-        let mut items = match storage
-            .items_from(&namespace.name, id, txn.applied_through)
+        let items = Items {
+            namespace,
+            marker_entry,
+            marker,
+            traceparent,
+        };
+        self.apply_items(&items, &mut progress).await?;
+        let finished = storage
+            .finish_transaction(
+                &namespace.name,
+                id,
+                &applier,
+                TxnState::Applied,
+                marker.item_count,
+                None,
+                keep,
+            )
+            .await
+            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
+        if !finished {
+            return Err(TargetError::retryable(format!(
+                "transaction {id}: its lease ran out before the apply finished; another attempt finishes it"
+            )));
+        }
+        let lag = wal_queue::entry::now_micros()
+            .saturating_sub(marker_entry.original_write_time_micros)
+            .max(0);
+        crate::metrics::transaction_applied(
+            &namespace.name,
+            marker.item_count.saturating_sub(txn.applied_through),
+            std::time::Duration::from_micros(lag as u64),
+        );
+        Ok(())
+    }
+
+    /// Applies the staged items from `progress.applied_through` on, recording progress as it
+    /// goes; a failure at an item is recorded with how far it got. The marker never applies a
+    /// part.
+    async fn apply_items(
+        &self,
+        items: &Items<'_>,
+        progress: &mut Progress<'_>,
+    ) -> Result<(), TargetError> {
+        let Items {
+            namespace,
+            marker_entry,
+            marker,
+            traceparent,
+        } = *items;
+        let id = marker.transaction_id.as_str();
+        let mut staged = match progress
+            .storage
+            .items_from(&namespace.name, id, progress.applied_through)
             .await
         {
-            Ok(items) => items,
+            Ok(staged) => staged,
             Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
         };
-        while let Some(item) = items.next().await {
+        while let Some(item) = staged.next().await {
             let item = match item {
                 Ok(item) => item,
                 Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
@@ -123,13 +149,11 @@ impl Applier {
                 break;
             }
             if item.sequence != progress.applied_through {
-                let missing = progress.applied_through;
-                return Err(progress
-                    .failed(TargetError::retryable(format!(
-                        "item {missing} of {} is not staged (yet); the commit saw it, so it is retried",
-                        marker.item_count
-                    )))
-                    .await);
+                let missing = TargetError::retryable(format!(
+                    "item {} of {} is not staged (yet); the commit saw it, so it is retried",
+                    progress.applied_through, marker.item_count
+                ));
+                return Err(progress.failed(missing).await);
             }
             let entry = item_entry(marker_entry, id, &item);
             let applied = self
@@ -155,41 +179,59 @@ impl Applier {
             }
         }
         if progress.applied_through < marker.item_count {
-            let found = progress.applied_through;
-            return Err(progress
-                .failed(TargetError::retryable(format!(
-                    "found items up to {found} of {}; a marker never applies a part",
-                    marker.item_count
-                )))
-                .await);
+            let part = TargetError::retryable(format!(
+                "found items up to {} of {}; a marker never applies a part",
+                progress.applied_through, marker.item_count
+            ));
+            return Err(progress.failed(part).await);
         }
-        let finished = storage
-            .finish_transaction(
-                &namespace.name,
-                id,
-                &applier,
-                TxnState::Applied,
-                marker.item_count,
-                None,
-                keep,
-            )
+        Ok(())
+    }
+}
+
+/// What a transaction's items are applied as: parts of the marker's entry, in its trace.
+#[derive(Clone, Copy)]
+struct Items<'a> {
+    namespace: &'a Namespace,
+    marker_entry: &'a Entry,
+    marker: &'a TransactionMarker,
+    traceparent: Option<&'a str>,
+}
+
+/// Takes the transaction's apply lease for `applier`: false when another attempt applied it
+/// meanwhile. Waited for in place when another attempt holds the lease: a consumer killed
+/// mid-apply holds it until it runs out, and retrying with the namespace's backoff instead could
+/// spend every attempt before then and dead-letter a healthy transaction.
+async fn claim(
+    storage: &DurableStorage,
+    namespace: &str,
+    id: &str,
+    applier: &str,
+    keep: std::time::Duration,
+) -> Result<bool, TargetError> {
+    let failed =
+        |e: wal_durable::DurableError| TargetError::retryable(format!("transaction {id}: {e}"));
+    let waiting_since = std::time::Instant::now();
+    loop {
+        if storage
+            .claim_apply(namespace, id, applier, lease_until(), keep)
             .await
-            .map_err(|e| TargetError::retryable(format!("transaction {id}: {e}")))?;
-        if finished {
-            let lag = wal_queue::entry::now_micros()
-                .saturating_sub(marker_entry.original_write_time_micros)
-                .max(0);
-            crate::metrics::transaction_applied(
-                &namespace.name,
-                marker.item_count.saturating_sub(txn.applied_through),
-                std::time::Duration::from_micros(lag as u64),
-            );
-            Ok(())
-        } else {
-            Err(TargetError::retryable(format!(
-                "transaction {id}: its lease ran out before the apply finished; another attempt finishes it"
-            )))
+            .map_err(failed)?
+        {
+            return Ok(true);
         }
+        // Applied by another attempt since it was read, or being applied now.
+        let now = storage.transaction(namespace, id).await.map_err(failed)?;
+        if now.is_some_and(|t| t.state == TxnState::Applied) {
+            return Ok(false);
+        }
+        if waiting_since.elapsed() > LEASE + CLAIM_EVERY {
+            return Err(TargetError::retryable(format!(
+                "transaction {id} is being applied by another attempt, which kept its lease for {} s",
+                LEASE.as_secs()
+            )));
+        }
+        tokio::time::sleep(CLAIM_EVERY).await;
     }
 }
 
