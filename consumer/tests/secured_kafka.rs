@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use wal_producer::{Producer, ProducerOptions};
 use wal_queue::Backend;
+use wal_queue::Produce;
 use wal_testkit::secured::{
     SECURED_CLUSTER, kafka_ca, sasl_password, secure_bootstrap, secured_cluster_map,
 };
@@ -169,8 +170,8 @@ async fn the_consumer_binary_exits_at_start_on_a_wrong_password_and_logs_no_secr
 async fn a_kafka_target_publishes_to_the_secured_default_cluster_with_its_login() {
     use rdkafka::consumer::{Consumer as _, StreamConsumer};
     use rdkafka::message::Message as _;
+    use wal_queue::QueueSpec;
     use wal_queue::kafka::{KafkaBackend, KafkaSettings};
-    use wal_queue::{Queue as _, QueueSpec};
 
     // The target topic, made through the same broker's plaintext listener.
     let topic = unique("secured-target");

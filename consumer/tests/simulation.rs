@@ -42,6 +42,9 @@ use wal_consumer::delivery::{Deliverer, QueueContext};
 use wal_consumer::metrics::QueueMetrics;
 use wal_consumer::worker::{Role, Worker};
 use wal_namespaces::{Namespace, TargetConfig};
+use wal_queue::Consume;
+use wal_queue::Inspect;
+use wal_queue::Produce;
 use wal_queue::entry::{Body, ENTRY_VERSION, Entry};
 use wal_queue::memory::{MemoryBroker, MemoryQueue};
 use wal_queue::{Backend, Delivery, EnqueueError, ProvisionReport, Queue, QueueError, QueueSpec};
@@ -274,7 +277,7 @@ fn id_of(delivery: &Delivery) -> String {
 }
 
 #[async_trait]
-impl Queue for SimQueue {
+impl Produce for SimQueue {
     fn spec(&self) -> &QueueSpec {
         &self.spec
     }
@@ -294,7 +297,10 @@ impl Queue for SimQueue {
     async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         self.live().await.enqueue(entry).await
     }
+}
 
+#[async_trait]
+impl Consume for SimQueue {
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let inner = self.live().await;
         inner.enqueue_dead_letter(entry).await?;
@@ -322,10 +328,6 @@ impl Queue for SimQueue {
 
     fn hold_limit(&self) -> Duration {
         Duration::MAX
-    }
-
-    async fn parked(&self) -> Result<Option<u64>, QueueError> {
-        Ok(None)
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
@@ -380,6 +382,13 @@ impl Queue for SimQueue {
 
     async fn close(&self) -> Result<(), QueueError> {
         self.live().await.close().await
+    }
+}
+
+#[async_trait]
+impl Inspect for SimQueue {
+    async fn parked(&self) -> Result<Option<u64>, QueueError> {
+        Ok(None)
     }
 
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {

@@ -10,7 +10,7 @@ use wal_durable::{DurableSettings, DurableStorage};
 use wal_namespaces::feed::SetChanges;
 use wal_namespaces::{Backend, Namespace};
 use wal_queue::kafka::PRODUCER_BUFFER_MESSAGES;
-use wal_queue::{ProvisionReport, Queue};
+use wal_queue::{Produce, ProvisionReport};
 
 use crate::admission::Admission;
 use crate::metrics::NamespaceMetrics;
@@ -20,8 +20,8 @@ use crate::settings::ProducerSettings;
 #[derive(Debug)]
 pub struct NamespaceRuntime {
     pub config: Namespace,
-    /// In the order of `config.queues`.
-    pub queues: Vec<Arc<dyn Queue>>,
+    /// In the order of `config.queues`; the producer only writes to them (and provisions).
+    pub queues: Vec<Arc<dyn Produce>>,
     pub admission: Admission,
     pub durable: Option<Arc<DurableStorage>>,
     pub metrics: NamespaceMetrics,
@@ -29,7 +29,7 @@ pub struct NamespaceRuntime {
 
 impl NamespaceRuntime {
     /// The queue a key's entries go to (see [`Namespace::queue_index`]).
-    pub fn queue_for(&self, key: &str) -> &Arc<dyn Queue> {
+    pub fn queue_for(&self, key: &str) -> &Arc<dyn Produce> {
         &self.queues[self.config.queue_index(key)]
     }
 }
@@ -105,9 +105,10 @@ impl Registry {
                 .queues
                 .iter()
                 .map(|queue| {
-                    backends
+                    let handle = backends
                         .namespace_queue(&config, queue)
-                        .context("no client for the queue's backend")
+                        .context("no client for the queue's backend")?;
+                    Ok(handle as Arc<dyn Produce>)
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let runtime = NamespaceRuntime {

@@ -18,7 +18,7 @@ use wal_proto::v1::{
     WriteToLogResponse,
 };
 use wal_queue::entry::{Body, Entry, now_micros};
-use wal_queue::{Durability, Queue};
+use wal_queue::{Durability, Produce};
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
 
@@ -132,7 +132,7 @@ impl WriteService {
     /// (see `finish`).
     async fn enqueue(
         &self,
-        queue: Arc<dyn Queue>,
+        queue: Arc<dyn Produce>,
         entry: Entry,
         permit: OwnedSemaphorePermit,
     ) -> WriteToLogResponse {
@@ -184,7 +184,7 @@ enum Fitted {
 /// claim check in its place.
 async fn fit(
     runtime: &NamespaceRuntime,
-    queue: &dyn Queue,
+    queue: &dyn Produce,
     write: request::Write,
 ) -> Result<Fitted, Status> {
     let mut entry = write.entry;

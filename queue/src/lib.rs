@@ -178,7 +178,7 @@ pub struct Delivery {
     pub receipt: Receipt,
 }
 
-/// Why a delivery failed, for [`Queue::release`] and [`Queue::dead_letter`].
+/// Why a delivery failed, as its retry copy and its DLQ copy record it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     pub class: ErrorClass,
@@ -214,7 +214,7 @@ pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 /// One queue of a namespace and its DLQ.
 ///
 /// # Contract
-/// - **Enqueue is durable or says why not.** [`enqueue`](Queue::enqueue) returns `Ok` only after
+/// - **Enqueue is durable or says why not.** [`enqueue`](Produce::enqueue) returns `Ok` only after
 ///   the broker acknowledged the entry (Kafka: idempotent producer, acks=all; SQS: SendMessage
 ///   succeeded). An error says whether the entry is definitely not stored or may be
 ///   ([`EnqueueError::durability`]). An entry larger than [`max_entry_bytes`](Queue::max_entry_bytes)
@@ -223,7 +223,7 @@ pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 ///   `deliver_at_micros` where the backend can hold it back (SQS DelaySeconds, up to 900 s); Kafka
 ///   hands what the producer enqueued out at once. Either way the consumer must still wait until
 ///   deliver-at: the queue never promises exact timing. An entry further from its deliver-at
-///   than [`hold_limit`](Queue::hold_limit) is given back with [`requeue`](Queue::requeue), which
+///   than [`hold_limit`](Queue::hold_limit) is given back with [`requeue`](Consume::requeue), which
 ///   keeps it on the broker (SQS: delayed; Kafka: on a [`DelayTier`]) until it is near.
 /// - **At-least-once.** A received entry stays owned by the queue until it is acknowledged. One
 ///   that is never acknowledged (the consumer crashed, the handle was dropped) is received again
@@ -237,15 +237,17 @@ pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 ///   and only then acknowledge the original, so a crash between the two duplicates, never loses.
 ///
 /// Handles are cheap to clone behind an `Arc` and safe to use from many tasks at once.
+/// A queue's handle, as a producer uses it: what it is, where it lives, and the put whose `Ok`
+/// a TRUE answer stands on. Every handle is one; see the crate's contract.
 #[async_trait]
-pub trait Queue: Send + Sync + fmt::Debug {
+pub trait Produce: Send + Sync + fmt::Debug {
     /// The queue's spec: its name and its DLQ's.
     fn spec(&self) -> &QueueSpec;
 
     /// The broker this queue lives on.
     fn backend(&self) -> Backend;
 
-    /// The largest encoded entry [`enqueue`](Queue::enqueue) accepts. The producer compares
+    /// The largest encoded entry [`enqueue`](Produce::enqueue) accepts. The producer compares
     /// payload sizes against it to decide on a claim check.
     fn max_entry_bytes(&self) -> usize;
 
@@ -255,7 +257,12 @@ pub trait Queue: Send + Sync + fmt::Debug {
 
     /// Puts the entry on the queue. `Ok` means the broker acknowledged it; see the contract.
     async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError>;
+}
 
+/// What a consumer does with a queue besides writing to it: receive, acknowledge, keep an entry
+/// in progress, hold and read on, and give an entry back (a retry copy, a park) or to the DLQ.
+#[async_trait]
+pub trait Consume: Produce {
     /// Puts the entry on the DLQ as it is (the caller has set its reason). Allows entries up to
     /// the backend's own limit, so an entry that fit the queue always fits its DLQ.
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError>;
@@ -264,12 +271,12 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// parked on the broker), to be received again shortly before its deliver-at: SQS hides it
     /// with DelaySeconds, in steps of at most 900 s; Kafka parks it on a delay tier when it is
     /// further than the hold limit. Allows entries up to the backend's own limit, like
-    /// [`enqueue_dead_letter`](Queue::enqueue_dead_letter): the head room below it is kept for
+    /// [`enqueue_dead_letter`](Consume::enqueue_dead_letter): the head room below it is kept for
     /// what a retry adds.
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError>;
 
     /// The longest wait a consumer should hold in memory; an entry further from its deliver-at is
-    /// given back with [`requeue`](Queue::requeue), so waiting costs broker space, not memory.
+    /// given back with [`requeue`](Consume::requeue), so waiting costs broker space, not memory.
     /// `Duration::MAX` when the queue has nowhere to park (a Kafka queue without delay tiers).
     fn hold_limit(&self) -> Duration;
 
@@ -278,11 +285,6 @@ pub trait Queue: Send + Sync + fmt::Debug {
     fn delay_tiers(&self) -> Vec<DelayTier> {
         Vec::new()
     }
-
-    /// Roughly how many entries wait on the broker for their deliver-at: SQS's delayed messages,
-    /// or the delay tiers' backlog on Kafka (`None` before they are read). For metrics and
-    /// operators, never for correctness.
-    async fn parked(&self) -> Result<Option<u64>, QueueError>;
 
     /// Waits up to `wait` for entries, and returns at most `max` of them (possibly none).
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
@@ -295,7 +297,7 @@ pub trait Queue: Send + Sync + fmt::Debug {
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), QueueError>;
 
     /// Stops reading ahead while the caller holds what it has (its target is unavailable) and
-    /// will not receive until [`Queue::resume`]: Kafka pauses the assigned partitions, so nothing
+    /// will not receive until [`Consume::resume`]: Kafka pauses the assigned partitions, so nothing
     /// more is fetched into memory and the group membership and commits stay as they are; SQS
     /// needs nothing, since it hands out only what is asked for. Entries already received are
     /// not touched.
@@ -303,7 +305,7 @@ pub trait Queue: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Reads on after [`Queue::pause`], from the first entry not yet received.
+    /// Reads on after [`Consume::pause`], from the first entry not yet received.
     async fn resume(&self) -> Result<(), QueueError> {
         Ok(())
     }
@@ -312,6 +314,17 @@ pub trait Queue: Send + Sync + fmt::Debug {
     /// commit). A handle dropped without closing may lose acknowledgements made since the last
     /// periodic commit, so those entries are received again: at-least-once, never a loss.
     async fn close(&self) -> Result<(), QueueError>;
+}
+
+/// What operators' tools read from a queue: how much waits, how much is unfinished, where a
+/// reader stands, one entry by its offset. For metrics and decisions people make, never for
+/// correctness.
+#[async_trait]
+pub trait Inspect: Produce {
+    /// Roughly how many entries wait on the broker for their deliver-at: SQS's delayed messages,
+    /// or the delay tiers' backlog on Kafka (`None` before they are read). For metrics and
+    /// operators, never for correctness.
+    async fn parked(&self) -> Result<Option<u64>, QueueError>;
 
     /// Roughly how many entries wait to be received: on Kafka, the consumer group's lag on the
     /// partitions this handle is assigned (`None` before its first receive); on SQS, the
@@ -339,44 +352,15 @@ pub trait Queue: Send + Sync + fmt::Debug {
     ) -> Result<Option<Result<Entry, crate::entry::CodecError>>, QueueError> {
         Ok(None)
     }
-
-    /// Puts a copy of the entry back on the queue for another attempt at `deliver_at_micros`,
-    /// with its attempt count incremented and the failure recorded, then acknowledges the
-    /// original. The retry schedule thus lives on the queue and survives a consumer restart.
-    async fn release(
-        &self,
-        delivery: &Delivery,
-        deliver_at_micros: i64,
-        failure: &Failure,
-    ) -> Result<(), QueueError> {
-        let original = delivery.entry.as_ref().map_err(|e| {
-            QueueError::permanent(
-                self.backend(),
-                &self.spec().name,
-                Operation::Release,
-                format!("an undecodable message cannot be retried, dead-letter it: {e}"),
-            )
-        })?;
-        let retry = retry_copy(original, deliver_at_micros, failure);
-        self.requeue(&retry)
-            .await
-            .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
-        self.acknowledge(delivery).await
-    }
-
-    /// Puts the entry on the DLQ with the failure's reason and class and the time, then
-    /// acknowledges the original. A message that could not be decoded is dead-lettered as an
-    /// entry whose payload is the raw message and whose id names where it was found.
-    async fn dead_letter(&self, delivery: &Delivery, failure: &Failure) -> Result<(), QueueError> {
-        let dead = dead_letter_copy(self.spec(), delivery, failure);
-        self.enqueue_dead_letter(&dead)
-            .await
-            .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))?;
-        self.acknowledge(delivery).await
-    }
 }
 
-/// The copy [`Queue::release`] puts back: attempt + 1, the new deliver-at, the failure recorded.
+/// A whole handle: every role. Backends implement the three roles; a caller names the role it
+/// needs where one is enough, and holds an `Arc<dyn Queue>` where it needs them all.
+pub trait Queue: Consume + Inspect {}
+
+impl<T: Consume + Inspect + ?Sized> Queue for T {}
+
+/// The retry copy a consumer puts back ([`Consume::requeue`]): attempt + 1, the new deliver-at, the failure recorded.
 /// Public so a caller can write the copy and acknowledge the original as separate steps, each
 /// retried on its own.
 pub fn retry_copy(original: &Entry, deliver_at_micros: i64, failure: &Failure) -> Entry {
@@ -403,7 +387,7 @@ pub fn redrive_copy(dead: &Entry) -> Entry {
     copy
 }
 
-/// The copy [`Queue::dead_letter`] puts on the DLQ: the entry (or, for an undecodable message,
+/// The copy a consumer puts on the DLQ ([`Consume::enqueue_dead_letter`]): the entry (or, for an undecodable message,
 /// an entry holding its first bytes) with the reason, class and time recorded.
 pub fn dead_letter_copy(spec: &QueueSpec, delivery: &Delivery, failure: &Failure) -> Entry {
     let mut dead = match &delivery.entry {

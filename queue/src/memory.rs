@@ -23,9 +23,12 @@ use tokio::sync::Notify;
 
 use super::kafka::RECORD_LIMIT_BYTES;
 use super::{
-    Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, Operation, ProvisionReport, Queue,
-    QueueError, QueueSpec, Receipt,
+    Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, Operation, ProvisionReport, QueueError,
+    QueueSpec, Receipt,
 };
+use crate::Consume;
+use crate::Inspect;
+use crate::Produce;
 use crate::entry::{self, Entry};
 
 /// Every topic of one in-memory "cluster". Cheap to clone; clones share the topics.
@@ -182,7 +185,7 @@ impl Drop for MemoryQueue {
 }
 
 #[async_trait]
-impl Queue for MemoryQueue {
+impl Produce for MemoryQueue {
     fn spec(&self) -> &QueueSpec {
         &self.spec
     }
@@ -212,7 +215,10 @@ impl Queue for MemoryQueue {
     async fn enqueue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         self.append(&self.spec.name, entry, self.max_entry_bytes())
     }
+}
 
+#[async_trait]
+impl Consume for MemoryQueue {
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let dlq = self
             .spec
@@ -228,10 +234,6 @@ impl Queue for MemoryQueue {
 
     fn hold_limit(&self) -> Duration {
         Duration::MAX
-    }
-
-    async fn parked(&self) -> Result<Option<u64>, QueueError> {
-        Ok(Some(0))
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError> {
@@ -289,6 +291,13 @@ impl Queue for MemoryQueue {
 
     async fn close(&self) -> Result<(), QueueError> {
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Inspect for MemoryQueue {
+    async fn parked(&self) -> Result<Option<u64>, QueueError> {
+        Ok(Some(0))
     }
 
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {

@@ -21,8 +21,8 @@ use wal_queue::kafka::{CloseMark, KafkaBackend, KafkaSettings, closes_finished};
 use wal_queue::memory::MemoryBroker;
 use wal_queue::sqs::{SqsBackend, SqsSettings, is_missing_queue};
 use wal_queue::{
-    Delivery, Durability, EnqueueError, Failure, MAX_ERROR_BYTES, MAX_UNDECODABLE_BYTES, Queue,
-    QueueSpec,
+    Delivery, Durability, EnqueueError, Failure, MAX_ERROR_BYTES, MAX_UNDECODABLE_BYTES, Operation,
+    Queue, QueueError, QueueSpec, dead_letter_copy, retry_copy,
 };
 
 /// How long any one expected entry may take to arrive (a new Kafka consumer first joins its
@@ -358,6 +358,47 @@ async fn unacknowledged_entry_is_received_again_after_restart(harness: &dyn Harn
     assert_eq!(again.entry, Ok(older));
 }
 
+/// What a consumer does with a failed entry it will retry, as the suite checks it: a retry copy
+/// (attempt + 1, due at `deliver_at_micros`, the failure recorded) put back with
+/// [`Consume::requeue`], then the original acknowledged.
+async fn release(
+    queue: &dyn Queue,
+    delivery: &Delivery,
+    deliver_at_micros: i64,
+    failure: &Failure,
+) -> Result<(), QueueError> {
+    let original = delivery.entry.as_ref().map_err(|e| {
+        QueueError::permanent(
+            queue.backend(),
+            &queue.spec().name,
+            Operation::Release,
+            format!("an undecodable message cannot be retried, dead-letter it: {e}"),
+        )
+    })?;
+    let retry = retry_copy(original, deliver_at_micros, failure);
+    queue
+        .requeue(&retry)
+        .await
+        .map_err(|e| QueueError::from_enqueue(Operation::Release, e))?;
+    queue.acknowledge(delivery).await
+}
+
+/// What a consumer does with an entry it gives up on: the DLQ copy (the reason, class and time
+/// recorded; an undecodable message as an entry holding its bytes) put on the DLQ with
+/// [`Consume::enqueue_dead_letter`], then the original acknowledged.
+async fn dead_letter(
+    queue: &dyn Queue,
+    delivery: &Delivery,
+    failure: &Failure,
+) -> Result<(), QueueError> {
+    let dead = dead_letter_copy(queue.spec(), delivery, failure);
+    queue
+        .enqueue_dead_letter(&dead)
+        .await
+        .map_err(|e| QueueError::from_enqueue(Operation::DeadLetter, e))?;
+    queue.acknowledge(delivery).await
+}
+
 /// Dead-letters `delivery` of the queue `spec` with `failure`; the entry as its DLQ holds it.
 async fn dead_lettered(
     harness: &dyn Harness,
@@ -366,8 +407,7 @@ async fn dead_lettered(
     delivery: &Delivery,
     failure: &Failure,
 ) -> Entry {
-    queue
-        .dead_letter(delivery, failure)
+    dead_letter(queue, delivery, failure)
         .await
         .expect("dead-letter");
     let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
@@ -417,10 +457,13 @@ async fn dead_letter_garbage(harness: &dyn Harness, test: &str, garbage: &str) -
         "garbage decoded as {:?}",
         delivery.entry
     );
-    queue
-        .dead_letter(delivery, &Failure::permanent("cannot decode"))
-        .await
-        .expect("dead-letter");
+    dead_letter(
+        queue.as_ref(),
+        delivery,
+        &Failure::permanent("cannot decode"),
+    )
+    .await
+    .expect("dead-letter");
     let dlq = harness.open(&spec.dead_letters().expect("has a dlq"));
     let dead = receive_until(dlq.as_ref(), ARRIVAL, |got| !got.is_empty()).await;
     dead.first()
@@ -453,14 +496,14 @@ async fn released_entry_returns_with_its_attempt_count(harness: &dyn Harness) {
     queue.enqueue(&sent).await.expect("enqueue");
     let delivery = receive_id(queue.as_ref(), &sent.id).await;
     let retry_at = entry::now_micros() + 1_000_000;
-    queue
-        .release(
-            &delivery,
-            retry_at,
-            &Failure::retryable("timed out after 2s"),
-        )
-        .await
-        .expect("release");
+    release(
+        queue.as_ref(),
+        &delivery,
+        retry_at,
+        &Failure::retryable("timed out after 2s"),
+    )
+    .await
+    .expect("release");
 
     let retried = receive_id(queue.as_ref(), &sent.id)
         .await
@@ -531,10 +574,14 @@ async fn an_entry_at_the_limit_can_still_be_retried_and_dead_lettered(harness: &
 
     let delivery = receive_id(queue.as_ref(), &at_limit.id).await;
     let retry_at = entry::now_micros();
-    queue
-        .release(&delivery, retry_at, &Failure::retryable(long_error.clone()))
-        .await
-        .expect("a retry copy with a maximal error still fits");
+    release(
+        queue.as_ref(),
+        &delivery,
+        retry_at,
+        &Failure::retryable(long_error.clone()),
+    )
+    .await
+    .expect("a retry copy with a maximal error still fits");
     let retried = receive_id(queue.as_ref(), &at_limit.id).await;
     assert_eq!(retried.entry.as_ref().map(|e| e.attempt), Ok(1));
     // And so does its DLQ copy.

@@ -12,6 +12,7 @@ use scylla::statement::prepared::PreparedStatement;
 use wal_queue::entry::{self, Body, Entry, Target};
 
 use crate::stack::cql_nodes;
+use wal_queue::Produce;
 
 pub const KEYSPACE: &str = "wal_bench";
 
@@ -178,8 +179,8 @@ pub async fn fill_topic(
     entries: usize,
     provision: bool,
 ) {
+    use wal_queue::QueueSpec;
     use wal_queue::kafka::{KafkaBackend, KafkaSettings};
-    use wal_queue::{Queue as _, QueueSpec};
 
     let backend = KafkaBackend::new(KafkaSettings::new(&crate::stack::kafka_bootstrap()))
         .expect("Kafka settings");

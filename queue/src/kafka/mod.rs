@@ -63,6 +63,9 @@ use super::{
     Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
     Position, ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
+use crate::Consume;
+use crate::Inspect;
+use crate::Produce;
 use crate::entry::{self, Entry};
 
 /// The largest encoded entry (the record value) the platform puts on a topic. librdkafka's and
@@ -145,7 +148,7 @@ impl KafkaQueue {
 }
 
 #[async_trait]
-impl Queue for KafkaQueue {
+impl Produce for KafkaQueue {
     fn spec(&self) -> &QueueSpec {
         &self.spec
     }
@@ -210,7 +213,10 @@ impl Queue for KafkaQueue {
         self.produce(&self.spec.name, entry, self.max_entry_bytes())
             .await
     }
+}
 
+#[async_trait]
+impl Consume for KafkaQueue {
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let remaining = entry.deliver_at_micros.saturating_sub(entry::now_micros());
         let remaining = Duration::from_micros(u64::try_from(remaining).unwrap_or(0));
@@ -244,16 +250,6 @@ impl Queue for KafkaQueue {
                 queue: Arc::clone(tier) as Arc<dyn Queue>,
             })
             .collect()
-    }
-
-    async fn parked(&self) -> Result<Option<u64>, QueueError> {
-        let mut parked = None;
-        for (_, tier) in &self.tiers {
-            if let Some(backlog) = tier.backlog().await? {
-                parked = Some(parked.unwrap_or(0) + backlog);
-            }
-        }
-        Ok(parked)
     }
 
     async fn enqueue_dead_letter(&self, entry: &Entry) -> Result<(), EnqueueError> {
@@ -382,6 +378,19 @@ impl Queue for KafkaQueue {
                 format!("the final commit: {not_returned}"),
             )),
         }
+    }
+}
+
+#[async_trait]
+impl Inspect for KafkaQueue {
+    async fn parked(&self) -> Result<Option<u64>, QueueError> {
+        let mut parked = None;
+        for (_, tier) in &self.tiers {
+            if let Some(backlog) = tier.backlog().await? {
+                parked = Some(parked.unwrap_or(0) + backlog);
+            }
+        }
+        Ok(parked)
     }
 
     async fn unfinished(&self) -> Result<u64, QueueError> {

@@ -24,7 +24,7 @@ use super::backend::millis;
 use super::context::TrackingContext;
 use super::offsets::OffsetTracker;
 use super::{Operation, QueueError};
-use crate::Queue as _;
+use crate::Inspect;
 use wal_runtime::outage::Outage;
 
 /// How much one fetch takes from each partition of a delay tier, in KiB (librdkafka's default is

@@ -28,12 +28,15 @@ use tokio::sync::OnceCell;
 use super::delay::{SQS_HOLD_LIMIT, sqs_delay};
 use super::{
     Backend, DLQ_HEADROOM_BYTES, Delivery, EnqueueError, EnqueueTo, Operation, ProvisionReport,
-    Queue, QueueError, QueueSpec, Receipt,
+    QueueError, QueueSpec, Receipt,
 };
 use crate::entry::{self, Entry};
 use wal_runtime::outage::Outage;
 
 mod errors;
+use crate::Consume;
+use crate::Inspect;
+use crate::Produce;
 pub use errors::is_missing_queue;
 use errors::{connection_refused, describe, is_invalid_receipt, service_away};
 
@@ -287,7 +290,7 @@ impl SqsQueue {
 }
 
 #[async_trait]
-impl Queue for SqsQueue {
+impl Produce for SqsQueue {
     fn spec(&self) -> &QueueSpec {
         &self.spec
     }
@@ -330,7 +333,10 @@ impl Queue for SqsQueue {
         self.send(&self.spec.name, url, entry, self.max_entry_bytes())
             .await
     }
+}
 
+#[async_trait]
+impl Consume for SqsQueue {
     async fn requeue(&self, entry: &Entry) -> Result<(), EnqueueError> {
         let url = self.url_of(&self.url, &self.spec.name).await;
         self.send(&self.spec.name, url, entry, ENTRY_LIMIT_BYTES)
@@ -443,7 +449,10 @@ impl Queue for SqsQueue {
         // Deletes are acknowledgements already; nothing is pending.
         Ok(())
     }
+}
 
+#[async_trait]
+impl Inspect for SqsQueue {
     async fn backlog(&self) -> Result<Option<u64>, QueueError> {
         self.count(QueueAttributeName::ApproximateNumberOfMessages)
             .await
