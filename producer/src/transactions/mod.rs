@@ -11,23 +11,25 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use tonic::{Request, Response, Status};
-use wal_durable::{
-    DurableError, DurableStorage, StagedItem, Txn, TxnState, staging_keep, transaction_lifetime,
-};
-use wal_namespaces::Namespace;
+use wal_durable::{DurableStorage, TxnState, staging_keep};
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
     AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
     CommitTransactionRequest, TransactionItem, WriteToLogResponse, WriteTransactionRequest,
 };
-use wal_queue::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
 use wal_runtime::tls::Peer;
 
 use crate::registry::NamespaceRuntime;
 use crate::service::WriteService;
-use crate::{request, status};
+use crate::status;
+
+mod checks;
+mod marker;
+
+use self::checks::*;
+pub(crate) use self::marker::queue_marker;
+use self::marker::*;
 
 /// The most items one call may carry.
 pub const MAX_ITEMS_PER_CALL: usize = 1000;
@@ -208,66 +210,6 @@ impl TransactionService {
     }
 }
 
-/// Puts the committing transaction `id`'s marker on its namespace's queue, answering as a
-/// commit does. A commit calls it, and the producers' sweep of transactions left committing
-/// ([`crate::resend`]).
-pub(crate) async fn queue_marker(
-    writes: &WriteService,
-    runtime: &NamespaceRuntime,
-    durable: &Arc<DurableStorage>,
-    id: &str,
-    item_count: u64,
-    txn: &Txn,
-) -> Result<WriteToLogResponse, Status> {
-    let marker = marker(runtime, id, item_count, txn, writes.region());
-    // From `committing` on, a transaction is never opened again, whatever this send's
-    // answer: another commit call (a client retrying past its own deadline) may have
-    // queued a marker meanwhile, and reopening would leave that marker a transaction the
-    // consumer refuses to apply. A marker that could not be queued is sent again by the
-    // next commit of the same id, or by the sweep.
-    let mut answer = match writes.write_entry(runtime, marker).await {
-        Ok(answer) => answer,
-        Err(refused) => {
-            return Err(Status::new(
-                refused.code(),
-                format!(
-                    "{}; transaction '{id}' stays committed: commit it again to queue its marker",
-                    refused.message()
-                ),
-            ));
-        }
-    };
-    match answer.durable() {
-        wal_proto::v1::Trilean::True => {
-            // Takes it out of the sweep's listing (the consumer applies a committing one as
-            // well), so the answer does not wait for its compare-and-set: if it fails, the
-            // sweep sends the marker once more, which the consumer acknowledges.
-            let keep = staging_keep(&runtime.config);
-            let (durable, name, id) = (
-                Arc::clone(durable),
-                runtime.config.name.clone(),
-                id.to_owned(),
-            );
-            tokio::spawn(async move {
-                let (from, to) = (TxnState::Committing, TxnState::Committed);
-                let _ = durable
-                    .move_transaction(&name, &id, from, to, None, keep)
-                    .await;
-            });
-        }
-        wal_proto::v1::Trilean::False => {
-            // Not this marker, but perhaps another call's: not FALSE for the transaction.
-            answer.durable = wal_proto::v1::Trilean::Unknown as i32;
-            answer.message = format!(
-                "{}; transaction '{id}' stays committed: commit it again to queue its marker",
-                answer.message
-            );
-        }
-        _ => {}
-    }
-    Ok(answer)
-}
-
 /// `answer`, counted in the commit metric.
 fn counted(
     namespace: &str,
@@ -283,198 +225,6 @@ fn counted(
     };
     crate::metrics::transaction_committed(namespace, outcome);
     answer
-}
-
-/// The commit marker's entry id: one per transaction, so a marker sent twice is one entry.
-fn marker_id(id: &str) -> String {
-    format!("txn:{id}")
-}
-
-fn marker(runtime: &NamespaceRuntime, id: &str, item_count: u64, txn: &Txn, region: &str) -> Entry {
-    let now = now_micros();
-    let committed = txn.committed_at_micros.unwrap_or(now);
-    Entry {
-        version: ENTRY_VERSION,
-        id: marker_id(id),
-        namespace: runtime.config.name.clone(),
-        key: id.to_owned(),
-        body: Some(Body::Transaction(TransactionMarker {
-            transaction_id: id.to_owned(),
-            item_count,
-        })),
-        original_write_time_micros: committed,
-        deliver_at_micros: now,
-        enqueued_at_micros: now,
-        origin_region: region.to_owned(),
-        ..Entry::default()
-    }
-}
-
-fn expired(namespace: &Namespace, txn: &Txn) -> bool {
-    now_micros().saturating_sub(txn.opened_at_micros)
-        > transaction_lifetime(namespace).as_micros() as i64
-}
-
-fn refuse_unless_open(namespace: &Namespace, id: &str, txn: &Txn) -> Result<(), Status> {
-    if txn.state == TxnState::Open && !expired(namespace, txn) {
-        return Ok(());
-    }
-    let state = if txn.state == TxnState::Open {
-        TxnState::Expired
-    } else {
-        txn.state
-    };
-    Err(refused(namespace, id, state))
-}
-
-fn refused(namespace: &Namespace, id: &str, state: TxnState) -> Status {
-    let why = match state {
-        TxnState::Expired => format!(
-            "expired: it was not committed within {} s of its first append",
-            transaction_lifetime(namespace).as_secs()
-        ),
-        TxnState::Aborted => "aborted".to_owned(),
-        other => format!("already {}", other.name()),
-    };
-    Status::failed_precondition(format!(
-        "transaction '{id}' of namespace '{}' is {why}",
-        namespace.name
-    ))
-}
-
-fn unavailable(error: DurableError) -> Status {
-    Status::unavailable(format!("the staging store: {error}"))
-}
-
-/// Refuses the commit unless sequences 0..count are all staged and none beyond, reading the
-/// staged sequences a page at a time.
-async fn check_complete(
-    durable: &DurableStorage,
-    namespace: &str,
-    id: &str,
-    count: u64,
-) -> Result<(), Status> {
-    let mut items = durable
-        .items_from(namespace, id, 0)
-        .await
-        .map_err(unavailable)?;
-    let (mut next, mut missing, mut named, mut beyond) = (0u64, 0u64, Vec::new(), None);
-    while let Some(item) = items.next().await {
-        let sequence = item.map_err(unavailable)?.sequence;
-        if sequence >= count {
-            beyond = Some(sequence);
-            break;
-        }
-        for gap in next..sequence {
-            missing += 1;
-            if named.len() < MISSING_NAMED {
-                named.push(gap);
-            }
-        }
-        next = sequence + 1;
-    }
-    for gap in next..count {
-        missing += 1;
-        if named.len() < MISSING_NAMED {
-            named.push(gap);
-        }
-        if named.len() >= MISSING_NAMED {
-            missing += count - gap - 1;
-            break;
-        }
-    }
-    if missing > 0 {
-        return Err(Status::failed_precondition(format!(
-            "transaction '{id}': {missing} of {count} items are not staged: sequences {named:?}{}; nothing was queued",
-            if missing > named.len() as u64 {
-                " and more"
-            } else {
-                ""
-            }
-        )));
-    }
-    if let Some(sequence) = beyond {
-        return Err(Status::failed_precondition(format!(
-            "transaction '{id}': sequence {sequence} is staged but the commit counts {count} items (0 to {}); nothing was queued",
-            count - 1
-        )));
-    }
-    Ok(())
-}
-
-fn check_id(id: &str) -> Result<(), Status> {
-    let fine = !id.is_empty()
-        && id.len() <= MAX_ID_BYTES
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
-    if fine {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(format!(
-            "transaction_id {id:?}: expected 1 to {MAX_ID_BYTES} letters, digits or '-', '_', '.', ':'"
-        )))
-    }
-}
-
-/// A call's items, checked as WriteToLog checks a write's payload and target, resolved to what
-/// is staged.
-fn check_items(
-    namespace: &Namespace,
-    items: Vec<TransactionItem>,
-) -> Result<Vec<StagedItem>, Status> {
-    if items.is_empty() || items.len() > MAX_ITEMS_PER_CALL {
-        return Err(Status::invalid_argument(format!(
-            "items: {} in one call; expected 1 to {MAX_ITEMS_PER_CALL} (the per-call item limit)",
-            items.len()
-        )));
-    }
-    let mut sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
-    sequences.sort_unstable();
-    if let Some(twice) = sequences.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Status::invalid_argument(format!(
-            "items: sequence {} appears twice in one call; expected each sequence once",
-            twice[0]
-        )));
-    }
-    let bytes: usize = items.iter().map(|i| i.payload.len()).sum();
-    if bytes > MAX_BYTES_PER_CALL {
-        return Err(Status::invalid_argument(format!(
-            "items carry {bytes} payload bytes in one call; expected at most {MAX_BYTES_PER_CALL} (the per-call byte limit)"
-        )));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(at, item)| {
-            let place = |what: String| {
-                Status::invalid_argument(format!("items[{at}] (sequence {}): {what}", item.sequence))
-            };
-            if item.sequence >= MAX_ITEMS_PER_TRANSACTION {
-                return Err(place(format!(
-                    "sequence beyond the transaction item limit; expected below {MAX_ITEMS_PER_TRANSACTION}"
-                )));
-            }
-            if item.payload.is_empty() {
-                return Err(place("payload is empty; an item must carry its mutation".to_owned()));
-            }
-            if item.payload.len() > namespace.payload_limit_bytes {
-                return Err(place(format!(
-                    "payload of {} bytes exceeds the namespace's limit of {} bytes",
-                    item.payload.len(),
-                    namespace.payload_limit_bytes
-                )));
-            }
-            let target = request::target(namespace, item.target.clone())
-                .map_err(|invalid| place(invalid.to_string()))?;
-            Ok(StagedItem {
-                sequence: item.sequence,
-                target_kind: target.kind,
-                target_settings: target.settings_json,
-                payload: item.payload,
-            })
-        })
-        .collect()
 }
 
 #[tonic::async_trait]
