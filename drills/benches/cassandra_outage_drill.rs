@@ -5,7 +5,7 @@
 //! messages the namespace's topics gained per entry written, entries retried and dead-lettered,
 //! the time from Cassandra answering again to the first delivery, and to the last (catch-up),
 //! and whether every entry answered TRUE reached Cassandra. Run with:
-//!     scripts/stack up && cargo bench -p wal-consumer --bench cassandra_outage_drill
+//!     scripts/stack up && cargo bench -p wal-drills --bench cassandra_outage_drill
 //! Tunables (environment): DRILL_OUTAGE_SECS (60), DRILL_WRITERS (8), DRILL_PACE_MS (5, each
 //! writer's pause between writes).
 
