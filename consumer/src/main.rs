@@ -1,10 +1,12 @@
 //! `wal-consumer`: delivers the entries of the namespaces in a folder of configs or a control
 //! plane, and follows their changes while it runs.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use tokio::net::TcpSocket;
 use tokio_util::sync::CancellationToken;
 use wal_consumer::{Consumer, ConsumerOptions, metrics};
 use wal_namespaces::feed::Feed;
@@ -32,12 +34,16 @@ async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
         .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
     metrics::describe();
 
-    // The health port before the queues: a consumer that cannot serve it exits before it joins
-    // a consumer group, rather than after, when its leaving moves every other member's queues.
-    let listener = tokio::net::TcpListener::bind(options.health_listen)
-        .await
-        .with_context(|| format!("serving health on {}", options.health_listen))?;
+    // The health port is taken before the queues, so a consumer that cannot have it exits before
+    // it joins a consumer group (its leaving would move every other member's queues), and it
+    // listens only once started: a connection to it means the consumer runs.
+    let health_at = options.health_listen;
+    let health_port =
+        claim_port(health_at).with_context(|| format!("serving health on {health_at}"))?;
     let consumer = Consumer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
+    let listener = health_port
+        .listen(1024)
+        .with_context(|| format!("serving health on {health_at}"))?;
     let (health, router) = process::standard_services(tonic::transport::Server::builder())?;
     health
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
@@ -65,4 +71,18 @@ async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
     health_server.abort();
     tracing::info!("wal-consumer stopped");
     Ok(())
+}
+
+/// A socket bound to `address` that does not listen yet: the port is this process's, and
+/// connections are refused until [`TcpSocket::listen`].
+fn claim_port(address: SocketAddr) -> std::io::Result<TcpSocket> {
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As TcpListener::bind does: a port left in TIME-WAIT by this service's last run is free.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    Ok(socket)
 }

@@ -136,7 +136,7 @@ impl QueueSpec {
     }
 }
 
-/// What [`Queue::provision`] did: the topics or queues it made, and those that already existed.
+/// What [`Produce::provision`] did: the topics or queues it made, and those that already existed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProvisionReport {
     pub created: Vec<String>,
@@ -145,7 +145,7 @@ pub struct ProvisionReport {
 
 /// A delay tier of a queue: a queue of its own whose every entry waits `wait` before it moves on
 /// (see [`delay`]). The consumer reads it and puts each entry back through its home queue's
-/// [`Queue::requeue`], which parks it on the next tier down or returns it to the queue.
+/// [`Consume::requeue`], which parks it on the next tier down or returns it to the queue.
 #[derive(Debug, Clone)]
 pub struct DelayTier {
     pub wait: Duration,
@@ -204,7 +204,7 @@ impl Failure {
 }
 
 /// Error texts on entries are capped so that the copy written by a retry or to the DLQ still fits
-/// the backend; [`Queue::max_entry_bytes`] keeps this much head room for it.
+/// the backend; [`Produce::max_entry_bytes`] keeps this much head room for it.
 pub const MAX_ERROR_BYTES: usize = 1024;
 /// How much of an undecodable message its DLQ entry keeps (the smallest backend limit, SQS's,
 /// less head room).
@@ -213,25 +213,27 @@ pub const MAX_UNDECODABLE_BYTES: usize = 128 * 1024;
 /// write adds (error text, times, attempt count).
 pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 
-/// One queue of a namespace and its DLQ.
+/// One queue of a namespace and its DLQ, as a producer uses it: what it is, where it lives, and
+/// the put whose `Ok` a TRUE answer stands on. Every handle is one; a consumer's handle is
+/// [`Consume`] as well, an operator tool's [`Inspect`], and a [`Queue`] is all of them.
 ///
-/// # Contract
+/// # Contract (every role's)
 /// - **Enqueue is durable or says why not.** [`enqueue`](Produce::enqueue) returns `Ok` only after
 ///   the broker acknowledged the entry (Kafka: idempotent producer, acks=all; SQS: SendMessage
 ///   succeeded). An error says whether the entry is definitely not stored or may be
-///   ([`EnqueueError::durability`]). An entry larger than [`max_entry_bytes`](Queue::max_entry_bytes)
+///   ([`EnqueueError::durability`]). An entry larger than [`max_entry_bytes`](Produce::max_entry_bytes)
 ///   is refused before anything is sent.
-/// - **Delay.** An entry is not handed out by [`receive`](Queue::receive) long before its
+/// - **Delay.** An entry is not handed out by [`receive`](Consume::receive) long before its
 ///   `deliver_at_micros` where the backend can hold it back (SQS DelaySeconds, up to 900 s); Kafka
 ///   hands what the producer enqueued out at once. Either way the consumer must still wait until
 ///   deliver-at: the queue never promises exact timing. An entry further from its deliver-at
-///   than [`hold_limit`](Queue::hold_limit) is given back with [`requeue`](Consume::requeue), which
+///   than [`hold_limit`](Consume::hold_limit) is given back with [`requeue`](Consume::requeue), which
 ///   keeps it on the broker (SQS: delayed; Kafka: on a [`DelayTier`]) until it is near.
 /// - **At-least-once.** A received entry stays owned by the queue until it is acknowledged. One
 ///   that is never acknowledged (the consumer crashed, the handle was dropped) is received again
 ///   by a later handle: on Kafka the committed offset never passes an entry still in progress,
 ///   however many are in flight; on SQS the message becomes visible again when its visibility
-///   timeout ends (see [`extend`](Queue::extend)).
+///   timeout ends (see [`extend`](Consume::extend)).
 /// - **Acknowledge after effect.** Callers acknowledge only after the entry's effect happened or
 ///   it was written to the DLQ. An acknowledged entry is not received again, except after a
 ///   broker-side failure that at-least-once allows (a Kafka group rebalance before the commit).
@@ -239,8 +241,6 @@ pub const DLQ_HEADROOM_BYTES: usize = 4 * 1024;
 ///   and only then acknowledge the original, so a crash between the two duplicates, never loses.
 ///
 /// Handles are cheap to clone behind an `Arc` and safe to use from many tasks at once.
-/// A queue's handle, as a producer uses it: what it is, where it lives, and the put whose `Ok`
-/// a TRUE answer stands on. Every handle is one; see the crate's contract.
 #[async_trait]
 pub trait Produce: Send + Sync + fmt::Debug {
     /// The queue's spec: its name and its DLQ's.

@@ -3,10 +3,10 @@
 //! Entries travel base64-encoded in the message body (SQS bodies must be text). A delay is passed
 //! as DelaySeconds: whole seconds, a second early, at most [`SqsSettings::delay_step`] (SQS allows
 //! 900 s), so nothing becomes visible after its deliver-at; the consumer holds the last stretch,
-//! and gives a message that is still far back with [`Queue::requeue`], one step at a time (see
+//! and gives a message that is still far back with [`crate::Consume::requeue`], one step at a time (see
 //! `queue::delay`). Receiving uses long polling; a received
 //! message stays invisible to other consumers for [`SqsSettings::visibility_timeout`], which
-//! [`Queue::extend`] pushes back, and becomes visible again if it is not deleted by then.
+//! [`crate::Consume::extend`] pushes back, and becomes visible again if it is not deleted by then.
 //!
 //! The platform writes to the DLQ itself, with the failure's reason on the entry, so no SQS
 //! redrive policy is attached: SQS would move messages without saying why.
