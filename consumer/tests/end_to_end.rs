@@ -9,9 +9,8 @@ use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Headers as _, Message as _};
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
-use wal_queue::Produce;
-use wal_queue::QueueSpec;
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Produce, QueueSpec};
 use wal_testkit::{Cql, Fleet, Upstream, cql_target, eventually, put, write_true};
 use wal_testkit::{namespace_with_target, unique, write};
 

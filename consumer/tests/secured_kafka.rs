@@ -10,8 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wal_producer::{Producer, ProducerOptions};
-use wal_queue::Backend;
-use wal_queue::Produce;
+use wal_queue::{Backend, Produce};
 use wal_testkit::secured::{
     SECURED_CLUSTER, kafka_ca, sasl_password, secure_bootstrap, secured_cluster_map,
 };

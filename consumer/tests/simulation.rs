@@ -42,12 +42,12 @@ use wal_consumer::delivery::{Deliverer, QueueContext};
 use wal_consumer::metrics::QueueMetrics;
 use wal_consumer::worker::{Role, Worker};
 use wal_namespaces::{Namespace, TargetConfig};
-use wal_queue::Consume;
-use wal_queue::Inspect;
-use wal_queue::Produce;
 use wal_queue::entry::{Body, ENTRY_VERSION, Entry};
 use wal_queue::memory::{MemoryBroker, MemoryQueue};
-use wal_queue::{Backend, Delivery, EnqueueError, ProvisionReport, Queue, QueueError, QueueSpec};
+use wal_queue::{
+    Backend, Consume, Delivery, EnqueueError, Inspect, Produce, ProvisionReport, Queue, QueueError,
+    QueueSpec,
+};
 
 /// Entries written per seed.
 const ENTRIES: usize = 30;

@@ -20,10 +20,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use wal_apply::clients::{ClientSettings, Clients};
 use wal_apply::{Mutation, TargetError, TargetRegistry};
 use wal_consumer::ConsumerOptions;
-use wal_queue::Produce;
-use wal_queue::QueueSpec;
 use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Produce, QueueSpec};
 use wal_testkit::{Cql, KEYSPACE, Upstream, delete, put, unique};
 
 /// Addresses where nothing listens: every client made from these fails to connect.

@@ -11,10 +11,9 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::{ApplyRequest, DeleteRequest, GetRequest, HistoryRequest, NamespaceVersion};
-use wal_queue::Produce;
-use wal_queue::QueueSpec;
 use wal_queue::entry::{ENTRY_VERSION, Entry};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Produce, QueueSpec};
 use wal_testkit::{config, control_plane, kafka_bootstrap, sqs_endpoint, unique};
 
 fn apply(config: String) -> ApplyRequest {

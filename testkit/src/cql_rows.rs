@@ -9,10 +9,10 @@ use scylla::client::session::Session;
 use scylla::response::query_result::QueryRowsResult;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
+use wal_queue::Produce;
 use wal_queue::entry::{self, Body, Entry, Target};
 
 use crate::stack::cql_nodes;
-use wal_queue::Produce;
 
 pub const KEYSPACE: &str = "wal_bench";
 

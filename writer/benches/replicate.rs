@@ -40,10 +40,9 @@ use rdkafka::message::Message as _;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::Semaphore;
 use wal_consumer::ConsumerHandle;
-use wal_queue::Produce;
-use wal_queue::QueueSpec;
 use wal_queue::entry::{self, Body, Entry};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
+use wal_queue::{Produce, QueueSpec};
 use wal_testkit::measure::{Rate, cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_set, env_u64, keyed, namespace_with_target,

@@ -197,7 +197,7 @@ impl Deliverer {
                 }
             };
             attempts = attempts.saturating_add(1);
-            let unit = rand::rng().random();
+            let unit = || rand::rng().random();
             match verdict(&applied, attempts, policy, replicating, unit) {
                 Verdict::Settle(settle) => break settle,
                 Verdict::InPlace { wait, reason } => {

@@ -32,14 +32,15 @@ pub(super) enum Settle {
     DeadLetter(Failure),
 }
 
-/// The verdict on an attempt that ended `applied`, the `attempts`-th of the entry. `unit` is a
-/// uniform draw in 0..1 for the backoff's jitter.
+/// The verdict on an attempt that ended `applied`, the `attempts`-th of the entry. `unit` draws
+/// a uniform number in 0..1 for the backoff's jitter, called only when there is a wait to pick
+/// (not for the applied entries of the hot path).
 pub(super) fn verdict(
     applied: &Result<(), TargetError>,
     attempts: u32,
     policy: &RetryPolicy,
     replicating: bool,
-    unit: f64,
+    unit: impl FnOnce() -> f64,
 ) -> Verdict {
     let reason = match applied {
         Ok(()) => return Verdict::Settle(Settle::Acknowledge),
@@ -60,7 +61,7 @@ pub(super) fn verdict(
     if attempts >= policy.max_attempts {
         return gave_up(reason);
     }
-    let wait = backoff::retry_wait(policy, attempts, unit);
+    let wait = backoff::retry_wait(policy, attempts, unit());
     match applied {
         _ if !replicating => Verdict::Settle(Settle::Later { wait, reason }),
         Err(TargetError::Retryable(_)) => Verdict::InPlace { wait, reason },
@@ -90,14 +91,14 @@ mod tests {
 
     #[test]
     fn an_applied_entry_is_acknowledged() {
-        let verdict = verdict(&Ok(()), 3, &policy(), false, 0.5);
+        let verdict = verdict(&Ok(()), 3, &policy(), false, || 0.5);
         assert_eq!(verdict, Verdict::Settle(Settle::Acknowledge));
     }
 
     #[test]
     fn a_permanent_failure_is_dead_lettered_at_its_first_attempt() {
         let failed = Err(TargetError::permanent("bad payload"));
-        let verdict = verdict(&failed, 1, &policy(), false, 0.5);
+        let verdict = verdict(&failed, 1, &policy(), false, || 0.5);
         assert_eq!(
             verdict,
             Verdict::Settle(Settle::DeadLetter(Failure::permanent("bad payload")))
@@ -106,9 +107,9 @@ mod tests {
 
     #[test]
     fn a_retryable_failure_is_retried_later_with_the_backoff_until_the_last_attempt() {
-        let first = verdict(&retryable(), 1, &policy(), false, 0.5);
-        let second = verdict(&retryable(), 2, &policy(), false, 0.5);
-        let last = verdict(&retryable(), 3, &policy(), false, 0.5);
+        let first = verdict(&retryable(), 1, &policy(), false, || 0.5);
+        let second = verdict(&retryable(), 2, &policy(), false, || 0.5);
+        let last = verdict(&retryable(), 3, &policy(), false, || 0.5);
         let later = |millis| {
             Verdict::Settle(Settle::Later {
                 wait: Duration::from_millis(millis),
@@ -127,7 +128,7 @@ mod tests {
 
     #[test]
     fn a_replicating_reader_retries_in_place_and_never_puts_a_copy_back() {
-        let again = verdict(&retryable(), 1, &policy(), true, 0.5);
+        let again = verdict(&retryable(), 1, &policy(), true, || 0.5);
         assert_eq!(
             again,
             Verdict::InPlace {
@@ -137,7 +138,7 @@ mod tests {
         );
         let unavailable = Err(TargetError::unavailable("refused"));
         assert_eq!(
-            verdict(&unavailable, 1, &policy(), true, 0.5),
+            verdict(&unavailable, 1, &policy(), true, || 0.5),
             Verdict::Settle(Settle::DeadLetter(Failure::retryable(
                 "gave up after 1 attempts: refused"
             )))
@@ -151,7 +152,7 @@ mod tests {
             wait: Duration::from_secs(5),
         });
         assert!(matches!(
-            verdict(&throttled, 2, &policy(), false, 0.5),
+            verdict(&throttled, 2, &policy(), false, || 0.5),
             Verdict::Settle(Settle::Later { .. })
         ));
     }

@@ -62,12 +62,9 @@ use self::receiver::Receiver;
 pub use self::replication::TooFewBrokers;
 use super::delay::{self, KAFKA_HOLD_LIMIT};
 use super::{
-    Backend, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Operation,
-    Position, ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
+    Backend, Consume, DLQ_HEADROOM_BYTES, DelayTier, Delivery, Durability, EnqueueError, Inspect,
+    Operation, Position, Produce, ProvisionReport, Queue, QueueError, QueueSpec, Receipt,
 };
-use crate::Consume;
-use crate::Inspect;
-use crate::Produce;
 use crate::entry::{self, Entry};
 
 /// The largest encoded entry (the record value) the platform puts on a topic. librdkafka's and
