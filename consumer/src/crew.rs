@@ -1,5 +1,5 @@
-//! A crew: the workers for a namespace's queues and their delay tiers (or, for a replicated
-//! namespace, one destination region's readers), run under a token of their own so a reload can
+//! A crew: the workers that read a namespace's queues for one destination (with their delay
+//! tiers, where the destination parks entries), run under a token of their own so a reload can
 //! stop one crew and leave the others reading.
 
 use std::sync::Arc;
@@ -15,57 +15,43 @@ use wal_namespaces::{Namespace, TargetConfig};
 use wal_queue::{Queue, QueueSpec};
 
 use crate::delivery::{Deliverer, QueueContext};
+use crate::destination::Destination;
 use crate::metrics::QueueMetrics;
-use crate::replica::Replica;
 use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
-use wal_targets::region::same_region;
 
-/// What one crew reads and as what: a namespace, or one destination region of a replicated
-/// namespace (each region's crew starts and stops alone, so adding or removing a region by hot
-/// reload touches no other region's reader).
+/// What one crew reads and for which destination (each destination's crew starts and stops
+/// alone, so adding or removing a region by hot reload touches no other region's reader).
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The crew's name among the running crews: the namespace's, or `<namespace> to <region>`.
+    /// The crew's name among the running crews: the namespace's, labelled by its destination.
     pub key: String,
     /// The namespace as the crew sees it: for a region's crew, its region target narrowed to
     /// that region, so a change elsewhere in the target leaves the crew as it is.
     pub namespace: Arc<Namespace>,
-    pub replica: Option<Arc<Replica>>,
+    pub destination: Arc<Destination>,
 }
 
 impl Plan {
     /// The crews `namespace` needs in a consumer of region `local` that replicates to the
     /// regions `only` (every destination when empty).
     pub fn of(namespace: Namespace, local: &str, only: &[String]) -> Vec<Plan> {
-        if !Replica::replicated(&namespace) {
-            return vec![Plan {
-                key: namespace.name.clone(),
-                namespace: Arc::new(namespace),
-                replica: None,
-            }];
-        }
-        let replicas: Vec<Replica> = Replica::of(&namespace, local)
+        Destination::of(&namespace, local, only)
             .into_iter()
-            .filter(|r| only.is_empty() || only.iter().any(|o| same_region(o, &r.region)))
-            .collect();
-        if replicas.is_empty() {
-            tracing::warn!(namespace = %namespace.name, region = %local, ?only, "the namespace replicates to no region this consumer serves; nothing is read");
-        }
-        replicas
-            .into_iter()
-            .map(|replica| {
+            .map(|destination| {
                 let mut view = namespace.clone();
-                if let Some(target) = &mut view.default_target {
+                if let (Some(target), Some(replica)) =
+                    (&mut view.default_target, destination.region())
+                {
                     target.settings_json = replica.target.settings_json.clone();
                     target.settings =
                         serde_json::from_str(&target.settings_json).unwrap_or_default();
                 }
                 Plan {
-                    key: format!("{} to {}", namespace.name, replica.region),
+                    key: destination.label(&namespace.name),
                     namespace: Arc::new(view),
-                    replica: Some(Arc::new(replica)),
+                    destination: Arc::new(destination),
                 }
             })
             .collect()
@@ -91,8 +77,8 @@ pub struct RunningCrew {
 
 impl Crew {
     /// Handles on the namespace's queues (created first with `settings.provision`) and a worker
-    /// for each queue and each of its delay tiers; for a region's crew, a reader of each queue
-    /// with a position of its own, and no delay tiers (see `replica`).
+    /// for each queue, read as the destination reads it, and for each of its delay tiers where
+    /// the destination parks entries.
     pub async fn build(
         settings: &ConsumerSettings,
         backends: &Backends,
@@ -102,7 +88,7 @@ impl Crew {
         let Plan {
             key,
             namespace,
-            replica,
+            destination,
         } = plan;
         let default_target = namespace
             .default_target
@@ -119,16 +105,13 @@ impl Crew {
                     .await
                     .with_context(|| format!("provisioning namespace '{}'", namespace.name))?;
             }
-            let context = |queue: Arc<dyn Queue>, replica: Option<Arc<Replica>>| QueueContext {
+            let context = |queue: Arc<dyn Queue>| QueueContext {
                 namespace: Arc::clone(&namespace),
-                metrics: Arc::new(match &replica {
-                    Some(replica) => QueueMetrics::new(
-                        &namespace.name,
-                        &format!("{} to {}", queue.spec().name, replica.region),
-                        Some(&replica.region),
-                    ),
-                    None => QueueMetrics::new(&namespace.name, &queue.spec().name, None),
-                }),
+                metrics: Arc::new(QueueMetrics::new(
+                    &namespace.name,
+                    &destination.label(&queue.spec().name),
+                    destination.region().map(|replica| replica.region.as_str()),
+                )),
                 queue,
                 default_target: default_target.clone(),
                 in_flight: Arc::new(Semaphore::new(settings.max_in_flight as usize)),
@@ -136,7 +119,7 @@ impl Crew {
                 started_micros: 0,
                 archive_recorded: Arc::default(),
                 holds: Arc::default(),
-                replica,
+                destination: Arc::clone(&destination),
             };
             let worker = |context, role| Worker {
                 context,
@@ -144,29 +127,35 @@ impl Crew {
                 grace: settings.shutdown_grace,
                 role,
             };
-            if let Some(replica) = &replica {
-                let spec = QueueSpec::of(&namespace, config)
-                    .with_longest_wait(Duration::ZERO)
-                    .read_by(replica.reader());
-                let queue = backends
-                    .queue(config.backend, spec)
-                    .context("no client for the queue's backend")?;
-                workers.push(worker(
-                    context(queue, Some(Arc::clone(replica))),
-                    Role::Deliver,
-                ));
-                continue;
-            }
+            // A destination with a reader of its own reads the queue from a position of its
+            // own; one that does not park never reads the delay tiers, nor parks on them.
+            let read = match destination.reader() {
+                None => Arc::clone(&queue),
+                Some(reader) => {
+                    let mut spec = QueueSpec::of(&namespace, config).read_by(reader);
+                    if !destination.parks() {
+                        spec = spec.with_longest_wait(Duration::ZERO);
+                    }
+                    backends
+                        .queue(config.backend, spec)
+                        .context("no client for the queue's backend")?
+                }
+            };
             // A Kafka queue's delay tiers are read alongside it, each by a worker that moves
             // entries on as they come due.
-            for tier in queue.delay_tiers() {
+            let tiers = if destination.parks() {
+                read.delay_tiers()
+            } else {
+                Vec::new()
+            };
+            for tier in tiers {
                 let route = TierRoute {
-                    home: Arc::clone(&queue),
+                    home: Arc::clone(&read),
                     wait: tier.wait,
                 };
-                workers.push(worker(context(tier.queue, None), Role::Forward(route)));
+                workers.push(worker(context(tier.queue), Role::Forward(route)));
             }
-            workers.push(worker(context(Arc::clone(&queue), None), Role::Deliver));
+            workers.push(worker(context(read), Role::Deliver));
         }
         Ok(Self {
             key,

@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod crew;
 pub mod delivery;
+pub mod destination;
 pub mod hold;
 pub mod lanes;
 pub mod metrics;

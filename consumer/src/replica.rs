@@ -53,7 +53,7 @@ impl Replica {
         let Some(target) = namespace
             .default_target
             .as_ref()
-            .filter(|_| Self::replicated(namespace))
+            .filter(|_| namespace.replicated())
         else {
             return Vec::new();
         };
@@ -78,14 +78,6 @@ impl Replica {
                 applied_written_micros: AtomicI64::new(0),
             })
             .collect()
-    }
-
-    /// Whether `namespace` replicates: its default target is a region target.
-    pub fn replicated(namespace: &Namespace) -> bool {
-        namespace
-            .default_target
-            .as_ref()
-            .is_some_and(|target| target.kind == Kind::Region)
     }
 
     /// The reader of the namespace's queues that replicates to this region.
@@ -154,11 +146,7 @@ impl Replica {
 
     /// Writes a heartbeat on `queue` every [`HEARTBEAT_EVERY`] until `stop`. A failed write is
     /// only logged: the next one comes soon, and the lag reads high meanwhile, as it should.
-    pub async fn beat(
-        self: Arc<Self>,
-        queue: Arc<dyn Queue>,
-        stop: tokio_util::sync::CancellationToken,
-    ) {
+    pub async fn beat(&self, queue: Arc<dyn Queue>, stop: tokio_util::sync::CancellationToken) {
         let namespace = queue.spec().namespace.clone();
         loop {
             tokio::select! {

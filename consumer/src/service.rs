@@ -126,17 +126,8 @@ impl Consumer {
             .iter()
             .flat_map(|crew| &crew.workers)
             .map(|w| {
-                let to = w
-                    .context
-                    .replica
-                    .as_ref()
-                    .map(|r| format!(" to {}", r.region))
-                    .unwrap_or_default();
-                format!(
-                    "{}/{}{to}",
-                    w.context.namespace.name,
-                    w.context.queue.spec().name
-                )
+                let queue = w.context.destination.label(&w.context.queue.spec().name);
+                format!("{}/{queue}", w.context.namespace.name)
             })
             .collect()
     }

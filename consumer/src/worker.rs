@@ -41,8 +41,8 @@ pub enum Role {
     Forward(TierRoute),
 }
 
-/// Reads the queue's backlog into its gauge until shutdown (and a replicating reader's into its
-/// region's gauges, with whether the region's writer answers).
+/// Reads the queue's backlog into its gauge until shutdown, and into its destination's own
+/// gauges (see `Destination::report`).
 async fn report_backlog(
     context: QueueContext,
     deliverer: Arc<Deliverer>,
@@ -57,11 +57,9 @@ async fn report_backlog(
         match queue.backlog().await {
             Ok(Some(backlog)) => {
                 metrics.backlog.set(backlog as f64);
-                if let Some(replica) = &context.replica {
-                    let breaker = deliverer.targets().breaker(&replica.target);
-                    let connected = breaker.is_none_or(|b| !b.is_open());
-                    replica.report(backlog, context.started_micros, connected);
-                }
+                context
+                    .destination
+                    .report(backlog, context.started_micros, deliverer.targets());
             }
             Ok(None) => {}
             Err(error) => tracing::debug!(%error, "reading the backlog failed"),
@@ -138,9 +136,9 @@ impl Worker {
             Arc::clone(&self.deliverer),
             shutdown.clone(),
         ));
-        if let Some(replica) = &self.context.replica {
-            tasks.spawn(Arc::clone(replica).beat(Arc::clone(&queue), shutdown.clone()));
-        }
+        tasks.spawn(
+            Arc::clone(&self.context.destination).beside(Arc::clone(&queue), shutdown.clone()),
+        );
         let mut refusals = Refusals::default();
         loop {
             // While entries wait for an unavailable target, take no more (see `hold`).
@@ -218,11 +216,11 @@ impl Worker {
         let shutdown = shutdown.clone();
         let in_flight = self.context.metrics.in_flight.clone();
         let role = self.role.clone();
-        // A replicating reader's entries of one key go one at a time, in the order
-        // received here (see `replica`).
-        let turn = match (&self.context.replica, &delivery.entry) {
-            (Some(replica), Ok(entry)) => Some(replica.lanes.join(&entry.key)),
-            _ => None,
+        // Where the destination wants it, a key's entries go one at a time, in the order
+        // received here.
+        let turn = match &delivery.entry {
+            Ok(entry) => self.context.destination.turn(entry),
+            Err(_) => None,
         };
         in_flight.increment(1.0);
         // Boxed once here, so spawning moves a pointer rather than the whole future.

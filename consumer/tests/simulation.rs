@@ -39,6 +39,7 @@ use wal_apply::applier::Applier;
 use wal_apply::clients::{ClientSettings, Clients};
 use wal_apply::{Mutation, Target, TargetError, TargetKind, TargetRegistry};
 use wal_consumer::delivery::{Deliverer, QueueContext};
+use wal_consumer::destination::Destination;
 use wal_consumer::metrics::QueueMetrics;
 use wal_consumer::worker::{Role, Worker};
 use wal_namespaces::{Namespace, TargetConfig};
@@ -457,7 +458,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
         started_micros: 0,
         archive_recorded: Arc::default(),
         holds: Arc::default(),
-        replica: None,
+        destination: Arc::new(Destination::Targets),
     };
     let worker = Worker {
         context,

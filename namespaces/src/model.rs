@@ -145,6 +145,15 @@ impl RetryPolicy {
 }
 
 impl Namespace {
+    /// Whether the namespace's destinations are its regions: its default target is a `region`
+    /// target, so each destination region reads it with a consumer group of its own and applies
+    /// every entry, and a write names no target of its own.
+    pub fn replicated(&self) -> bool {
+        self.default_target
+            .as_ref()
+            .is_some_and(|target| target.kind == wal_targets::Kind::Region)
+    }
+
     /// The longest an entry of this namespace can wait for its deliver-at: the longest delay
     /// plus the widest jitter a request may ask for, or a retry's longest backoff.
     pub fn longest_wait(&self) -> std::time::Duration {

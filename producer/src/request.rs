@@ -143,7 +143,7 @@ fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid>
 
 pub(crate) fn target(namespace: &Namespace, requested: Option<Target>) -> Result<Target, Invalid> {
     let default = namespace.default_target.as_ref();
-    let replicated = default.is_some_and(|d| d.kind == wal_targets::Kind::Region);
+    let replicated = namespace.replicated();
     let names_region = requested
         .as_ref()
         .is_some_and(|r| wal_targets::canonical_name(&r.kind) == wal_targets::Kind::Region.name());

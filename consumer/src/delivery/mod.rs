@@ -24,9 +24,9 @@ use wal_namespaces::Namespace;
 use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_queue::{Delivery, Failure, Queue};
 
+use crate::destination::Destination;
 use crate::hold::Holds;
 use crate::metrics::QueueMetrics;
-use crate::replica::Replica;
 use crate::trace;
 use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
@@ -54,9 +54,8 @@ pub struct QueueContext {
     pub archive_recorded: Arc<OnceCell<()>>,
     /// Entries of this queue held for an unavailable target; the worker takes none meanwhile.
     pub holds: Arc<Holds>,
-    /// The destination region this reader replicates to, for a replicated namespace (see
-    /// `replica`): its target replaces the entries' own, and failures are retried in place.
-    pub replica: Option<Arc<Replica>>,
+    /// What the queue is read for: where its entries are applied, and how (see `destination`).
+    pub destination: Arc<Destination>,
 }
 
 #[derive(Debug)]
@@ -118,12 +117,10 @@ impl Deliverer {
                 return;
             }
         };
-        if let Some(replica) = &context.replica
-            && !replica.applies(entry)
-        {
-            // A copy for another region alone (a redriven DLQ copy): that region's reader
-            // applies it; here it is done.
-            tracing::debug!(namespace = %entry.namespace, entry_id = %entry.id, region = %replica.region, for_region = %entry.destination_region, "not for this region");
+        if !context.destination.takes(entry) {
+            // A copy for another destination alone (a redriven DLQ copy): that destination's
+            // reader applies it; here it is done.
+            tracing::debug!(namespace = %entry.namespace, entry_id = %entry.id, for_region = %entry.destination_region, "not for this destination");
             self.acknowledge(context, &delivery, shutdown).await;
             return;
         }
@@ -151,10 +148,12 @@ impl Deliverer {
         // A transaction's commit marker has no target of its own: each item names its own,
         // and the marker is retried as a whole (see `transaction`).
         let marker = matches!(entry.body, Some(Body::Transaction(_)));
-        let spec = match &context.replica {
-            _ if marker => None,
-            Some(replica) => Some(&replica.target),
-            None => entry.target.as_ref().or(context.default_target.as_ref()),
+        let spec = if marker {
+            None
+        } else {
+            context
+                .destination
+                .target(entry, context.default_target.as_ref())
         };
         let kind = spec.map_or("none", |s| s.kind.as_str());
         // Kinds come from entries; only those the registry knows become metric labels.
@@ -177,7 +176,7 @@ impl Deliverer {
         let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
         let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
         let breaker = spec.and_then(|spec| self.targets().breaker(spec));
-        let replicating = context.replica.is_some();
+        let in_place = context.destination.retries_in_place();
         let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
         let settle = loop {
@@ -198,7 +197,7 @@ impl Deliverer {
             };
             attempts = attempts.saturating_add(1);
             let unit = || rand::rng().random();
-            match verdict(&applied, attempts, policy, replicating, unit) {
+            match verdict(&applied, attempts, policy, in_place, unit) {
                 Verdict::Settle(settle) => break settle,
                 Verdict::InPlace { wait, reason } => {
                     metrics.retried.increment(1);
@@ -215,9 +214,7 @@ impl Deliverer {
             }
         };
         if settle == Settle::Acknowledge {
-            if let Some(replica) = &context.replica {
-                replica.applied(entry);
-            }
+            context.destination.applied(entry);
             let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
             metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
             // Measured after the effect, so an early one is certain: it breaks "never early".

@@ -67,9 +67,7 @@ impl Deliverer {
             entry.attempt = attempts;
         }
         let mut dead = dead_letter_copy(queue.spec(), &counted, &failure);
-        if let Some(replica) = &context.replica {
-            dead.destination_region = replica.region.clone();
-        }
+        context.destination.mark_dead_letter(&mut dead);
         // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
         loop {
             let enqueue = || queue.enqueue_dead_letter(&dead);

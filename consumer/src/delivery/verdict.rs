@@ -13,9 +13,9 @@ use crate::backoff;
 /// The verdict on one attempt.
 #[derive(Debug, PartialEq)]
 pub(super) enum Verdict {
-    /// Try again here after `wait`. Only a replicating reader does: it keeps a key's later
-    /// writes behind this one, and a retry copy put back on the topic would reach every region's
-    /// reader.
+    /// Try again here after `wait`. Only a destination that retries in place does (a region):
+    /// it keeps a key's later writes behind this one, and a retry copy put back on the topic
+    /// would reach every region's reader.
     InPlace { wait: Duration, reason: String },
     /// Done with this delivery: settle it with the queue.
     Settle(Settle),
@@ -39,7 +39,7 @@ pub(super) fn verdict(
     applied: &Result<(), TargetError>,
     attempts: u32,
     policy: &RetryPolicy,
-    replicating: bool,
+    in_place: bool,
     unit: impl FnOnce() -> f64,
 ) -> Verdict {
     let reason = match applied {
@@ -63,10 +63,10 @@ pub(super) fn verdict(
     }
     let wait = backoff::retry_wait(policy, attempts, unit());
     match applied {
-        _ if !replicating => Verdict::Settle(Settle::Later { wait, reason }),
+        _ if !in_place => Verdict::Settle(Settle::Later { wait, reason }),
         Err(TargetError::Retryable(_)) => Verdict::InPlace { wait, reason },
         // Unavailable or throttled reaches a verdict only for a target without a breaker (past
-        // their bound); a replicating reader puts no retry copy back on the topic.
+        // their bound); a destination retrying in place puts no retry copy back on the topic.
         _ => gave_up(reason),
     }
 }
@@ -127,7 +127,7 @@ mod tests {
     }
 
     #[test]
-    fn a_replicating_reader_retries_in_place_and_never_puts_a_copy_back() {
+    fn a_destination_retrying_in_place_never_puts_a_copy_back() {
         let again = verdict(&retryable(), 1, &policy(), true, || 0.5);
         assert_eq!(
             again,

@@ -127,7 +127,7 @@ fn region_settings(namespace: &Namespace) -> Result<RegionSettings, Failure> {
     let target = namespace
         .default_target
         .as_ref()
-        .filter(|t| t.kind == wal_targets::Kind::Region)
+        .filter(|_| namespace.replicated())
         .ok_or_else(|| {
             Failure::usage(format!(
                 "namespace '{}' does not replicate: its default target is not a region target",
