@@ -26,7 +26,7 @@ use wal_queue::{Delivery, Failure, Queue};
 
 use crate::destination::Destination;
 use crate::hold::Holds;
-use crate::metrics::QueueMetrics;
+use crate::metrics::{KindMetrics, QueueMetrics};
 use crate::trace;
 use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
@@ -156,14 +156,7 @@ impl Deliverer {
                 .target(entry, context.default_target.as_ref())
         };
         let kind = spec.map_or("none", |s| s.kind.as_str());
-        // Kinds come from entries; only those the registry knows become metric labels.
-        let metrics = context.metrics.kind(if marker {
-            "transaction"
-        } else if self.targets().knows(kind) {
-            kind
-        } else {
-            "unknown"
-        });
+        let metrics = self.kind_metrics(context, marker, kind);
         let continued = trace::continue_trace(&entry.trace_context);
         let span = tracing::info_span!(
             "deliver",
@@ -214,19 +207,36 @@ impl Deliverer {
             }
         };
         if settle == Settle::Acknowledge {
-            context.destination.applied(entry);
-            let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
-            metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
-            // Measured after the effect, so an early one is certain: it breaks "never early".
-            if late < 0 {
-                context.metrics.early.increment(1);
-                self.stats.early.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
-            }
+            self.applied(context, entry, &metrics);
         }
         self.settle(context, delivery, &metrics, settle, attempts, shutdown)
             .instrument(span)
             .await;
+    }
+
+    /// The metric handles of an entry of `kind` (or a transaction's `marker`). Kinds come from
+    /// entries; only those the registry knows become labels.
+    fn kind_metrics(&self, context: &QueueContext, marker: bool, kind: &str) -> Arc<KindMetrics> {
+        context.metrics.kind(if marker {
+            "transaction"
+        } else if self.targets().knows(kind) {
+            kind
+        } else {
+            "unknown"
+        })
+    }
+
+    /// Records `entry` applied: with its destination, and how late it was after its deliver-at.
+    fn applied(&self, context: &QueueContext, entry: &Entry, metrics: &KindMetrics) {
+        context.destination.applied(entry);
+        let late = entry::now_micros().saturating_sub(entry.deliver_at_micros);
+        metrics.lateness_seconds.record(late.max(0) as f64 / 1e6);
+        // Measured after the effect, so an early one is certain: it breaks "never early".
+        if late < 0 {
+            context.metrics.early.increment(1);
+            self.stats.early.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(namespace = %entry.namespace, entry_id = %entry.id, early_micros = -late, "applied before its deliver-at");
+        }
     }
 }
 
