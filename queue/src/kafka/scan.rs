@@ -141,66 +141,11 @@ pub async fn scan(
                 return;
             }
         };
-        let mut next = starts.clone();
+        let next = starts.clone();
         if ready.send(Ok((starts, ends.clone(), reset))).is_err() {
             return;
         }
-        let mut batch = Batch::default();
-        let mut last_record = Instant::now();
-        while next.iter().any(|(p, offset)| *offset < ends[p]) {
-            // Wait only with nothing in hand: what is held goes to the caller first.
-            let wait = if batch.records.is_empty() {
-                Duration::from_millis(500)
-            } else {
-                Duration::ZERO
-            };
-            let Some(polled) = consumer.poll(wait) else {
-                if !batch.records.is_empty() {
-                    if !batch.hand_over(&sender) {
-                        return; // The caller stopped reading.
-                    }
-                    // After the hand-over, which waits as long as the caller takes.
-                    last_record = Instant::now();
-                } else if last_record.elapsed() > STALL_LIMIT {
-                    batch.records.push(Err(KafkaError::MessageConsumption(
-                        RDKafkaErrorCode::OperationTimedOut,
-                    )));
-                    batch.hand_over(&sender);
-                    return;
-                }
-                continue;
-            };
-            let message = match polled {
-                Ok(message) => message,
-                Err(error) => {
-                    batch.records.push(Err(error));
-                    batch.hand_over(&sender);
-                    return;
-                }
-            };
-            let (partition, offset) = (message.partition(), message.offset());
-            let Some(end) = ends.get(&partition) else {
-                continue;
-            };
-            if offset >= *end {
-                continue;
-            }
-            next.insert(partition, offset + 1);
-            let payload = message.payload().unwrap_or_default();
-            batch.bytes += payload.len();
-            batch.records.push(Ok(Scanned {
-                partition,
-                offset,
-                entry: entry::decode(payload),
-            }));
-            if batch.full() {
-                if !batch.hand_over(&sender) {
-                    return;
-                }
-                last_record = Instant::now();
-            }
-        }
-        batch.hand_over(&sender);
+        read(&consumer, next, &ends, &sender);
     });
     let (starts, ends, reset) = started
         .await
@@ -214,6 +159,73 @@ pub async fn scan(
             batch: Vec::new().into_iter(),
         },
     })
+}
+
+/// Reads the assigned partitions from `next` up to their `ends`, handing records to `sender` in
+/// batches; it returns at the ends, when the caller stops taking, or after handing over an
+/// error (a failed poll, or no record for [`STALL_LIMIT`]).
+fn read(
+    consumer: &BaseConsumer,
+    mut next: BTreeMap<i32, i64>,
+    ends: &BTreeMap<i32, i64>,
+    sender: &mpsc::Sender<Vec<Result<Scanned, KafkaError>>>,
+) {
+    let mut batch = Batch::default();
+    let mut last_record = Instant::now();
+    while next.iter().any(|(p, offset)| *offset < ends[p]) {
+        // Wait only with nothing in hand: what is held goes to the caller first.
+        let wait = if batch.records.is_empty() {
+            Duration::from_millis(500)
+        } else {
+            Duration::ZERO
+        };
+        let Some(polled) = consumer.poll(wait) else {
+            if !batch.records.is_empty() {
+                if !batch.hand_over(sender) {
+                    return; // The caller stopped reading.
+                }
+                // After the hand-over, which waits as long as the caller takes.
+                last_record = Instant::now();
+            } else if last_record.elapsed() > STALL_LIMIT {
+                batch.records.push(Err(KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::OperationTimedOut,
+                )));
+                batch.hand_over(sender);
+                return;
+            }
+            continue;
+        };
+        let message = match polled {
+            Ok(message) => message,
+            Err(error) => {
+                batch.records.push(Err(error));
+                batch.hand_over(sender);
+                return;
+            }
+        };
+        let (partition, offset) = (message.partition(), message.offset());
+        let Some(end) = ends.get(&partition) else {
+            continue;
+        };
+        if offset >= *end {
+            continue;
+        }
+        next.insert(partition, offset + 1);
+        let payload = message.payload().unwrap_or_default();
+        batch.bytes += payload.len();
+        batch.records.push(Ok(Scanned {
+            partition,
+            offset,
+            entry: entry::decode(payload),
+        }));
+        if batch.full() {
+            if !batch.hand_over(sender) {
+                return;
+            }
+            last_record = Instant::now();
+        }
+    }
+    batch.hand_over(sender);
 }
 
 /// A consumer assigned to each partition that has records to read, where each is read from,
