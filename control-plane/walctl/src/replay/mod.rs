@@ -33,7 +33,7 @@ use wal_queue::kafka::KafkaSettings;
 
 pub use self::args::Replay;
 use self::lanes::{Applier, Lanes, Outcome};
-use self::progress::{lock, save_while_applying};
+use self::progress::{lock, start_saving};
 use self::read::{Ends, Reader, kafka_starts, read_archive, read_topics};
 use self::report::{Report, print};
 pub use self::select::parse_ids;
@@ -55,13 +55,8 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let saved = resumable(&replay, &path, &namespace.name, &typed)?;
     let (from_micros, to_micros) = range(&replay, saved.as_ref())?;
     let target = target_override(&replay)?;
-    let clusters = replay
-        .brokers
-        .cluster_map(replay.brokers.kafka(), &replay.cql)
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let kafka = namespace_kafka(&clusters, &namespace)?;
+    let (kafka, clients) = connections(&replay, &namespace)?;
     let history = crate::namespace::archive_history(control_plane, &namespace.name).await?;
-    let clients = clients(&replay, clusters)?;
     let source = source::choose(
         replay.source,
         (&namespace, history),
@@ -77,20 +72,8 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         replay.origin_region.clone(),
     );
     let resumed = saved.clone();
-    let mut checkpoint = saved.unwrap_or_else(|| Checkpoint {
-        namespace: namespace.name.clone(),
-        filter: typed,
-        since_micros: Some(from_micros),
-        until_micros: Some(to_micros),
-        ..Checkpoint::default()
-    });
-    if checkpoint.done > 0 && format == Format::Table {
-        eprintln!(
-            "walctl: continuing the replay in {} ({} applied before)",
-            path.display(),
-            checkpoint.done
-        );
-    }
+    let range = (from_micros, to_micros);
+    let mut checkpoint = starting_checkpoint(saved, &namespace.name, typed, range, &path, format);
     let lanes = (!replay.dry_run).then(|| {
         Lanes::start(
             replay.concurrency as usize,
@@ -106,14 +89,9 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         checkpoint.save(&path)?;
     }
     let checkpoint = Arc::new(Mutex::new(checkpoint));
-    let saver = lanes.as_ref().map(|lanes| {
-        tokio::spawn(save_while_applying(
-            lanes.watcher(),
-            Arc::clone(&checkpoint),
-            path.clone(),
-            done_before,
-        ))
-    });
+    let saver = lanes
+        .as_ref()
+        .map(|lanes| start_saving(lanes, &checkpoint, &path, done_before));
     let mut reader = Reader {
         selection: &mut selection,
         lanes: lanes.as_ref(),
@@ -123,16 +101,10 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let range_ends = match &source {
         Source::Kafka { topics } => read_topics(&kafka, topics, &checkpoint, &mut reader).await?,
         Source::Archive { storage } => {
-            let range = (from_micros, to_micros);
             let read = read_archive(storage, &namespace.name, range, &checkpoint, &mut reader);
             let ends = read.await?;
-            still_retained(
-                storage,
-                (&namespace, history),
-                resumed.as_ref(),
-                from_micros,
-            )
-            .await?;
+            let archive = (&namespace, history);
+            still_retained(storage, archive, resumed.as_ref(), from_micros).await?;
             ends
         }
     };
@@ -150,6 +122,47 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
         Some(outcome) if !outcome.failed.is_empty() => Err(Failure::quiet(Exit::Failed)),
         _ => Ok(()),
     }
+}
+
+/// The namespace's Kafka cluster and the clients the replay applies with, from the cluster map
+/// the operator's flags make.
+fn connections(
+    replay: &Replay,
+    namespace: &Namespace,
+) -> Result<(KafkaSettings, Arc<Clients>), Failure> {
+    let clusters = replay
+        .brokers
+        .cluster_map(replay.brokers.kafka(), &replay.cql)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let kafka = namespace_kafka(&clusters, namespace)?;
+    Ok((kafka, clients(replay, clusters)?))
+}
+
+/// Where the run starts: the checkpoint of an earlier run (said so on a terminal's table), or a
+/// new one for `namespace`, `filter` and the time `range`.
+fn starting_checkpoint(
+    saved: Option<Checkpoint>,
+    namespace: &str,
+    filter: String,
+    range: (i64, i64),
+    path: &std::path::Path,
+    format: Format,
+) -> Checkpoint {
+    let checkpoint = saved.unwrap_or_else(|| Checkpoint {
+        namespace: namespace.to_owned(),
+        filter,
+        since_micros: Some(range.0),
+        until_micros: Some(range.1),
+        ..Checkpoint::default()
+    });
+    if checkpoint.done > 0 && format == Format::Table {
+        eprintln!(
+            "walctl: continuing the replay in {} ({} applied before)",
+            path.display(),
+            checkpoint.done
+        );
+    }
+    checkpoint
 }
 
 /// The checkpoint of an earlier run of the same command, unless told to start over (or a dry
