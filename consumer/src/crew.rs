@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use wal_clusters::Backends;
-use wal_namespaces::{Namespace, TargetConfig};
+use wal_namespaces::{Namespace, QueueConfig, TargetConfig};
 use wal_queue::{Queue, QueueSpec};
 
 use crate::delivery::{Deliverer, QueueContext};
@@ -64,6 +64,28 @@ pub struct Crew {
     pub key: String,
     pub namespace: Arc<Namespace>,
     pub workers: Vec<Worker>,
+}
+
+/// The handle the destination reads `queue` (of `config`) with: the namespace's own, or one
+/// with a position of its own for a destination with a reader of its own; one that does not
+/// park never parks an entry on the delay tiers.
+fn read_for(
+    destination: &Destination,
+    backends: &Backends,
+    namespace: &Namespace,
+    config: &QueueConfig,
+    queue: &Arc<dyn Queue>,
+) -> anyhow::Result<Arc<dyn Queue>> {
+    let Some(reader) = destination.reader() else {
+        return Ok(Arc::clone(queue));
+    };
+    let mut spec = QueueSpec::of(namespace, config).read_by(reader);
+    if !destination.parks() {
+        spec = spec.with_longest_wait(Duration::ZERO);
+    }
+    backends
+        .queue(config.backend, spec)
+        .context("no client for the queue's backend")
 }
 
 /// A crew at work.
@@ -127,20 +149,7 @@ impl Crew {
                 grace: settings.shutdown_grace,
                 role,
             };
-            // A destination with a reader of its own reads the queue from a position of its
-            // own; one that does not park never reads the delay tiers, nor parks on them.
-            let read = match destination.reader() {
-                None => Arc::clone(&queue),
-                Some(reader) => {
-                    let mut spec = QueueSpec::of(&namespace, config).read_by(reader);
-                    if !destination.parks() {
-                        spec = spec.with_longest_wait(Duration::ZERO);
-                    }
-                    backends
-                        .queue(config.backend, spec)
-                        .context("no client for the queue's backend")?
-                }
-            };
+            let read = read_for(&destination, backends, &namespace, config, &queue)?;
             // A Kafka queue's delay tiers are read alongside it, each by a worker that moves
             // entries on as they come due.
             let tiers = if destination.parks() {
