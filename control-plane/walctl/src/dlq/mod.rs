@@ -113,53 +113,61 @@ async fn list(
             })).collect::<Vec<_>>(),
             "entries": listed.iter().map(|f| summary_json(dead, f)).collect::<Vec<_>>(),
         })),
-        Format::Table => {
-            if total == 0 {
-                println!("no dead letters");
-                return Ok(());
-            }
-            let mut reasons = table(&["CLASS", "REASON", "ENTRIES", "FIRST", "LAST"]);
-            for ((class, reason), g) in &groups {
-                reasons.add_row(vec![
-                    class.clone(),
-                    shorten(reason, 80),
-                    g.entries.to_string(),
-                    when(g.first_micros),
-                    when(g.last_micros),
-                ]);
-            }
-            println!("{reasons}");
-            let mut entries = table(&[
-                "ID",
-                "DLQ",
-                "DEAD-LETTERED",
-                "ATTEMPTS",
-                "REDRIVES",
-                "CLASS",
-                "REASON",
-            ]);
-            for found in &listed {
-                let entry = &found.entry;
-                entries.add_row(vec![
-                    entry.id.clone(),
-                    dead.dlqs[found.dlq].name.clone(),
-                    when(entry.dead_lettered_at_micros),
-                    entry.attempt.to_string(),
-                    entry.redrives.to_string(),
-                    class_of(entry).to_owned(),
-                    shorten(&entry.last_error, 60),
-                ]);
-            }
-            println!("{entries}");
-            if total > listed.len() {
-                println!(
-                    "{} of {total} entries listed; --limit lists more",
-                    listed.len()
-                );
-            }
-        }
+        Format::Table => print_tables(dead, &groups, &listed, total),
     }
     Ok(())
+}
+
+/// The reasons and the entries listed, as tables.
+fn print_tables(
+    dead: &DeadLetters,
+    groups: &BTreeMap<(String, String), Group>,
+    listed: &[Found],
+    total: usize,
+) {
+    if total == 0 {
+        println!("no dead letters");
+        return;
+    }
+    let mut reasons = table(&["CLASS", "REASON", "ENTRIES", "FIRST", "LAST"]);
+    for ((class, reason), g) in groups {
+        reasons.add_row(vec![
+            class.clone(),
+            shorten(reason, 80),
+            g.entries.to_string(),
+            when(g.first_micros),
+            when(g.last_micros),
+        ]);
+    }
+    println!("{reasons}");
+    let mut entries = table(&[
+        "ID",
+        "DLQ",
+        "DEAD-LETTERED",
+        "ATTEMPTS",
+        "REDRIVES",
+        "CLASS",
+        "REASON",
+    ]);
+    for found in listed {
+        let entry = &found.entry;
+        entries.add_row(vec![
+            entry.id.clone(),
+            dead.dlqs[found.dlq].name.clone(),
+            when(entry.dead_lettered_at_micros),
+            entry.attempt.to_string(),
+            entry.redrives.to_string(),
+            class_of(entry).to_owned(),
+            shorten(&entry.last_error, 60),
+        ]);
+    }
+    println!("{entries}");
+    if total > listed.len() {
+        println!(
+            "{} of {total} entries listed; --limit lists more",
+            listed.len()
+        );
+    }
 }
 
 async fn show(
