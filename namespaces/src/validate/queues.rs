@@ -20,41 +20,14 @@ pub(super) fn storage_queues(
         path.trim_end_matches(".config"),
         spelling.name("physical_storage")
     );
-    let (backend, queue_key, dlq_key, queues, dlqs, foreign) = match storage.physical_storage.kind {
-        StorageKind::Sqs => (
-            Backend::Sqs,
-            "wal-queue",
-            "wal-dlq-queue",
-            &config.wal_queue,
-            &config.wal_dlq_queue,
-            [
-                ("wal-kafka-topics", config.wal_kafka_topics.is_some()),
-                (
-                    "wal-kafka-dlq-topics",
-                    config.wal_kafka_dlq_topics.is_some(),
-                ),
-                (
-                    "wal.kafka.bootstrap.servers.prefix",
-                    config.kafka_cluster.is_some(),
-                ),
-            ],
-        ),
-        StorageKind::Kafka => (
-            Backend::Kafka,
-            "wal-kafka-topics",
-            "wal-kafka-dlq-topics",
-            &config.wal_kafka_topics,
-            &config.wal_kafka_dlq_topics,
-            [
-                ("wal-queue", config.wal_queue.is_some()),
-                ("wal-dlq-queue", config.wal_dlq_queue.is_some()),
-                (
-                    "queue.poll-interval.secs",
-                    config.poll_interval_secs.is_some(),
-                ),
-            ],
-        ),
-    };
+    let Layout {
+        backend,
+        queue_key,
+        dlq_key,
+        queues,
+        dlqs,
+        foreign,
+    } = Layout::of(storage);
     for (key, present) in foreign {
         if present {
             problems.add(
@@ -103,6 +76,58 @@ pub(super) fn storage_queues(
         });
     }
     queues
+}
+
+/// Where one backend's settings live in a storage config, and the other backend's settings,
+/// which must not be there (with whether each is).
+struct Layout<'a> {
+    backend: Backend,
+    queue_key: &'static str,
+    dlq_key: &'static str,
+    queues: &'a Option<Vec<String>>,
+    dlqs: &'a Option<Vec<String>>,
+    foreign: [(&'static str, bool); 3],
+}
+
+impl<'a> Layout<'a> {
+    fn of(storage: &'a PersistenceConfiguration) -> Self {
+        let config = &storage.config;
+        match storage.physical_storage.kind {
+            StorageKind::Sqs => Layout {
+                backend: Backend::Sqs,
+                queue_key: "wal-queue",
+                dlq_key: "wal-dlq-queue",
+                queues: &config.wal_queue,
+                dlqs: &config.wal_dlq_queue,
+                foreign: [
+                    ("wal-kafka-topics", config.wal_kafka_topics.is_some()),
+                    (
+                        "wal-kafka-dlq-topics",
+                        config.wal_kafka_dlq_topics.is_some(),
+                    ),
+                    (
+                        "wal.kafka.bootstrap.servers.prefix",
+                        config.kafka_cluster.is_some(),
+                    ),
+                ],
+            },
+            StorageKind::Kafka => Layout {
+                backend: Backend::Kafka,
+                queue_key: "wal-kafka-topics",
+                dlq_key: "wal-kafka-dlq-topics",
+                queues: &config.wal_kafka_topics,
+                dlqs: &config.wal_kafka_dlq_topics,
+                foreign: [
+                    ("wal-queue", config.wal_queue.is_some()),
+                    ("wal-dlq-queue", config.wal_dlq_queue.is_some()),
+                    (
+                        "queue.poll-interval.secs",
+                        config.poll_interval_secs.is_some(),
+                    ),
+                ],
+            },
+        }
+    }
 }
 
 /// Every queue gets a DLQ: `<queue>-dlq` by default, one shared DLQ, or one per queue.
