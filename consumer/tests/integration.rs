@@ -16,5 +16,4 @@ mod replication_crash;
 mod secured_cql;
 mod secured_kafka;
 mod simulation;
-mod targets;
 mod transaction_crash;

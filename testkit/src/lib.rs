@@ -4,9 +4,12 @@
 //!   prints, with the stack's defaults), unique names, polling, stopping and restarting a service.
 //! - `control_plane` (feature `control-plane`): a control plane in-process, namespace configs,
 //!   walctl runs.
-//! - the fleet (feature `fleet`; no feature is on by default): namespace builders, an in-process producer and
-//!   consumer (and a producer process to kill), readers for queues and Kafka logs, a CQL table to read rows back from, the benches'
-//!   CQL rows, an HTTP upstream that records what it receives, and regions' writers on loopback.
+//! - the stores (feature `stores`): namespace and payload builders, a CQL table to read rows back
+//!   from, the benches' CQL rows, an HTTP upstream that records what it receives. No service of
+//!   the platform is in it, so the crates the fleet depends on use it without a loop.
+//! - the fleet (feature `fleet`, the stores too; no feature is on by default): an in-process
+//!   producer and consumer (and a producer process to kill), readers for queues and Kafka logs,
+//!   and regions' writers on loopback.
 //!
 //! Helpers panic with what they were doing, like the tests they serve: a service that is not up
 //! fails the test that needs it, naming the address it tried.
@@ -26,15 +29,15 @@ pub mod secured;
 mod consumer;
 #[cfg(feature = "control-plane")]
 mod control_plane;
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 mod cql;
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 pub mod cql_rows;
 #[cfg(feature = "fleet")]
 mod fleet;
 #[cfg(feature = "control-plane")]
 mod grpc;
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 mod namespaces;
 #[cfg(feature = "control-plane")]
 pub mod pki;
@@ -46,7 +49,7 @@ mod producer_process;
 mod queues;
 #[cfg(feature = "fleet")]
 mod transactions;
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 mod upstream;
 #[cfg(feature = "fleet")]
 mod writer;
@@ -70,13 +73,13 @@ pub use control_plane::{
     apply_config, config, control_plane, control_plane_at, control_plane_serving, delete_namespace,
     json_of, walctl_at,
 };
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 pub use cql::{Cql, KEYSPACE};
 #[cfg(feature = "fleet")]
 pub use fleet::Fleet;
 #[cfg(feature = "control-plane")]
 pub use grpc::{health_status, reflected_services};
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 pub use namespaces::{
     cql_target, delete, namespace, namespace_json, namespace_with_target, put, with_durable_storage,
 };
@@ -93,7 +96,7 @@ pub use queues::{
 };
 #[cfg(feature = "fleet")]
 pub use transactions::{numbered_items, transaction_of};
-#[cfg(feature = "fleet")]
+#[cfg(feature = "stores")]
 pub use upstream::{Received, Upstream};
 /// What [`start_consumer`] returns, for tests that keep one in a struct.
 #[cfg(feature = "fleet")]

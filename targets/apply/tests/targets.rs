@@ -7,7 +7,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,6 @@ use rdkafka::message::{Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 use wal_apply::clients::{ClientSettings, Clients};
 use wal_apply::{Mutation, TargetError, TargetRegistry};
-use wal_consumer::ConsumerOptions;
 use wal_queue::entry::{self, Body, Entry, Target as TargetSpec};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_queue::{Produce, QueueSpec};
@@ -28,11 +26,19 @@ use wal_testkit::{Cql, KEYSPACE, Upstream, delete, put, unique};
 /// Addresses where nothing listens: every client made from these fails to connect.
 const NOWHERE: &str = "127.0.0.1:1";
 
-/// The local stack's addresses, as the consumer takes them.
+/// The local stack's addresses (the environment `scripts/stack env` prints), as a consumer on
+/// the stack takes them.
 fn settings() -> ClientSettings {
-    let mut settings = ConsumerOptions::for_local_stack(PathBuf::new()).client_settings();
-    settings.request_timeout = Duration::from_secs(3);
-    settings
+    ClientSettings {
+        cql_nodes: wal_testkit::cql_nodes(),
+        cql_credentials: None,
+        cql_tls_ca: None,
+        writer_tls: None,
+        memcached: wal_testkit::memcached(),
+        kafka_bootstrap: wal_testkit::kafka_bootstrap(),
+        kafka_client: Default::default(),
+        request_timeout: Duration::from_secs(3),
+    }
 }
 
 fn registry(settings: ClientSettings) -> TargetRegistry {
