@@ -98,7 +98,7 @@ impl Destination {
     /// Whether a retryable failure is tried again in place, keeping the key's later entries
     /// behind it, instead of by a retry copy on the queue.
     pub fn retries_in_place(&self) -> bool {
-        !self.parks()
+        matches!(self, Self::Region(_))
     }
 
     /// `entry`'s turn among its key's entries, for a destination that applies a key's entries
