@@ -173,9 +173,6 @@ impl ConsumerOptions {
     pub fn client_settings(&self) -> ClientSettings {
         ClientSettings {
             cql_nodes: self.cql.cql_nodes.clone(),
-            cql_credentials: None,
-            cql_tls_ca: None,
-            kafka_client: Default::default(),
             writer_tls: self
                 .writer_ca
                 .clone()
@@ -189,7 +186,7 @@ impl ConsumerOptions {
                 .target_kafka_bootstrap
                 .clone()
                 .unwrap_or_else(|| self.brokers.kafka_bootstrap.clone()),
-            request_timeout: self.apply_timeout(),
+            ..ClientSettings::none(self.apply_timeout())
         }
     }
 

@@ -428,14 +428,8 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
     });
     let clients = Arc::new(
         Clients::new(ClientSettings {
-            cql_nodes: Vec::new(),
-            cql_credentials: None,
-            cql_tls_ca: None,
-            kafka_client: Default::default(),
-            writer_tls: None,
-            memcached: Vec::new(),
             kafka_bootstrap: format!("generation-{generation}"),
-            request_timeout: Duration::from_secs(5),
+            ..ClientSettings::none(Duration::from_secs(5))
         })
         .unwrap(),
     );

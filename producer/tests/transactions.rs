@@ -15,7 +15,8 @@ use wal_proto::v1::{
     Trilean, WriteTransactionRequest,
 };
 use wal_testkit::{
-    Cql, Fleet, Upstream, cql_target, eventually, namespace_with_target, put, unique,
+    Cql, Fleet, Upstream, assert_refused, cql_target, eventually, namespace_with_target, put,
+    unique,
 };
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -32,6 +33,77 @@ fn staged_namespace(target: &str) -> wal_namespaces::Namespace {
 
 fn client(fleet: &Fleet) -> TransactionsClient<Channel> {
     TransactionsClient::new(fleet.producer.channel.clone())
+}
+
+/// One transaction of a test: makes its requests, each naming the namespace and the id.
+struct Txn {
+    namespace: String,
+    id: String,
+}
+
+impl Txn {
+    fn new(namespace: &str) -> Self {
+        Self::named(namespace, &unique("txn"))
+    }
+
+    fn named(namespace: &str, id: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            id: id.to_owned(),
+        }
+    }
+
+    fn append(&self, items: Vec<TransactionItem>) -> AppendItemsRequest {
+        AppendItemsRequest {
+            namespace: self.namespace.clone(),
+            transaction_id: self.id.clone(),
+            items,
+        }
+    }
+
+    fn commit(&self, item_count: u64) -> CommitTransactionRequest {
+        CommitTransactionRequest {
+            namespace: self.namespace.clone(),
+            transaction_id: self.id.clone(),
+            item_count,
+        }
+    }
+
+    /// Commits the transaction and asserts the answer is TRUE: its marker is on the queue.
+    async fn commit_stored(&self, client: &mut TransactionsClient<Channel>, item_count: u64) {
+        let answer = client
+            .commit_transaction(self.commit(item_count))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+
+    fn abort(&self) -> AbortTransactionRequest {
+        AbortTransactionRequest {
+            namespace: self.namespace.clone(),
+            transaction_id: self.id.clone(),
+        }
+    }
+}
+
+/// An item for the namespace's default target.
+fn item(sequence: u64, payload: impl Into<Vec<u8>>) -> TransactionItem {
+    TransactionItem {
+        sequence,
+        target: None,
+        payload: payload.into(),
+    }
+}
+
+/// A staged namespace delivering to an upstream that answers 200, its fleet, a client and a
+/// transaction on it.
+async fn upstream_fleet() -> (Upstream, Fleet, TransactionsClient<Channel>, Txn) {
+    let upstream = Upstream::start(|_| 200).await;
+    let fleet = Fleet::start(staged_namespace(&upstream.target())).await;
+    let client = client(&fleet);
+    let txn = Txn::new(&fleet.namespace.name);
+    (upstream, fleet, client, txn)
 }
 
 fn cql_item(sequence: u64, table: &str, payload: Vec<u8>) -> TransactionItem {
@@ -54,8 +126,7 @@ async fn a_thousand_items_over_three_tables_appended_shuffled_end_as_their_last_
     let tables = [cql.table().await, cql.table().await, cql.table().await];
     let fleet = Fleet::start(staged_namespace(&cql_target(&tables[0]))).await;
     let mut client = client(&fleet);
-    let name = fleet.namespace.name.clone();
-    let id = unique("txn");
+    let txn = Txn::new(&fleet.namespace.name);
     // Item i puts key i % 200 of table (i / 7) % 3 to "v<i>": each key of a table is written
     // several times, and only applying in sequence order leaves the last one.
     let item = |i: u64| {
@@ -66,26 +137,13 @@ async fn a_thousand_items_over_three_tables_appended_shuffled_end_as_their_last_
     items.shuffle(&mut rand::rng());
     for chunk in items.chunks(150) {
         let appended = client
-            .append_items(AppendItemsRequest {
-                namespace: name.clone(),
-                transaction_id: id.clone(),
-                items: chunk.to_vec(),
-            })
+            .append_items(txn.append(chunk.to_vec()))
             .await
             .unwrap()
             .into_inner();
         assert_eq!(appended.staged as usize, chunk.len());
     }
-    let answer = client
-        .commit_transaction(CommitTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            item_count: ITEMS,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    txn.commit_stored(&mut client, ITEMS).await;
 
     // What sequence order leaves: for each (table, key), the value of its highest sequence.
     let mut expected = vec![std::collections::BTreeMap::new(); 3];
@@ -103,64 +161,35 @@ async fn a_thousand_items_over_three_tables_appended_shuffled_end_as_their_last_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice() {
-    let upstream = Upstream::start(|_| 200).await;
-    let fleet = Fleet::start(staged_namespace(&upstream.target())).await;
-    let mut client = client(&fleet);
-    let name = fleet.namespace.name.clone();
-    let id = unique("txn");
-    let item = |i: u64, body: &str| TransactionItem {
-        sequence: i,
-        target: None,
-        payload: body.as_bytes().to_vec(),
-    };
-    let append = |items: Vec<TransactionItem>| AppendItemsRequest {
-        namespace: name.clone(),
-        transaction_id: id.clone(),
-        items,
-    };
-    let commit = |count: u64| CommitTransactionRequest {
-        namespace: name.clone(),
-        transaction_id: id.clone(),
-        item_count: count,
-    };
+    let (upstream, fleet, mut client, txn) = upstream_fleet().await;
 
     // 50 items, sequence 17 held back.
     let mut items: Vec<TransactionItem> = (0..50)
         .filter(|i| *i != 17)
-        .map(|i| item(i, &format!("item-{i}")))
+        .map(|i| item(i, format!("item-{i}")))
         .collect();
     items.reverse();
-    client.append_items(append(items)).await.unwrap();
-    let refused = client.commit_transaction(commit(50)).await.unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
-    assert!(
-        refused.message().contains("[17]"),
-        "names the missing sequence: {}",
-        refused.message()
-    );
+    client.append_items(txn.append(items)).await.unwrap();
+    let refused = client.commit_transaction(txn.commit(50)).await.unwrap_err();
+    assert_refused(&refused, Code::FailedPrecondition, &["[17]"]);
 
     // The same item again changes nothing; another item under a taken sequence is refused.
     let again = client
-        .append_items(append(vec![item(3, "item-3"), item(17, "item-17")]))
+        .append_items(txn.append(vec![item(3, "item-3"), item(17, "item-17")]))
         .await
         .unwrap()
         .into_inner();
     assert_eq!((again.staged, again.unchanged), (1, 1));
     let clash = client
-        .append_items(append(vec![item(4, "something else")]))
+        .append_items(txn.append(vec![item(4, "something else")]))
         .await
         .unwrap_err();
-    assert_eq!(clash.code(), Code::AlreadyExists, "{clash:?}");
-    assert!(
-        clash.message().contains("sequence 4"),
-        "{}",
-        clash.message()
-    );
+    assert_refused(&clash, Code::AlreadyExists, &["sequence 4"]);
 
     // Committed twice: TRUE both times, applied once, in sequence order.
     for _ in 0..2 {
         let answer = client
-            .commit_transaction(commit(50))
+            .commit_transaction(txn.commit(50))
             .await
             .unwrap()
             .into_inner();
@@ -177,16 +206,10 @@ async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice(
     assert_eq!(bodies, expected, "each item once, in sequence order");
 
     // A committed transaction cannot be aborted or appended to.
-    let abort = client
-        .abort_transaction(AbortTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-        })
-        .await
-        .unwrap_err();
+    let abort = client.abort_transaction(txn.abort()).await.unwrap_err();
     assert_eq!(abort.code(), Code::FailedPrecondition, "{abort:?}");
     let late = client
-        .append_items(append(vec![item(50, "late")]))
+        .append_items(txn.append(vec![item(50, "late")]))
         .await
         .unwrap_err();
     assert_eq!(late.code(), Code::FailedPrecondition, "{late:?}");
@@ -195,52 +218,22 @@ async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_transaction_is_never_applied_and_its_commit_is_refused() {
-    let upstream = Upstream::start(|_| 200).await;
-    let fleet = Fleet::start(staged_namespace(&upstream.target())).await;
-    let mut client = client(&fleet);
-    let name = fleet.namespace.name.clone();
-    let id = unique("txn");
-    let items = vec![TransactionItem {
-        sequence: 0,
-        target: None,
-        payload: b"aborted".to_vec(),
-    }];
+    let (upstream, fleet, mut client, txn) = upstream_fleet().await;
+    let items = vec![item(0, "aborted")];
     client
-        .append_items(AppendItemsRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items: items.clone(),
-        })
+        .append_items(txn.append(items.clone()))
         .await
         .unwrap();
-    client
-        .abort_transaction(AbortTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-        })
-        .await
-        .unwrap();
-    let commit = client
-        .commit_transaction(CommitTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            item_count: 1,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(commit.code(), Code::FailedPrecondition, "{commit:?}");
-    assert!(commit.message().contains("aborted"), "{}", commit.message());
+    client.abort_transaction(txn.abort()).await.unwrap();
+    let commit = client.commit_transaction(txn.commit(1)).await.unwrap_err();
+    assert_refused(&commit, Code::FailedPrecondition, &["aborted"]);
 
     // A small transaction in one call goes through on the same namespace.
     let answer = client
         .write_transaction(WriteTransactionRequest {
-            namespace: name.clone(),
+            namespace: txn.namespace.clone(),
             transaction_id: unique("txn"),
-            items: vec![TransactionItem {
-                sequence: 0,
-                target: None,
-                payload: b"one call".to_vec(),
-            }],
+            items: vec![item(0, "one call")],
         })
         .await
         .unwrap()
@@ -273,39 +266,25 @@ async fn an_abandoned_transaction_expires_is_counted_and_its_late_commit_is_refu
         .transaction_lifetime = Duration::from_secs(3);
     let fleet = Fleet::start(namespace).await;
     let mut client = client(&fleet);
-    let name = fleet.namespace.name.clone();
-    let id = unique("txn");
+    let txn = Txn::new(&fleet.namespace.name);
     client
-        .append_items(AppendItemsRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items: vec![TransactionItem {
-                sequence: 0,
-                target: None,
-                payload: b"abandoned".to_vec(),
-            }],
-        })
+        .append_items(txn.append(vec![item(0, "abandoned")]))
         .await
         .unwrap();
 
     // Counted by the producer's sweep once its minute and its lifetime are past.
-    let counted = format!("wal_transactions_expired_total{{namespace=\"{name}\"}} 1");
+    let counted = format!(
+        "wal_transactions_expired_total{{namespace=\"{}\"}} 1",
+        txn.namespace
+    );
     eventually(
         Duration::from_secs(180),
         "the expired transaction counted",
         || async { wal_testkit::scrape().contains(&counted).then_some(()) },
     )
     .await;
-    let late = client
-        .commit_transaction(CommitTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            item_count: 1,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(late.code(), Code::FailedPrecondition, "{late:?}");
-    assert!(late.message().contains("expired"), "{}", late.message());
+    let late = client.commit_transaction(txn.commit(1)).await.unwrap_err();
+    assert_refused(&late, Code::FailedPrecondition, &["expired"]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(upstream.received().is_empty(), "nothing of it applied");
     fleet.stop().await;
@@ -319,15 +298,8 @@ async fn requests_past_a_limit_are_refused_naming_it_and_stage_nothing() {
     let mut producer =
         wal_testkit::TestProducer::start(vec![namespace.clone(), plain.clone()]).await;
     let mut client = TransactionsClient::new(producer.channel.clone());
-    let item = |sequence: u64, payload: Vec<u8>| TransactionItem {
-        sequence,
-        target: None,
-        payload,
-    };
-    let append = |namespace: &str, id: &str, items: Vec<TransactionItem>| AppendItemsRequest {
-        namespace: namespace.to_owned(),
-        transaction_id: id.to_owned(),
-        items,
+    let append = |namespace: &str, id: &str, items: Vec<TransactionItem>| {
+        Txn::named(namespace, id).append(items)
     };
     let name = namespace.name.as_str();
     let cases: Vec<(AppendItemsRequest, Code, &str)> = vec![
@@ -386,34 +358,18 @@ async fn requests_past_a_limit_are_refused_naming_it_and_stage_nothing() {
     ];
     for (request, code, names) in cases {
         let refused = client.append_items(request).await.unwrap_err();
-        assert_eq!(refused.code(), code, "{refused:?}");
-        assert!(refused.message().contains(names), "{}", refused.message());
+        assert_refused(&refused, code, &[names]);
     }
+    let t1 = Txn::named(name, "t1");
     for count in [0, 100_001] {
         let refused = client
-            .commit_transaction(CommitTransactionRequest {
-                namespace: name.to_owned(),
-                transaction_id: "t1".into(),
-                item_count: count,
-            })
+            .commit_transaction(t1.commit(count))
             .await
             .unwrap_err();
-        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
-        assert!(
-            refused.message().contains("transaction item limit"),
-            "{}",
-            refused.message()
-        );
+        assert_refused(&refused, Code::InvalidArgument, &["transaction item limit"]);
     }
     // Nothing of a refused call was staged: t1 has no item to commit.
-    let none = client
-        .commit_transaction(CommitTransactionRequest {
-            namespace: name.to_owned(),
-            transaction_id: "t1".into(),
-            item_count: 1,
-        })
-        .await
-        .unwrap_err();
+    let none = client.commit_transaction(t1.commit(1)).await.unwrap_err();
     assert_eq!(none.code(), Code::NotFound, "{none:?}");
     producer.shutdown().await;
 }
@@ -428,37 +384,16 @@ async fn a_config_changed_mid_transaction_leaves_its_staged_items_where_they_wer
     after.default_target = staged_namespace(&cql_target(&changed_to)).default_target;
     let mut producer = wal_testkit::TestProducer::start(vec![before.clone()]).await;
     let mut client = TransactionsClient::new(producer.channel.clone());
-    let name = before.name.clone();
-    let id = unique("txn");
+    let txn = Txn::new(&before.name);
     // Items naming no target take the namespace's default as it is when they are appended.
     let items = (0..ITEMS)
-        .map(|i| TransactionItem {
-            sequence: i,
-            target: None,
-            payload: put(&format!("k{i}"), "staged"),
-        })
+        .map(|i| item(i, put(&format!("k{i}"), "staged")))
         .collect();
-    client
-        .append_items(AppendItemsRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            items,
-        })
-        .await
-        .unwrap();
+    client.append_items(txn.append(items)).await.unwrap();
 
     // The default target changes before the commit, and the consumer only knows the new one.
     producer.live.reload(vec![after.clone()]).await.unwrap();
-    let answer = client
-        .commit_transaction(CommitTransactionRequest {
-            namespace: name.clone(),
-            transaction_id: id.clone(),
-            item_count: ITEMS,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    txn.commit_stored(&mut client, ITEMS).await;
     let consumer = wal_testkit::start_consumer(vec![after]).await;
     let expected: std::collections::BTreeMap<String, Option<String>> = (0..ITEMS)
         .map(|i| (format!("k{i}"), Some("staged".to_owned())))

@@ -6,6 +6,20 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+/// Asserts that a call was refused with `code` and a message naming each of `names`: a refusal
+/// must say what was wrong, not only that something was.
+#[track_caller]
+pub fn assert_refused(status: &tonic::Status, code: tonic::Code, names: &[&str]) {
+    assert_eq!(status.code(), code, "{status:?}");
+    for name in names {
+        assert!(
+            status.message().contains(name),
+            "the refusal names {name:?}: {}",
+            status.message()
+        );
+    }
+}
+
 /// The health service's answer for `service` ("" for the server as a whole).
 pub async fn health_status(channel: &Channel, service: &str) -> ServingStatus {
     let check = HealthCheckRequest {

@@ -102,16 +102,13 @@ impl WriterOptions {
             region: self.region.clone(),
             tls,
             authorizer,
+            // A writer applies to caches and CQL tables only; it never publishes to Kafka.
             clients: ClientSettings {
                 cql_nodes: self.cql.cql_nodes.clone(),
                 cql_credentials,
                 cql_tls_ca: self.cql_tls_ca.clone(),
-                kafka_client: Default::default(),
-                writer_tls: None,
                 memcached: self.memcached.clone(),
-                // A writer applies to caches and CQL tables only; it never publishes.
-                kafka_bootstrap: String::new(),
-                request_timeout: apply_timeout,
+                ..ClientSettings::none(apply_timeout)
             },
             max_in_flight: self.max_in_flight,
             apply_timeout,

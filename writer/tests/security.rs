@@ -106,11 +106,10 @@ async fn unlisted_principals_clients_without_certificates_and_plaintext_are_refu
         .apply_replicated(call_setting(&key))
         .await
         .unwrap_err();
-    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
-    assert!(
-        denied.message().contains("\"intruder\"") && denied.message().contains("replicate"),
-        "{}",
-        denied.message()
+    wal_testkit::assert_refused(
+        &denied,
+        Code::PermissionDenied,
+        &["\"intruder\"", "replicate"],
     );
 
     let anonymous = tls_channel(writer.address, &pki.ca_pem(), None);

@@ -52,6 +52,23 @@ pub struct ClientSettings {
     pub request_timeout: Duration,
 }
 
+impl ClientSettings {
+    /// Settings that name no cluster, no server and no TLS: a target needing one fails to
+    /// build. A process starts from these and names what it connects to.
+    pub fn none(request_timeout: Duration) -> Self {
+        Self {
+            cql_nodes: Vec::new(),
+            cql_credentials: None,
+            cql_tls_ca: None,
+            writer_tls: None,
+            memcached: Vec::new(),
+            kafka_bootstrap: String::new(),
+            kafka_client: Default::default(),
+            request_timeout,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Clients {
     settings: ClientSettings,

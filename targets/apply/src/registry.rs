@@ -185,16 +185,7 @@ mod tests {
     use crate::clients::ClientSettings;
 
     fn registry() -> TargetRegistry {
-        let settings = ClientSettings {
-            cql_nodes: Vec::new(),
-            cql_credentials: None,
-            cql_tls_ca: None,
-            kafka_client: Default::default(),
-            writer_tls: None,
-            memcached: Vec::new(),
-            kafka_bootstrap: String::new(),
-            request_timeout: Duration::from_secs(1),
-        };
+        let settings = ClientSettings::none(Duration::from_secs(1));
         TargetRegistry::builtin(Arc::new(Clients::new(settings).unwrap()))
     }
 

@@ -312,13 +312,10 @@ async fn finish(
 fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failure> {
     let settings = ClientSettings {
         cql_nodes: replay.cql.cql_nodes.clone(),
-        cql_credentials: None,
-        cql_tls_ca: None,
         kafka_client: clusters.default_kafka().client.clone(),
-        writer_tls: None,
         memcached: replay.memcached.clone(),
         kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),
-        request_timeout: replay.apply_timeout,
+        ..ClientSettings::none(replay.apply_timeout)
     };
     Clients::new(settings)
         .map(|clients| Arc::new(clients.with_clusters(clusters)))
