@@ -30,8 +30,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
-    process::serve_metrics(options.metrics_listen, metrics::BUCKETS)
-        .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
+    process::serve_metrics(options.metrics_listen, metrics::BUCKETS)?;
     metrics::describe();
 
     // The health port is taken before the queues, so a consumer that cannot have it exits before

@@ -10,9 +10,8 @@
 use std::time::{Duration, Instant};
 
 use wal_namespaces::Backend;
-use wal_proto::v1::Trilean;
-use wal_testkit::{Cql, Restart, cql_target, env_u64, eventually, put, stack, start_consumer};
-use wal_testkit::{TestProducer, namespace_with_target, write, write_true};
+use wal_testkit::{Cql, Fleet, arrival, cql_target, env_u64, eventually, put};
+use wal_testkit::{namespace_with_target, write, write_true, write_until_true};
 
 /// How long entries written after SQS returned may take to be applied: seconds against
 /// minutes, with a wide margin for this shared 2-core machine's noise.
@@ -24,12 +23,16 @@ async fn entries_written_after_a_minute_long_sqs_outage_are_applied_within_secon
     let outage = Duration::from_secs(env_u64("WAL_OUTAGE_SECS", 60));
     let cql = Cql::connect().await;
     let table = cql.table().await;
-    let namespace = namespace_with_target(Backend::Sqs, 2, &cql_target(&table), "");
-    let name = namespace.name.clone();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
-    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let fleet = Fleet::start(namespace_with_target(
+        Backend::Sqs,
+        2,
+        &cql_target(&table),
+        "",
+    ))
+    .await;
+    let (name, producer) = (fleet.name(), &fleet.producer);
 
-    write_true(&producer.client, write(&name, &put("before", "up"))).await;
+    write_true(&producer.client, write(name, &put("before", "up"))).await;
     eventually(
         Duration::from_secs(60),
         "the row written before",
@@ -37,57 +40,38 @@ async fn entries_written_after_a_minute_long_sqs_outage_are_applied_within_secon
     )
     .await;
 
-    stack("down", "elasticmq");
-    let restart = Restart("elasticmq");
-    tokio::time::sleep(outage).await;
-    drop(restart);
+    wal_testkit::outage("elasticmq", outage).await;
 
     // ElasticMQ answers before it has restored its queues (README, "The local stack"): a write
     // in that moment is refused FALSE, nothing stored (seen in CI). SQS is back for writers once
     // a write is stored; the entries count from there.
-    eventually(
+    write_until_true(
+        &producer.client,
         Duration::from_secs(60),
         "ElasticMQ to store writes again",
-        || {
-            let (mut client, request) =
-                (producer.client.clone(), write(&name, &put("after0", "up")));
-            async move {
-                let answer = client.write_to_log(request).await.ok()?.into_inner();
-                (answer.durable() == Trilean::True).then_some(())
-            }
-        },
+        || write(name, &put("after0", "up")),
     )
     .await;
     let written = Instant::now();
     for i in 1..AFTER {
         write_true(
             &producer.client,
-            write(&name, &put(&format!("after{i}"), "up")),
+            write(name, &put(&format!("after{i}"), "up")),
         )
         .await;
     }
-    let mut first = None;
-    loop {
-        let count = cql.count(&table).await - 1;
-        if count > 0 && first.is_none() {
-            first = Some(written.elapsed());
-        }
-        if count == AFTER as i64 {
-            break;
-        }
-        assert!(
-            written.elapsed() < RECOVERY_BOUND,
-            "{count} of {AFTER} entries written after SQS returned were applied within \
-             {RECOVERY_BOUND:?}: the consumer stalls after an SQS outage"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // A stall after the outage fails here.
+    let (first, all) = arrival(
+        written,
+        AFTER,
+        RECOVERY_BOUND,
+        "entries written after SQS returned, applied,",
+        || async { usize::try_from(cql.count(&table).await - 1).unwrap_or(0) },
+    )
+    .await;
     println!(
         "after SQS returned (outage {outage:?}): of {AFTER} entries written then, first applied \
-         {:?}, all {:?}",
-        first.unwrap_or_default(),
-        written.elapsed()
+         {first:?}, all {all:?}"
     );
-    consumer.shutdown().await;
-    producer.shutdown().await;
+    fleet.stop().await;
 }

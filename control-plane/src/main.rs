@@ -2,9 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::Parser;
-use tokio::net::TcpListener;
 use wal_control_plane::ControlPlane;
 use wal_control_plane::options::ControlPlaneOptions;
 use wal_runtime::process;
@@ -13,20 +11,12 @@ use wal_runtime::process;
 async fn main() -> ExitCode {
     process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ControlPlaneOptions::parse();
-    match run(options).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("wal-control-plane: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    process::exit_code("wal-control-plane", run(options).await)
 }
 
 async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {
     let control_plane = ControlPlane::start(&options.settings()?).await?;
-    let listener = TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("listening on {}", options.listen))?;
+    let listener = process::listen(options.listen).await?;
     // The engine only: a PostgreSQL URL may carry a password.
     let store = options.store.split("://").next().unwrap_or_default();
     tracing::info!(listen = %options.listen, store, "wal-control-plane ready");

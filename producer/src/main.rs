@@ -3,9 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
-use tokio::net::TcpListener;
 use wal_namespaces::feed::Feed;
 use wal_producer::{Producer, ProducerOptions, metrics};
 use wal_runtime::process;
@@ -24,14 +22,11 @@ async fn main() -> ExitCode {
 }
 
 async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
-    process::serve_metrics(options.metrics_listen, metrics::WRITE_BUCKETS)
-        .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
+    process::serve_metrics(options.metrics_listen, metrics::WRITE_BUCKETS)?;
     metrics::describe();
 
     let producer = Producer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
-    let listener = TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("listening on {}", options.listen))?;
+    let listener = process::listen(options.listen).await?;
     tracing::info!(
         listen = %options.listen,
         metrics = %options.metrics_listen,

@@ -55,9 +55,9 @@ mod upstream;
 mod writer;
 
 pub use stack::{
-    Restart, SECOND_CLUSTER, assert_quiet, cargo_bin, cql_nodes, env_u64, eventually,
-    kafka_bootstrap, kafka2_bootstrap, memcached, refusing_address, restart_kafka, sqs_endpoint,
-    stack, unique, warnings, with_second_cluster,
+    Restart, SECOND_CLUSTER, arrival, assert_quiet, cargo_bin, cql_nodes, env_u64, eventually,
+    kafka_bootstrap, kafka2_bootstrap, memcached, outage, refusing_address, restart_kafka,
+    sqs_endpoint, stack, unique, warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
 pub use wal_queue::Backend;
@@ -86,6 +86,7 @@ pub use namespaces::{
 #[cfg(feature = "fleet")]
 pub use producer::{
     TestProducer, delayed, write, write_all_durably, write_through_kafka_restarts, write_true,
+    write_until_true,
 };
 #[cfg(feature = "fleet")]
 pub use producer_process::ProducerProcess;

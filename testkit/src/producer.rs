@@ -130,6 +130,24 @@ pub async fn write_true(
     answer.entry_id
 }
 
+/// Sends `request()` until one write is answered TRUE (a service returning from an outage may
+/// refuse the first ones, FALSE or UNKNOWN), and panics naming `what` past `limit`.
+pub async fn write_until_true(
+    client: &WriteAheadLogClient<Channel>,
+    limit: std::time::Duration,
+    what: &str,
+    request: impl Fn() -> WriteToLogRequest,
+) {
+    crate::eventually(limit, what, || {
+        let (mut client, request) = (client.clone(), request());
+        async move {
+            let answer = client.write_to_log(request).await.ok()?.into_inner();
+            (answer.durable() == wal_proto::v1::Trilean::True).then_some(())
+        }
+    })
+    .await;
+}
+
 /// Writes `requests` in batches of `batch`, `concurrency` batches at a time, and asserts every
 /// write is durable (TRUE).
 pub async fn write_all_durably(

@@ -160,6 +160,47 @@ impl Drop for Restart {
     }
 }
 
+/// Stops `service` for `down` while the test's tasks go on running, then starts it again
+/// (waiting until it answers). The service comes back even when the test fails meanwhile.
+pub async fn outage(service: &'static str, down: Duration) {
+    stack("down", service);
+    let restart = Restart(service);
+    tokio::time::sleep(down).await;
+    drop(restart);
+}
+
+/// When entries written at `since` arrived: polls `arrived` (how many of them have) every
+/// 100 ms until all `expected` have, and panics naming `what` past `bound`. Returns how long
+/// after `since` the first arrived, and the last.
+pub async fn arrival<F, Fut>(
+    since: std::time::Instant,
+    expected: usize,
+    bound: Duration,
+    what: &str,
+    mut arrived: F,
+) -> (Duration, Duration)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let mut first = None;
+    loop {
+        let count = arrived().await;
+        if count > 0 && first.is_none() {
+            first = Some(since.elapsed());
+        }
+        if count >= expected {
+            let all = since.elapsed();
+            return (first.unwrap_or(all), all);
+        }
+        assert!(
+            since.elapsed() < bound,
+            "{count} of {expected} {what} arrived within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Stops the Kafka broker for `down`, then starts it again (waiting until it answers), `times`
 /// times: the broker restarts of the fault tests. Blocking: run it off the test's runtime.
 pub fn restart_kafka(times: usize, down: Duration) {

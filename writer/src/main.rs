@@ -2,9 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
-use tokio::net::TcpListener;
 use wal_runtime::process;
 use wal_writer::{WriterOptions, metrics, service};
 
@@ -19,23 +17,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> ExitCode {
     process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = WriterOptions::parse();
-    match run(options).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("wal-writer: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    process::exit_code("wal-writer", run(options).await)
 }
 
 async fn run(options: WriterOptions) -> anyhow::Result<()> {
-    process::serve_metrics(options.metrics_listen, metrics::BUCKETS)
-        .with_context(|| format!("serving metrics on {}", options.metrics_listen))?;
+    process::serve_metrics(options.metrics_listen, metrics::BUCKETS)?;
     metrics::describe();
     let settings = options.settings()?;
-    let listener = TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("listening on {}", options.listen))?;
+    let listener = process::listen(options.listen).await?;
     tracing::info!(listen = %options.listen, region = %options.region, metrics = %options.metrics_listen, "wal-writer ready");
     service::serve(settings, listener, process::shutdown_signal()).await?;
     tracing::info!("wal-writer stopped");

@@ -45,13 +45,35 @@ where
         Ok(feed) => feed,
         Err(code) => return code,
     };
-    match run(feed).await {
+    exit_code(binary, run(feed).await)
+}
+
+/// How a binary's run ends: success, or failure after its error (and, for an anyhow error
+/// printed with `{:#}`, its causes) on stderr, named by the binary.
+pub fn exit_code<E: std::fmt::Display>(binary: &str, ran: Result<(), E>) -> ExitCode {
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("{binary}: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// A server's port that could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {address}")]
+pub struct ListenError {
+    pub address: std::net::SocketAddr,
+    #[source]
+    source: std::io::Error,
+}
+
+/// Binds a server's listening port, the error naming it: a port in use fails the start.
+pub async fn listen(address: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ListenError> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| ListenError { address, source })
 }
 
 /// Completes on Ctrl-C or SIGTERM (what Kubernetes sends before it kills a pod), so a binary can

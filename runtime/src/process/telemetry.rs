@@ -48,8 +48,12 @@ pub enum MetricsError {
     Buckets(#[from] BuildError),
     #[error("a metrics recorder is already installed in this process")]
     AlreadyInstalled,
-    #[error("cannot listen")]
-    Listen(#[from] std::io::Error),
+    #[error("cannot serve metrics on {address}")]
+    Listen {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The installed recorder's scrape: the Prometheus text format, without the series of label sets
@@ -90,9 +94,13 @@ pub fn install_metrics(buckets: &[f64]) -> Result<MetricsHandle, MetricsError> {
 /// (any path answers, as Prometheus exporters do).
 pub fn serve_metrics(listen: SocketAddr, buckets: &[f64]) -> Result<(), MetricsError> {
     // Bound here, so a port in use fails the start rather than a background task.
-    let listener = std::net::TcpListener::bind(listen)?;
-    listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let bound = std::net::TcpListener::bind(listen)
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(tokio::net::TcpListener::from_std);
+    let listener = bound.map_err(|source| MetricsError::Listen {
+        address: listen,
+        source,
+    })?;
     let handle = install_metrics(buckets)?;
     tokio::spawn(scrape::serve(listener, handle));
     Ok(())
