@@ -41,30 +41,7 @@ pub async fn write_through(
     };
     let namespace = match pod_running(plan, "wal-control-plane") {
         Some(control_plane) => {
-            let name = wal_testkit::unique("launch");
-            let config = serde_json::json!({
-                "namespace": name,
-                "persistence_configurations": {"persistence_configuration": [{
-                    "physical_storage": {"type": "KAFKA"},
-                    "config": {"wal-kafka-topics": [name], "consumer_stack": consumer_stack(plan)},
-                }]},
-                "default_target": {"kind": "http", "settings": {"url": upstream.url}},
-            });
-            let channel = channel(stack, control_plane, grpc_port(control_plane, ports)?)?;
-            let mut registry = NamespaceRegistryClient::new(channel);
-            let apply = registry.apply(ApplyRequest {
-                config_json: config.to_string(),
-                author: "chart-launch".into(),
-            });
-            tokio::time::timeout(CALL_TIMEOUT, apply)
-                .await
-                .context("the chart's control plane did not answer an Apply")?
-                .context("applying a namespace through the chart's control plane")?;
-            say(&format!(
-                "namespace {name} applied through {}",
-                control_plane.deployment
-            ));
-            name
+            apply_namespace(stack, plan, control_plane, ports, &upstream.url).await?
         }
         None => folder_namespace(plan)?,
     };
@@ -85,6 +62,51 @@ pub async fn write_through(
     };
     let mut client =
         WriteAheadLogClient::new(channel(stack, producer, grpc_port(producer, ports)?)?);
+    write_until_true(&mut client, &request, producer).await?;
+    await_delivery(&upstream, &payload, &namespace).await
+}
+
+/// Applies a fresh Kafka namespace through the chart's control plane, its target the upstream here.
+async fn apply_namespace(
+    stack: &Stack,
+    plan: &Plan,
+    control_plane: &Pod,
+    ports: &BTreeMap<String, BTreeMap<u16, u16>>,
+    upstream_url: &str,
+) -> Result<String> {
+    let name = wal_testkit::unique("launch");
+    let config = serde_json::json!({
+        "namespace": name,
+        "persistence_configurations": {"persistence_configuration": [{
+            "physical_storage": {"type": "KAFKA"},
+            "config": {"wal-kafka-topics": [name], "consumer_stack": consumer_stack(plan)},
+        }]},
+        "default_target": {"kind": "http", "settings": {"url": upstream_url}},
+    });
+    let channel = channel(stack, control_plane, grpc_port(control_plane, ports)?)?;
+    let mut registry = NamespaceRegistryClient::new(channel);
+    let apply = registry.apply(ApplyRequest {
+        config_json: config.to_string(),
+        author: "chart-launch".into(),
+    });
+    tokio::time::timeout(CALL_TIMEOUT, apply)
+        .await
+        .context("the chart's control plane did not answer an Apply")?
+        .context("applying a namespace through the chart's control plane")?;
+    say(&format!(
+        "namespace {name} applied through {}",
+        control_plane.deployment
+    ));
+    Ok(name)
+}
+
+/// Retries the write until it is answered TRUE: the namespace reaches the producer by the feed.
+async fn write_until_true(
+    client: &mut WriteAheadLogClient<Channel>,
+    request: &WriteToLogRequest,
+    producer: &Pod,
+) -> Result<()> {
+    let namespace = &request.namespace;
     let started = Instant::now();
     loop {
         // The same idempotency id every time, as a client's retry would.
@@ -112,8 +134,13 @@ pub async fn write_through(
         producer.deployment,
         started.elapsed().as_secs_f64()
     ));
+    Ok(())
+}
+
+/// Waits for the consumers to deliver the payload: TRUE says it is durable, not that it flows.
+async fn await_delivery(upstream: &Upstream, payload: &str, namespace: &str) -> Result<()> {
     let written = Instant::now();
-    while !upstream.bodies().contains(&payload) {
+    while !upstream.bodies().iter().any(|body| body == payload) {
         if written.elapsed() > LIMIT {
             bail!(
                 "the write to {namespace} answered TRUE was not delivered to the upstream within {LIMIT:?}"
