@@ -7,8 +7,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::Pod;
 use crate::local::{Stack, rewrite_paths, say};
+use crate::{Env, Mount, Pod};
 
 /// A free loopback port for each container port of each pod, by Deployment.
 pub fn free_ports(pods: &[Pod]) -> Result<BTreeMap<String, BTreeMap<u16, u16>>> {
@@ -43,41 +43,10 @@ pub fn prepare(
     dir: &Path,
 ) -> Result<Spec> {
     let program = binary(pod)?;
-    let mounts: Vec<(String, PathBuf)> = pod
-        .mounts
-        .iter()
-        .map(|m| {
-            (
-                m.path.clone(),
-                dir.join("fs").join(m.path.trim_start_matches('/')),
-            )
-        })
-        .collect();
+    let mounts = local_mounts(pod, dir);
     for (mount, (_, local)) in pod.mounts.iter().zip(&mounts) {
         std::fs::create_dir_all(local).with_context(|| format!("making {}", local.display()))?;
-        let files = if let Some(name) = &mount.config_map {
-            let data = config_maps.get(name).with_context(|| {
-                format!(
-                    "mount {}: the chart renders no ConfigMap {name}",
-                    mount.path
-                )
-            })?;
-            let mut files = Vec::new();
-            for (key, text) in data {
-                files.push((key.clone(), rewrite_paths(text, &mounts)));
-            }
-            files
-        } else if let Some(name) = &mount.secret {
-            stack.secret(name)?
-        } else if mount.empty_dir {
-            Vec::new()
-        } else {
-            bail!(
-                "mount {}: neither a ConfigMap, a Secret nor an emptyDir",
-                mount.path
-            );
-        };
-        for (key, text) in files {
+        for (key, text) in mount_files(stack, mount, config_maps, &mounts)? {
             std::fs::write(local.join(&key), text)
                 .with_context(|| format!("writing {key} under {}", local.display()))?;
         }
@@ -92,31 +61,7 @@ pub fn prepare(
                 program.display()
             );
         }
-        let value = if let Some(value) = &variable.value {
-            value.clone()
-        } else if let Some(secret) = &variable.secret {
-            stack
-                .secret(&secret.name)?
-                .into_iter()
-                .find(|(key, _)| *key == secret.key)
-                .map(|(_, value)| value)
-                .with_context(|| {
-                    format!("{name}: Secret {} has no key {}", secret.name, secret.key)
-                })?
-        } else if let Some(map) = &variable.config_map {
-            config_maps
-                .get(&map.name)
-                .and_then(|data| data.get(&map.key))
-                .cloned()
-                .with_context(|| {
-                    format!(
-                        "{name}: the chart renders no ConfigMap key {}/{}",
-                        map.name, map.key
-                    )
-                })?
-        } else {
-            bail!("{name}: no value, Secret or ConfigMap");
-        };
+        let value = variable_value(stack, variable, config_maps)?;
         let local = local_value(stack, name, &value, services, ports, &mounts)?;
         if local != value {
             say(&format!("{}: {name}={value} -> {local}", pod.deployment));
@@ -130,6 +75,82 @@ pub fn prepare(
         args.push(local_value(stack, "", arg, services, ports, &mounts)?);
     }
     Ok(Spec { program, args, env })
+}
+
+/// Each mount's path in the container and the folder under `dir` that stands for it here.
+fn local_mounts(pod: &Pod, dir: &Path) -> Vec<(String, PathBuf)> {
+    pod.mounts
+        .iter()
+        .map(|m| {
+            (
+                m.path.clone(),
+                dir.join("fs").join(m.path.trim_start_matches('/')),
+            )
+        })
+        .collect()
+}
+
+/// The files a mount holds, by key: a ConfigMap's with its paths made local, a Secret's, none.
+fn mount_files(
+    stack: &Stack,
+    mount: &Mount,
+    config_maps: &BTreeMap<String, BTreeMap<String, String>>,
+    mounts: &[(String, PathBuf)],
+) -> Result<Vec<(String, String)>> {
+    Ok(if let Some(name) = &mount.config_map {
+        let data = config_maps.get(name).with_context(|| {
+            format!(
+                "mount {}: the chart renders no ConfigMap {name}",
+                mount.path
+            )
+        })?;
+        let mut files = Vec::new();
+        for (key, text) in data {
+            files.push((key.clone(), rewrite_paths(text, mounts)));
+        }
+        files
+    } else if let Some(name) = &mount.secret {
+        stack.secret(name)?
+    } else if mount.empty_dir {
+        Vec::new()
+    } else {
+        bail!(
+            "mount {}: neither a ConfigMap, a Secret nor an emptyDir",
+            mount.path
+        );
+    })
+}
+
+/// A variable's value as the chart gives it: literal, or read from a Secret or a ConfigMap.
+fn variable_value(
+    stack: &Stack,
+    variable: &Env,
+    config_maps: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<String> {
+    let name = &variable.name;
+    Ok(if let Some(value) = &variable.value {
+        value.clone()
+    } else if let Some(secret) = &variable.secret {
+        stack
+            .secret(&secret.name)?
+            .into_iter()
+            .find(|(key, _)| *key == secret.key)
+            .map(|(_, value)| value)
+            .with_context(|| format!("{name}: Secret {} has no key {}", secret.name, secret.key))?
+    } else if let Some(map) = &variable.config_map {
+        config_maps
+            .get(&map.name)
+            .and_then(|data| data.get(&map.key))
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "{name}: the chart renders no ConfigMap key {}/{}",
+                    map.name, map.key
+                )
+            })?
+    } else {
+        bail!("{name}: no value, Secret or ConfigMap");
+    })
 }
 
 /// A variable's value with the stack's addresses, free ports and the pod's folders.

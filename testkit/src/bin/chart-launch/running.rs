@@ -42,68 +42,21 @@ pub async fn start(
     let log = dir.join("log");
     let out = std::fs::File::create(&log)?;
     let started = Instant::now();
-    let child = Command::new(&spec.program)
-        .args(&spec.args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(spec.env)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()
-        .with_context(|| format!("starting {}", spec.program.display()))?;
-    let mut running = Started {
-        deployment: pod.deployment.clone(),
-        child,
-        log,
-        grace: Duration::from_secs(
-            pod.grace_seconds
-                .saturating_sub(pod.pre_stop_sleep_seconds)
-                .max(1),
-        ),
-    };
-    let probe_port = |port: u16| {
-        ports.get(&port).copied().with_context(|| {
-            format!("the readiness probe names port {port}, which the container does not declare")
-        })
-    };
+    let mut running = Started::spawn(pod, spec, dir, log, out)?;
     let (what, port) = match pod.readiness {
         Probe {
             grpc: Some(port), ..
-        } => ("gRPC health SERVING", probe_port(port)?),
+        } => ("gRPC health SERVING", probe_port(ports, port)?),
         Probe {
             tcp: Some(port), ..
-        } => ("a TCP connect", probe_port(port)?),
+        } => ("a TCP connect", probe_port(ports, port)?),
         _ => bail!("{}: a readiness probe of no kind", pod.deployment),
     };
-    loop {
-        if let Some(status) = running.child.try_wait()? {
-            bail!(
-                "{} exited ({status}) before it was ready:\n{}",
-                pod.deployment,
-                running.tail()
-            );
-        }
-        if ready(pod.readiness, port).await {
-            break;
-        }
-        if started.elapsed() > READY_LIMIT {
-            bail!(
-                "{} was not ready ({what} on 127.0.0.1:{port}) within {READY_LIMIT:?}:\n{}",
-                pod.deployment,
-                running.tail()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    say(&format!(
-        "{}: ready in {:.1} s ({what} on 127.0.0.1:{port})",
-        pod.deployment,
-        started.elapsed().as_secs_f64()
-    ));
+    running
+        .await_ready(pod.readiness, what, port, started)
+        .await?;
     if let Some(metrics) = pod.ports.get("metrics") {
-        let port = probe_port(*metrics)?;
+        let port = probe_port(ports, *metrics)?;
         let answer = get_metrics(port).await;
         if !answer.starts_with("HTTP/1.1 200") {
             bail!(
@@ -117,6 +70,13 @@ pub async fn start(
         ));
     }
     Ok(running)
+}
+
+/// The local port of a container port the pod is probed on, which its container must declare.
+fn probe_port(ports: &BTreeMap<u16, u16>, port: u16) -> Result<u16> {
+    ports.get(&port).copied().with_context(|| {
+        format!("the readiness probe names port {port}, which the container does not declare")
+    })
 }
 
 async fn ready(probe: Probe, port: u16) -> bool {
@@ -175,6 +135,67 @@ async fn get_metrics(port: u16) -> String {
 }
 
 impl Started {
+    /// Runs the pod's binary with exactly its environment (PATH aside), its output to `log`.
+    fn spawn(pod: &Pod, spec: Spec, dir: &Path, log: PathBuf, out: std::fs::File) -> Result<Self> {
+        let child = Command::new(&spec.program)
+            .args(&spec.args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(spec.env)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", spec.program.display()))?;
+        Ok(Started {
+            deployment: pod.deployment.clone(),
+            child,
+            log,
+            grace: Duration::from_secs(
+                pod.grace_seconds
+                    .saturating_sub(pod.pre_stop_sleep_seconds)
+                    .max(1),
+            ),
+        })
+    }
+
+    /// Probes until ready, as the kubelet would, failing early if the process exits meanwhile.
+    async fn await_ready(
+        &mut self,
+        probe: Probe,
+        what: &str,
+        port: u16,
+        started: Instant,
+    ) -> Result<()> {
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}) before it was ready:\n{}",
+                    self.deployment,
+                    self.tail()
+                );
+            }
+            if ready(probe, port).await {
+                break;
+            }
+            if started.elapsed() > READY_LIMIT {
+                bail!(
+                    "{} was not ready ({what} on 127.0.0.1:{port}) within {READY_LIMIT:?}:\n{}",
+                    self.deployment,
+                    self.tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        say(&format!(
+            "{}: ready in {:.1} s ({what} on 127.0.0.1:{port})",
+            self.deployment,
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
+
     /// SIGTERM, then the exit within the grace period, with status 0.
     pub async fn stop(mut self) -> Result<()> {
         if let Some(status) = self.child.try_wait()? {
