@@ -73,79 +73,14 @@ impl Upstream {
         let received = Arc::new(Mutex::new(Vec::new()));
         let broken = Arc::new(AtomicU16::new(0));
         let retry_after: Arc<Mutex<Option<String>>> = Arc::default();
-        let respond = Arc::new(respond);
-        let (log, refusing, asked) = (
-            Arc::clone(&received),
-            Arc::clone(&broken),
-            Arc::clone(&retry_after),
-        );
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (log, refusing, respond, asked) = (
-                    Arc::clone(&log),
-                    Arc::clone(&refusing),
-                    Arc::clone(&respond),
-                    Arc::clone(&asked),
-                );
-                tokio::spawn(async move {
-                    let service =
-                        service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                            let (log, refusing, respond, asked) = (
-                                Arc::clone(&log),
-                                Arc::clone(&refusing),
-                                Arc::clone(&respond),
-                                Arc::clone(&asked),
-                            );
-                            async move {
-                                let headers = request
-                                    .headers()
-                                    .iter()
-                                    .map(|(k, v)| {
-                                        (
-                                            k.as_str().to_owned(),
-                                            v.to_str().unwrap_or_default().to_owned(),
-                                        )
-                                    })
-                                    .collect();
-                                let body = request
-                                    .into_body()
-                                    .collect()
-                                    .await
-                                    .map(|b| b.to_bytes().to_vec())
-                                    .unwrap_or_default();
-                                let mut record = Received {
-                                    headers,
-                                    body,
-                                    at: std::time::SystemTime::now(),
-                                    status: 0,
-                                };
-                                tokio::time::sleep(delay).await;
-                                let status = match refusing.load(Ordering::SeqCst) {
-                                    0 => respond(&record),
-                                    broken => broken,
-                                };
-                                record.status = status;
-                                log.lock().unwrap().push(record);
-                                let mut response = hyper::Response::builder().status(status);
-                                if let (429, Some(after)) = (status, asked.lock().unwrap().clone())
-                                {
-                                    response = response.header("retry-after", after);
-                                }
-                                let response = response
-                                    .body(Full::new(Bytes::from_static(b"recorded")))
-                                    .unwrap();
-                                Ok::<_, std::convert::Infallible>(response)
-                            }
-                        });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let handler = Handler {
+            log: Arc::clone(&received),
+            refusing: Arc::clone(&broken),
+            asked: Arc::clone(&retry_after),
+            respond: Arc::new(respond),
+            delay,
+        };
+        let server = tokio::spawn(handler.accept(listener));
         Self {
             url: format!("http://{address}/hook"),
             received,
@@ -180,6 +115,92 @@ impl Upstream {
             r#"{{"kind": "http", "settings": {{"url": "{}"}}}}"#,
             self.url
         )
+    }
+}
+
+/// What answers each request: one per upstream, cloned into every connection and request.
+struct Handler<R> {
+    log: Arc<Mutex<Vec<Received>>>,
+    /// The status every request gets while broken; 0 when not broken.
+    refusing: Arc<AtomicU16>,
+    /// The Retry-After header sent with a 429, if any.
+    asked: Arc<Mutex<Option<String>>>,
+    respond: Arc<R>,
+    delay: Duration,
+}
+
+// By hand: a derived Clone would ask `respond` to be Clone, which only its Arc needs to be.
+impl<R> Clone for Handler<R> {
+    fn clone(&self) -> Self {
+        Self {
+            log: Arc::clone(&self.log),
+            refusing: Arc::clone(&self.refusing),
+            asked: Arc::clone(&self.asked),
+            respond: Arc::clone(&self.respond),
+            delay: self.delay,
+        }
+    }
+}
+
+impl<R: Fn(&Received) -> u16 + Send + Sync + 'static> Handler<R> {
+    /// Serves each connection on a task of its own, until the listener fails.
+    async fn accept(self, listener: tokio::net::TcpListener) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handler = self.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| handler.clone().answer(request));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    /// Records the request, then after the delay answers it as broken or as `respond` picks.
+    async fn answer(
+        self,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+        let headers = request
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    v.to_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        let body = request
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes().to_vec())
+            .unwrap_or_default();
+        let mut record = Received {
+            headers,
+            body,
+            at: std::time::SystemTime::now(),
+            status: 0,
+        };
+        tokio::time::sleep(self.delay).await;
+        let status = match self.refusing.load(Ordering::SeqCst) {
+            0 => (self.respond)(&record),
+            broken => broken,
+        };
+        record.status = status;
+        self.log.lock().unwrap().push(record);
+        let mut response = hyper::Response::builder().status(status);
+        if let (429, Some(after)) = (status, self.asked.lock().unwrap().clone()) {
+            response = response.header("retry-after", after);
+        }
+        let response = response
+            .body(Full::new(Bytes::from_static(b"recorded")))
+            .unwrap();
+        Ok(response)
     }
 }
 
