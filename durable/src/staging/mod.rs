@@ -27,6 +27,7 @@ mod expiry;
 mod items;
 mod lease;
 mod state;
+mod texts;
 
 pub use by_state::Listing;
 pub use expiry::open_bucket;
@@ -170,110 +171,39 @@ pub(super) fn schema(keyspace: &str) -> [String; 4] {
 }
 
 impl StagingStatements {
+    /// Prepares every statement, the paged reads with [`ITEM_PAGE`] rows a page.
     pub(super) async fn prepare(
         session: &scylla::client::session::Session,
         keyspace: &str,
     ) -> Result<Self, DurableError> {
         let prepare = |text: String| super::prepare(session, text);
-        let mut items_from = prepare(format!(
-            "SELECT sequence, target_kind, target_settings, payload FROM {keyspace}.transaction_items \
-             WHERE namespace = ? AND id = ? AND sequence >= ?"
-        ))
-        .await?;
+        let transactions = texts::Transactions::new(keyspace);
+        let items = texts::Items::new(keyspace);
+        let indexes = texts::Indexes::new(keyspace);
+        let mut items_from = prepare(items.items_from).await?;
         items_from.set_page_size(ITEM_PAGE);
-        let mut list_state = prepare(format!(
-            "SELECT id FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ?"
-        ))
-        .await?;
+        let mut list_state = prepare(indexes.list_state).await?;
         list_state.set_page_size(ITEM_PAGE);
         Ok(Self {
-            open: prepare(format!(
-                "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
-                 VALUES (?, ?, 'open', 0, ?, 0) IF NOT EXISTS USING TTL ?"
-            ))
-            .await?,
-            read: prepare(format!(
-                "SELECT state, item_count, applied_through, opened_at, committed_at, reason \
-                 FROM {keyspace}.transactions WHERE namespace = ? AND id = ?"
-            ))
-            .await?,
-            put_item: prepare(format!(
-                "INSERT INTO {keyspace}.transaction_items \
-                 (namespace, id, sequence, target_kind, target_settings, payload) \
-                 VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
-            ))
-            .await?,
+            open: prepare(transactions.open).await?,
+            read: prepare(transactions.read).await?,
+            put_item: prepare(items.put_item).await?,
             items_from,
-            items_in: prepare(format!(
-                "SELECT sequence, target_kind, target_settings, payload FROM {keyspace}.transaction_items \
-                 WHERE namespace = ? AND id = ? AND sequence IN ?"
-            ))
-            .await?,
-            move_state: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET state = ?, reason = ? \
-                 WHERE namespace = ? AND id = ? IF state = ?"
-            ))
-            .await?,
-            commit: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET state = 'committing', item_count = ?, committed_at = ? \
-                 WHERE namespace = ? AND id = ? IF state = 'open'"
-            ))
-            .await?,
-            progress: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET applied_through = ?, lease_until = ? \
-                 WHERE namespace = ? AND id = ? IF applier = ?"
-            ))
-            .await?,
-            claim: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET applier = ?, lease_until = ? \
-                 WHERE namespace = ? AND id = ? \
-                 IF state IN ('committing', 'committed', 'dead_lettered') AND lease_until < ?"
-            ))
-            .await?,
-            index_open: prepare(format!(
-                "INSERT INTO {keyspace}.open_transactions (namespace, bucket, id) VALUES (?, ?, ?) USING TTL ?"
-            ))
-            .await?,
-            unindex_open: prepare(format!(
-                "DELETE FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ? AND id = ?"
-            ))
-            .await?,
-            opened_in: prepare(format!(
-                "SELECT id FROM {keyspace}.open_transactions WHERE namespace = ? AND bucket = ?"
-            ))
-            .await?,
-            count_items: prepare(format!(
-                "SELECT COUNT(*) FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
-            ))
-            .await?,
-            abort_unknown: prepare(format!(
-                "INSERT INTO {keyspace}.transactions (namespace, id, state, applied_through, opened_at, lease_until) \
-                 VALUES (?, ?, 'aborted', 0, ?, 0) IF NOT EXISTS USING TTL ?"
-            ))
-            .await?,
-            release: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET lease_until = 0 \
-                 WHERE namespace = ? AND id = ? IF applier = ?"
-            ))
-            .await?,
-            finish: prepare(format!(
-                "UPDATE {keyspace}.transactions USING TTL ? SET state = ?, applied_through = ?, reason = ?, finished_at = ?, lease_until = 0 \
-                 WHERE namespace = ? AND id = ? IF applier = ?"
-            ))
-            .await?,
-            drop_items: prepare(format!(
-                "DELETE FROM {keyspace}.transaction_items WHERE namespace = ? AND id = ?"
-            ))
-            .await?,
-            index_state: prepare(format!(
-                "INSERT INTO {keyspace}.transactions_by_state (namespace, state, id, since) \
-                 VALUES (?, ?, ?, ?) USING TTL ?"
-            ))
-            .await?,
-            unindex_state: prepare(format!(
-                "DELETE FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? AND id = ?"
-            ))
-            .await?,
+            items_in: prepare(items.items_in).await?,
+            move_state: prepare(transactions.move_state).await?,
+            commit: prepare(transactions.commit).await?,
+            progress: prepare(transactions.progress).await?,
+            claim: prepare(transactions.claim).await?,
+            index_open: prepare(indexes.index_open).await?,
+            unindex_open: prepare(indexes.unindex_open).await?,
+            opened_in: prepare(indexes.opened_in).await?,
+            count_items: prepare(items.count_items).await?,
+            abort_unknown: prepare(transactions.abort_unknown).await?,
+            release: prepare(transactions.release).await?,
+            finish: prepare(transactions.finish).await?,
+            drop_items: prepare(items.drop_items).await?,
+            index_state: prepare(indexes.index_state).await?,
+            unindex_state: prepare(indexes.unindex_state).await?,
             list_state,
         })
     }
