@@ -18,6 +18,7 @@
 
 use futures::TryStreamExt as _;
 use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlTimestamp;
 
 use super::{DurableError, cql};
@@ -189,22 +190,7 @@ async fn step(session: &Session, keyspace: &str, version: i32) -> Result<(), Dur
 /// up [`LOOKUPS`] transactions at once.
 async fn index_committing(session: &Session, keyspace: &str) -> Result<(), DurableError> {
     use futures::StreamExt as _;
-    let failed = |e: &dyn std::fmt::Display| cql("schema migration")(e);
-    let prepare = |text: String| super::prepare(session, text);
-    let listing = prepare(format!(
-        "SELECT id, since, TTL(since) FROM {keyspace}.transactions_by_state \
-         WHERE namespace = ? AND state = 'applying'"
-    ))
-    .await?;
-    let state = prepare(format!(
-        "SELECT state, TTL(state) FROM {keyspace}.transactions WHERE namespace = ? AND id = ?"
-    ))
-    .await?;
-    let index = prepare(format!(
-        "INSERT INTO {keyspace}.transactions_by_state (namespace, state, id, since) \
-         VALUES (?, 'committing', ?, ?) USING TTL ?"
-    ))
-    .await?;
+    let statements = Version2::prepare(session, keyspace).await?;
     let namespaces: Vec<(String, String)> = session
         .query_iter(
             format!("SELECT DISTINCT namespace, state FROM {keyspace}.transactions_by_state"),
@@ -220,7 +206,7 @@ async fn index_committing(session: &Session, keyspace: &str) -> Result<(), Durab
     let mut indexed = 0usize;
     for (namespace, _) in namespaces.iter().filter(|(_, s)| s == "applying") {
         let mut pages = session
-            .execute_iter(listing.clone(), (namespace,))
+            .execute_iter(statements.listing.clone(), (namespace,))
             .await
             .map_err(|e| failed(&e))?
             .rows_stream::<(String, Option<CqlTimestamp>, Option<i32>)>()
@@ -229,32 +215,7 @@ async fn index_committing(session: &Session, keyspace: &str) -> Result<(), Durab
         while let Some(chunk) = pages.try_next().await.map_err(|e| failed(&e.1))? {
             let moved: Vec<bool> = futures::stream::iter(chunk)
                 .map(|(id, since, entry_ttl)| {
-                    let (state, index) = (&state, &index);
-                    async move {
-                        let row: Option<(Option<String>, Option<i32>)> = session
-                            .execute_unpaged(state, (namespace, &id))
-                            .await
-                            .map_err(|e| failed(&e))?
-                            .into_rows_result()
-                            .map_err(|e| failed(&e))?
-                            .maybe_first_row()
-                            .map_err(|e| failed(&e))?;
-                        let Some((Some(found), row_ttl)) = row else {
-                            return Ok(false);
-                        };
-                        if found != "committing" {
-                            return Ok(false);
-                        }
-                        let since = since.unwrap_or(CqlTimestamp(now_micros() / 1000));
-                        // The staging writes every row and entry with a TTL; 0 (none) only
-                        // if neither carries one, as then the transaction's row lives on too.
-                        let ttl = entry_ttl.or(row_ttl).unwrap_or(0);
-                        session
-                            .execute_unpaged(index, (namespace, &id, since, ttl))
-                            .await
-                            .map_err(|e| failed(&e))?;
-                        Ok::<_, DurableError>(true)
-                    }
+                    statements.index_if_committing(session, namespace, id, since, entry_ttl)
                 })
                 .buffer_unordered(LOOKUPS)
                 .try_collect()
@@ -270,6 +231,81 @@ async fn index_committing(session: &Session, keyspace: &str) -> Result<(), Durab
         );
     }
     Ok(())
+}
+
+/// Version 2's statements, prepared once for the whole step rather than per transaction.
+struct Version2 {
+    /// The transactions indexed under `applying` in a namespace, with the entry's remaining TTL.
+    listing: PreparedStatement,
+    /// A transaction's state and the row's remaining TTL.
+    state: PreparedStatement,
+    /// Indexes a transaction under `committing`.
+    index: PreparedStatement,
+}
+
+impl Version2 {
+    /// Prepares the listing, the state lookup and the index write, in that order.
+    async fn prepare(session: &Session, keyspace: &str) -> Result<Self, DurableError> {
+        let prepare = |text: String| super::prepare(session, text);
+        let listing = prepare(format!(
+            "SELECT id, since, TTL(since) FROM {keyspace}.transactions_by_state \
+             WHERE namespace = ? AND state = 'applying'"
+        ))
+        .await?;
+        let state = prepare(format!(
+            "SELECT state, TTL(state) FROM {keyspace}.transactions WHERE namespace = ? AND id = ?"
+        ))
+        .await?;
+        let index = prepare(format!(
+            "INSERT INTO {keyspace}.transactions_by_state (namespace, state, id, since) \
+             VALUES (?, 'committing', ?, ?) USING TTL ?"
+        ))
+        .await?;
+        Ok(Self {
+            listing,
+            state,
+            index,
+        })
+    }
+
+    /// Indexes one transaction under `committing` if its row still says so: whether it did.
+    async fn index_if_committing(
+        &self,
+        session: &Session,
+        namespace: &str,
+        id: String,
+        since: Option<CqlTimestamp>,
+        entry_ttl: Option<i32>,
+    ) -> Result<bool, DurableError> {
+        let row: Option<(Option<String>, Option<i32>)> = session
+            .execute_unpaged(&self.state, (namespace, &id))
+            .await
+            .map_err(|e| failed(&e))?
+            .into_rows_result()
+            .map_err(|e| failed(&e))?
+            .maybe_first_row()
+            .map_err(|e| failed(&e))?;
+        let Some((Some(found), row_ttl)) = row else {
+            return Ok(false);
+        };
+        if found != "committing" {
+            return Ok(false);
+        }
+        let since = since.unwrap_or(CqlTimestamp(now_micros() / 1000));
+        // The staging writes every row and entry with a TTL; 0 (none) only if neither carries one,
+        // as then the transaction's row lives on too.
+        let ttl = entry_ttl.or(row_ttl).unwrap_or(0);
+        session
+            .execute_unpaged(&self.index, (namespace, &id, since, ttl))
+            .await
+            .map_err(|e| failed(&e))?;
+        Ok(true)
+    }
+}
+
+/// A failure of the migration's CQL, named as the migration's.
+fn failed(e: &dyn std::fmt::Display) -> DurableError {
+    cql("schema migration")(e)
 }
 
 /// Transactions version 2 looks up at once.
