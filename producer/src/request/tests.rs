@@ -80,9 +80,10 @@ fn deliver_at_is_original_time_plus_delay_plus_jitter_within_the_window() {
     );
 }
 
+/// An empty payload, or one over the namespace's limit, is refused with the limit it broke.
 #[test]
-fn every_bad_input_is_refused_with_what_was_expected() {
-    let cases: Vec<(&str, WriteToLogRequest, &str)> = vec![
+fn a_bad_payload_is_refused_with_what_was_expected() {
+    refuses_each(vec![
         (
             "empty payload",
             request(b""),
@@ -93,6 +94,13 @@ fn every_bad_input_is_refused_with_what_was_expected() {
             request(&[b'x'; 101]),
             "payload of 101 bytes exceeds namespace 'orders''s limit of 100 bytes",
         ),
+    ]);
+}
+
+/// A delay, jitter or original write time outside the namespace's limits is refused with those.
+#[test]
+fn a_bad_lifecycle_is_refused_with_what_was_expected() {
+    refuses_each(vec![
         (
             "negative delay",
             WriteToLogRequest {
@@ -137,6 +145,13 @@ fn every_bad_input_is_refused_with_what_was_expected() {
             },
             "lifecycle.original_write_time_micros is 1800003600000000; expected microseconds since the Unix epoch, no later than 300s from now (0: now)",
         ),
+    ]);
+}
+
+/// An unknown target kind, settings the kind cannot read, or a region target is refused.
+#[test]
+fn a_bad_target_is_refused_with_what_was_expected() {
+    refuses_each(vec![
         (
             "unknown target kind",
             WriteToLogRequest {
@@ -203,6 +218,13 @@ fn every_bad_input_is_refused_with_what_was_expected() {
             },
             "target.settings_json: http target settings are invalid at '.': expected a JSON object of settings",
         ),
+    ]);
+}
+
+/// An idempotency id or key that is not short printable text is refused with what it must be.
+#[test]
+fn a_bad_id_or_key_is_refused_with_what_was_expected() {
+    refuses_each(vec![
         (
             "control characters in the id",
             WriteToLogRequest {
@@ -219,7 +241,11 @@ fn every_bad_input_is_refused_with_what_was_expected() {
             },
             "key is 1025 bytes long; expected at most 1024 bytes of printable text",
         ),
-    ];
+    ]);
+}
+
+/// Runs each case, named, and checks it is refused with exactly the expected message.
+fn refuses_each(cases: Vec<(&str, WriteToLogRequest, &str)>) {
     for (case, req, expected) in cases {
         let error = run(req).expect_err(case);
         assert_eq!(error.to_string(), expected, "{case}");
