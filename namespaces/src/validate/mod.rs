@@ -17,8 +17,10 @@ use self::queues::{check_namespace_name, check_queue_names_distinct, storage_que
 use self::target::{TargetPaths, check_target, netflix_target};
 
 use crate::error::{ConfigErrors, Problems};
-use crate::file::{NamespaceFile, PersistenceConfiguration};
-use crate::model::{Backend, ConsumerSettings, DurableStorageConfig, Namespace, TargetConfig};
+use crate::file::{NamespaceFile, PersistenceConfiguration, TargetFile};
+use crate::model::{
+    Backend, ConsumerSettings, DurableStorageConfig, Namespace, QueueConfig, TargetConfig,
+};
 
 /// Which spelling the file used, so error paths name fields as the user wrote them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,41 +77,13 @@ pub(crate) fn validate(
     }
     check_queue_names_distinct(&mut problems, &storages_path, &queues);
 
-    let (target_path, default_target) = match (file.default_target, shared.target) {
-        (Some(_), Some((path, _))) => {
-            problems.add(
-                path,
-                format!(
-                    "the default target is given twice (also as {}); keep one",
-                    spelling.name("default_target")
-                ),
-            );
-            (String::new(), None)
-        }
-        (Some(target), None) => {
-            let path = spelling.name("default_target");
-            let paths = TargetPaths {
-                kind: format!("{path}.kind"),
-                settings: format!("{path}.settings"),
-            };
-            let target = check_target(&mut problems, &paths, target);
-            (paths.kind, target)
-        }
-        (None, Some((path, target))) => (format!("{path}.type"), Some(target)),
-        (None, None) => (String::new(), None),
-    };
-    // Each destination region reads the namespace with a consumer group of its own; an SQS
-    // message is received by one reader only.
-    if default_target
-        .as_ref()
-        .is_some_and(|t| t.kind == wal_targets::Kind::Region)
-        && queues.iter().any(|q| q.backend == Backend::Sqs)
-    {
-        problems.add(
-            &target_path,
-            "a region target replicates through one Kafka consumer group per destination region; expected the namespace's queues on KAFKA, found SQS",
-        );
-    }
+    let default_target = default_target(
+        &mut problems,
+        spelling,
+        file.default_target,
+        shared.target,
+        &queues,
+    );
 
     let namespace = Namespace {
         name: file.namespace,
@@ -138,6 +112,54 @@ pub(crate) fn validate(
         access: access(&mut problems, file.access.unwrap_or_default()),
     };
     problems.finish(namespace)
+}
+
+/// The namespace's default target: given at the top level or in a storage's config (not both),
+/// and checked against the queues it is read from.
+fn default_target(
+    problems: &mut Problems<'_>,
+    spelling: Spelling,
+    given: Option<TargetFile>,
+    in_storage: Option<(String, TargetConfig)>,
+    queues: &[QueueConfig],
+) -> Option<TargetConfig> {
+    let (target_path, default_target) = match (given, in_storage) {
+        (Some(_), Some((path, _))) => {
+            problems.add(
+                path,
+                format!(
+                    "the default target is given twice (also as {}); keep one",
+                    spelling.name("default_target")
+                ),
+            );
+            (String::new(), None)
+        }
+        (Some(target), None) => {
+            let path = spelling.name("default_target");
+            let paths = TargetPaths {
+                kind: format!("{path}.kind"),
+                settings: format!("{path}.settings"),
+            };
+            let target = check_target(problems, &paths, target);
+            (paths.kind, target)
+        }
+        (None, Some((path, target))) => (format!("{path}.type"), Some(target)),
+        (None, None) => (String::new(), None),
+    };
+    // Each destination region reads the namespace with a consumer group of its own; an SQS
+    // message is received by one reader only.
+    if default_target
+        .as_ref()
+        .is_some_and(|t| t.kind == wal_targets::Kind::Region)
+        && queues.iter().any(|q| q.backend == Backend::Sqs)
+    {
+        problems.add(
+            &target_path,
+            "a region target replicates through one Kafka consumer group per destination region; expected the namespace's queues on KAFKA, found SQS",
+        );
+    }
+
+    default_target
 }
 
 /// Settings that may appear in any storage's config but belong to the namespace as a whole.
