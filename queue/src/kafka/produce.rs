@@ -30,16 +30,8 @@ impl KafkaQueue {
             backend: Backend::Kafka,
             queue: topic,
         };
-        if size > limit {
-            return Err(to.too_large(size, limit));
-        }
+        refuse_oversized(to, size, limit, key)?;
         let (not_stored, unknown) = (|r| to.not_stored(r), |r| to.unknown(r));
-        if key.len() > KEY_LIMIT_BYTES {
-            return Err(not_stored(format!(
-                "partition key of {} bytes is longer than {KEY_LIMIT_BYTES} bytes",
-                key.len()
-            )));
-        }
         for attempt in 0..=UNCONFIRMED_RESENDS {
             // Once a send was reported delivered without an offset, the record may be stored,
             // so no later failure can be answered as "not stored".
@@ -94,4 +86,24 @@ impl KafkaQueue {
             UNCONFIRMED_RESENDS + 1
         )))
     }
+}
+
+/// Refuses, before anything is sent, a record or a partition key larger than the topic takes:
+/// certainly not stored.
+fn refuse_oversized(
+    to: EnqueueTo<'_>,
+    size: usize,
+    limit: usize,
+    key: &str,
+) -> Result<(), EnqueueError> {
+    if size > limit {
+        return Err(to.too_large(size, limit));
+    }
+    if key.len() > KEY_LIMIT_BYTES {
+        return Err(to.not_stored(format!(
+            "partition key of {} bytes is longer than {KEY_LIMIT_BYTES} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
 }

@@ -75,53 +75,64 @@ pub(super) fn print(
             "failed_ids": outcome.map(|o| &o.failed_ids),
             "seconds": took.as_secs_f64(),
         })),
-        Format::Table => {
-            let mut out = table(&["", "ENTRIES"]);
-            out.add_row(vec!["read".to_owned(), report.read.to_string()]);
-            if replay.dry_run {
-                out.add_row(vec![
-                    "would be applied".to_owned(),
-                    report.would_apply.to_string(),
-                ]);
-            }
-            if let Some(outcome) = outcome {
-                out.add_row(vec!["applied".to_owned(), outcome.applied.to_string()]);
-                out.add_row(vec![
-                    "keys applied".to_owned(),
-                    outcome.keys.len().to_string(),
-                ]);
-                for (reason, count) in &outcome.failed {
-                    out.add_row(vec![format!("failed: {reason}"), count.to_string()]);
-                }
-            }
-            for (label, count) in &left {
-                out.add_row(vec![format!("left out: {label}"), count.to_string()]);
-            }
-            println!("{out}");
-            println!(
-                "range {} to {}, {:.1} s",
-                when(selection.from_micros),
-                when(selection.to_micros),
-                took.as_secs_f64()
-            );
-            for entry in &report.sample {
-                println!("would apply: {entry}");
-            }
-            if !unseen.is_empty() {
-                println!("excluded ids not found in the range: {unseen:?}");
-            }
-            if let Some(outcome) = outcome
-                && !outcome.failed_ids.is_empty()
-            {
-                println!(
-                    "failed ids (first {}): {:?}",
-                    outcome.failed_ids.len(),
-                    outcome.failed_ids
-                );
-            }
-            if replay.dry_run {
-                println!("dry run: nothing was applied");
-            }
+        Format::Table => print_table(replay, selection, report, outcome, took, &left),
+    }
+}
+
+/// The replay's counts as a table, then its range, sample, left-out and failed ids.
+fn print_table(
+    replay: &Replay,
+    selection: &Selection,
+    report: &Report,
+    outcome: Option<&Outcome>,
+    took: Duration,
+    left: &BTreeMap<&str, u64>,
+) {
+    let unseen = selection.excluded_unseen();
+    let mut out = table(&["", "ENTRIES"]);
+    out.add_row(vec!["read".to_owned(), report.read.to_string()]);
+    if replay.dry_run {
+        out.add_row(vec![
+            "would be applied".to_owned(),
+            report.would_apply.to_string(),
+        ]);
+    }
+    if let Some(outcome) = outcome {
+        out.add_row(vec!["applied".to_owned(), outcome.applied.to_string()]);
+        out.add_row(vec![
+            "keys applied".to_owned(),
+            outcome.keys.len().to_string(),
+        ]);
+        for (reason, count) in &outcome.failed {
+            out.add_row(vec![format!("failed: {reason}"), count.to_string()]);
         }
+    }
+    for (label, count) in left {
+        out.add_row(vec![format!("left out: {label}"), count.to_string()]);
+    }
+    println!("{out}");
+    println!(
+        "range {} to {}, {:.1} s",
+        when(selection.from_micros),
+        when(selection.to_micros),
+        took.as_secs_f64()
+    );
+    for entry in &report.sample {
+        println!("would apply: {entry}");
+    }
+    if !unseen.is_empty() {
+        println!("excluded ids not found in the range: {unseen:?}");
+    }
+    if let Some(outcome) = outcome
+        && !outcome.failed_ids.is_empty()
+    {
+        println!(
+            "failed ids (first {}): {:?}",
+            outcome.failed_ids.len(),
+            outcome.failed_ids
+        );
+    }
+    if replay.dry_run {
+        println!("dry run: nothing was applied");
     }
 }
