@@ -51,9 +51,19 @@ async fn writer(
     }
 }
 
-/// How many of each transaction's items the upstream received, and whether each transaction's
+/// What the upstream received of the transactions.
+struct Arrivals {
+    /// Each transaction's items received, by sequence number.
+    items: HashMap<String, HashSet<usize>>,
+    /// The transactions whose items did not first arrive in sequence order.
+    out_of_order: HashSet<String>,
+    /// Items received again.
+    duplicates: usize,
+}
+
+/// Which of each transaction's items the upstream received, and whether each transaction's
 /// items first arrived in sequence order.
-fn applied(upstream: &Upstream) -> (HashMap<String, HashSet<usize>>, HashSet<String>, usize) {
+fn applied(upstream: &Upstream) -> Arrivals {
     let mut items: HashMap<String, HashSet<usize>> = HashMap::new();
     let mut next: HashMap<String, usize> = HashMap::new();
     let mut out_of_order = HashSet::new();
@@ -79,7 +89,76 @@ fn applied(upstream: &Upstream) -> (HashMap<String, HashSet<usize>>, HashSet<Str
         }
         *expected = sequence + 1;
     }
-    (items, out_of_order, duplicates)
+    Arrivals {
+        items,
+        out_of_order,
+        duplicates,
+    }
+}
+
+/// Starts `writers` writers on the namespace `name`, each a transaction after another until
+/// `stop`.
+fn start_writers(
+    name: &str,
+    writers: usize,
+    processes: &Processes,
+    answers: &Arc<Answers>,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..writers)
+        .map(|w| {
+            tokio::spawn(writer(
+                name.to_owned(),
+                format!("txn-w{w}"),
+                Arc::clone(&processes.channel),
+                Arc::clone(answers),
+                stop.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// How long after `last_kill` every committed transaction (TRUE or UNKNOWN) had all its items
+/// applied; None if not within [`DRAIN_LIMIT`].
+async fn committed_applied(
+    upstream: &Upstream,
+    answers: &Answers,
+    last_kill: Instant,
+) -> Option<Duration> {
+    // TRUE and UNKNOWN transactions are committed: all of their items must arrive.
+    let committed: Vec<String> = [Answer::True, Answer::Unknown]
+        .iter()
+        .flat_map(|a| answers.with(*a))
+        .collect();
+    while last_kill.elapsed() < DRAIN_LIMIT {
+        let Arrivals { items, .. } = applied(upstream);
+        if committed
+            .iter()
+            .all(|t| items.get(t).is_some_and(|s| s.len() == ITEMS))
+        {
+            return Some(last_kill.elapsed());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    None
+}
+
+/// What the upstream received once the producers' sweeps had time to queue the stragglers.
+async fn settled(upstream: &Upstream) -> Arrivals {
+    // A refused or unanswered commit may still be queued by a producer's sweep (every 30 s, for
+    // transactions committing for over 10 s): two sweeps' time (a full run's) before counting.
+    // A transaction being applied at that moment shows some of its items, so partly applied
+    // counts only if it stays so for 60 s more.
+    tokio::time::sleep(stragglers() * 2).await;
+    let settled = Instant::now();
+    loop {
+        let arrivals = applied(upstream);
+        let partly = arrivals.items.values().any(|s| s.len() < ITEMS);
+        if !partly || settled.elapsed() > Duration::from_secs(60) {
+            break arrivals;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
 
 pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
@@ -93,17 +172,7 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
     let mut processes = Processes::start(namespace_dir(&[(&name, &text)])).await;
     let answers = Arc::new(Answers::default());
     let stop = CancellationToken::new();
-    let tasks: Vec<_> = (0..writers)
-        .map(|w| {
-            tokio::spawn(writer(
-                name.clone(),
-                format!("txn-w{w}"),
-                Arc::clone(&processes.channel),
-                Arc::clone(&answers),
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let tasks = start_writers(&name, writers, &processes, &answers, &stop);
     let kinds = [Kill::Producer, Kill::Consumer, Kill::Broker("kafka")];
     let kills = kill_at_random(&mut processes, &kinds, kills_each, &mut rng, || {
         format!("{} transactions answered so far", answers.len())
@@ -114,40 +183,19 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
     for task in tasks {
         task.await.unwrap();
     }
-
-    // TRUE and UNKNOWN transactions are committed: all of their items must arrive.
-    let committed: Vec<String> = [Answer::True, Answer::Unknown]
-        .iter()
-        .flat_map(|a| answers.with(*a))
-        .collect();
-    let mut recovered = None;
-    while last_kill.elapsed() < DRAIN_LIMIT {
-        let (items, _, _) = applied(&upstream);
-        if committed
-            .iter()
-            .all(|t| items.get(t).is_some_and(|s| s.len() == ITEMS))
-        {
-            recovered = Some(last_kill.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    // A refused or unanswered commit may still be queued by a producer's sweep (every 30 s, for
-    // transactions committing for over 10 s): two sweeps' time (a full run's) before counting.
-    // A transaction being applied at that moment shows some of its items, so partly applied
-    // counts only if it stays so for 60 s more.
-    tokio::time::sleep(stragglers() * 2).await;
-    let settled = Instant::now();
-    let (items, out_of_order, duplicates) = loop {
-        let (items, out_of_order, duplicates) = applied(&upstream);
-        let partly = items.values().any(|s| s.len() < ITEMS);
-        if !partly || settled.elapsed() > Duration::from_secs(60) {
-            break (items, out_of_order, duplicates);
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    };
+    let recovered = committed_applied(&upstream, &answers, last_kill).await;
+    let arrivals = settled(&upstream).await;
     processes.stop();
+    row(&answers, &arrivals, dealt(&kinds, &kills), recovered)
+}
 
+/// The drill's row: what the transactions came to against the proto's promises.
+fn row(answers: &Answers, arrivals: &Arrivals, faults: String, recovered: Option<Duration>) -> Row {
+    let Arrivals {
+        items,
+        out_of_order,
+        duplicates,
+    } = arrivals;
     let count = |t: &String| items.get(t).map_or(0, HashSet::len);
     let lost = |answer| {
         answers
@@ -165,8 +213,38 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
         .iter()
         .filter(|t| out_of_order.contains(*t))
         .count();
-    let mut broken = Vec::new();
     let unknown_lost = lost(Answer::Unknown);
+    Row {
+        drill: "two-phase kills",
+        backend: Backend::Kafka,
+        faults,
+        outcome: Outcome {
+            reasons: answers.top_reasons(3),
+            written: answers.len(),
+            answered: answers.tally(),
+            true_lost: lost(Answer::True),
+            false_applied: [Answer::False, Answer::Shed]
+                .iter()
+                .flat_map(|a| answers.with(*a))
+                .collect::<Vec<_>>()
+                .iter()
+                .filter(|t| count(t) > 0)
+                .count(),
+            duplicates: Some(*duplicates),
+            recovered,
+        },
+        notes: format!(
+            "transactions of {ITEMS} items; UNKNOWN (committed) not applied whole: {unknown_lost}; partly applied: {}; TRUE out of order: {true_out_of_order}",
+            partial.len()
+        ),
+        broken: broken(unknown_lost, &partial, true_out_of_order),
+    }
+}
+
+/// The proto's promises that did not hold: committed transactions applied whole, none partly
+/// applied, TRUE ones in sequence order.
+fn broken(unknown_lost: usize, partial: &[&String], true_out_of_order: usize) -> Vec<String> {
+    let mut broken = Vec::new();
     if unknown_lost > 0 {
         broken.push(format!(
             "{unknown_lost} transactions answered UNKNOWN (committed) were not applied whole"
@@ -184,29 +262,5 @@ pub async fn drill(kills_each: usize, writers: usize, seed: u64) -> Row {
             "{true_out_of_order} TRUE transactions had items applied out of sequence order"
         ));
     }
-    Row {
-        drill: "two-phase kills",
-        backend: Backend::Kafka,
-        faults: dealt(&kinds, &kills),
-        outcome: Outcome {
-            reasons: answers.top_reasons(3),
-            written: answers.len(),
-            answered: answers.tally(),
-            true_lost: lost(Answer::True),
-            false_applied: [Answer::False, Answer::Shed]
-                .iter()
-                .flat_map(|a| answers.with(*a))
-                .collect::<Vec<_>>()
-                .iter()
-                .filter(|t| count(t) > 0)
-                .count(),
-            duplicates: Some(duplicates),
-            recovered,
-        },
-        notes: format!(
-            "transactions of {ITEMS} items; UNKNOWN (committed) not applied whole: {unknown_lost}; partly applied: {}; TRUE out of order: {true_out_of_order}",
-            partial.len()
-        ),
-        broken,
-    }
+    broken
 }
