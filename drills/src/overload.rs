@@ -8,11 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+use tonic::transport::Channel;
 use wal_namespaces::Backend;
 use wal_testkit::measure::percentile;
 use wal_testkit::{Upstream, namespace_json};
 
-use crate::load::{Answer, Answers, Applied, Load, namespace_dir, peak_mib, send, settle};
+use crate::load::{
+    Answer, Answers, Applied, Load, Outcome, Payload, namespace_dir, peak_mib, send, settle,
+};
 use crate::processes::Processes;
 use crate::table::Row;
 
@@ -21,6 +24,83 @@ const RSS_GROWTH_MIB: f64 = 64.0;
 
 /// Writes of A at once, at most: beyond it the client itself would be the bottleneck.
 const MOST_IN_FLIGHT: usize = 2_048;
+
+/// B's errors: every answer but TRUE.
+fn errors(answers: &Answers) -> usize {
+    answers.count(Answer::False)
+        + answers.count(Answer::Unknown)
+        + answers.count(Answer::Shed)
+        + answers.count(Answer::Refused)
+}
+
+/// What B saw and the producer held over one phase.
+struct Phase {
+    /// B's latencies in the phase, in ms.
+    latencies: Vec<f64>,
+    /// B's errors in the phase.
+    errors: usize,
+    /// The producer's peak RSS by the phase's end, in MiB.
+    rss: f64,
+}
+
+impl Phase {
+    /// The phase just over: B's latencies since the last phase, its errors beyond `before`,
+    /// the producer's peak RSS.
+    fn measure(b: &Answers, processes: &Processes, before: usize) -> Self {
+        Self {
+            latencies: b.take_latencies(),
+            errors: errors(b) - before,
+            rss: peak_mib(processes.producer_pid()),
+        }
+    }
+}
+
+/// A's writes, offered at three times its limit.
+struct Offered {
+    answers: Arc<Answers>,
+    /// How long the offer took, its last answers included.
+    took: Duration,
+    /// The writes the drill could not send: [`MOST_IN_FLIGHT`] were in flight at their time.
+    not_sent: usize,
+}
+
+/// Offers namespace `a` three times its `rate` for `phase`, open loop (a write every
+/// 1/(3 x rate) s whatever the answers), and waits for every answer.
+async fn offer(
+    channel: &Channel,
+    a: &str,
+    payload: Payload,
+    rate: u32,
+    phase: Duration,
+) -> Offered {
+    let answers_a = Arc::new(Answers::default());
+    let in_flight = Arc::new(Semaphore::new(MOST_IN_FLIGHT));
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / (3 * rate));
+    let started = Instant::now();
+    let mut n = 0u64;
+    let mut not_sent = 0usize;
+    while started.elapsed() < phase {
+        tick.tick().await;
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            not_sent += 1;
+            continue;
+        };
+        let id = format!("overload-a-{n}");
+        n += 1;
+        let (channel, answers, a) = (channel.clone(), Arc::clone(&answers_a), a.to_owned());
+        let payload = payload(&id);
+        tokio::spawn(async move {
+            send(channel, &a, id, payload, &answers).await;
+            drop(permit);
+        });
+    }
+    let _ = in_flight.acquire_many(MOST_IN_FLIGHT as u32).await;
+    Offered {
+        answers: answers_a,
+        took: started.elapsed(),
+        not_sent,
+    }
+}
 
 pub async fn drill(rate: u32, phase: Duration) -> Row {
     let backend = Backend::Kafka;
@@ -42,59 +122,40 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
         &processes.channel,
         applied.payload(),
     );
-    let errors = |answers: &Answers| {
-        answers.count(Answer::False)
-            + answers.count(Answer::Unknown)
-            + answers.count(Answer::Shed)
-            + answers.count(Answer::Refused)
-    };
     println!("  overload: B alone for {} s", phase.as_secs());
     tokio::time::sleep(phase).await;
-    let mut calm = load_b.answers.take_latencies();
-    let calm_errors = errors(&load_b.answers);
-    let rss_calm = peak_mib(processes.producer_pid());
+    let calm = Phase::measure(&load_b.answers, &processes, 0);
 
     println!(
         "  overload: A offered {} writes/s (3 x its limit) for {} s",
         3 * rate,
         phase.as_secs()
     );
-    let answers_a = Arc::new(Answers::default());
-    let in_flight = Arc::new(Semaphore::new(MOST_IN_FLIGHT));
-    let mut tick = tokio::time::interval(Duration::from_secs(1) / (3 * rate));
-    let started = Instant::now();
-    let mut n = 0u64;
-    let mut not_sent = 0usize;
-    while started.elapsed() < phase {
-        tick.tick().await;
-        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
-            not_sent += 1;
-            continue;
-        };
-        let id = format!("overload-a-{n}");
-        n += 1;
-        let (channel, answers, a) = (channel.clone(), Arc::clone(&answers_a), a.clone());
-        let payload = applied.payload()(&id);
-        tokio::spawn(async move {
-            send(channel, &a, id, payload, &answers).await;
-            drop(permit);
-        });
-    }
-    let _ = in_flight.acquire_many(MOST_IN_FLIGHT as u32).await;
-    let offered_for = started.elapsed();
-    let mut loaded = load_b.answers.take_latencies();
-    let loaded_errors = errors(&load_b.answers) - calm_errors;
-    let rss_loaded = peak_mib(processes.producer_pid());
+    let offered = offer(&channel, &a, applied.payload(), rate, phase).await;
+    let loaded = Phase::measure(&load_b.answers, &processes, calm.errors);
     let answers_b = load_b.stop().await;
-    let answers = Answers::merged(&[&answers_a, &answers_b]);
+    let answers = Answers::merged(&[&offered.answers, &answers_b]);
     let outcome = settle(&answers, &applied, Instant::now()).await;
     processes.stop();
+    row(rate, phase, &offered, (calm, loaded), outcome)
+}
 
-    let admitted = answers_a.count(Answer::True);
-    let shed = answers_a.count(Answer::Shed);
+/// The drill's row: A's writes against its limit, the producer's memory and B's answers
+/// without the overload and beside it.
+fn row(
+    rate: u32,
+    phase: Duration,
+    offered: &Offered,
+    (mut calm, mut loaded): (Phase, Phase),
+    outcome: Outcome,
+) -> Row {
+    let admitted = offered.answers.count(Answer::True);
+    let shed = offered.answers.count(Answer::Shed);
+    let (rss_calm, rss_loaded) = (calm.rss, loaded.rss);
+    let (calm_errors, loaded_errors) = (calm.errors, loaded.errors);
     let mut broken = Vec::new();
     // The limiter admits its rate and one burst; 10% more is the timing's slack.
-    let most = (f64::from(rate) * offered_for.as_secs_f64() + f64::from(rate)) * 1.1;
+    let most = (f64::from(rate) * offered.took.as_secs_f64() + f64::from(rate)) * 1.1;
     if admitted as f64 > most {
         broken.push(format!(
             "A was admitted {admitted} writes, more than its limit allows ({most:.0})"
@@ -110,9 +171,10 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     if shed == 0 {
         broken.push("A was offered 3x its limit and nothing was shed".to_owned());
     }
-    if not_sent > 0 {
+    if offered.not_sent > 0 {
         broken.push(format!(
-            "the drill could not send {not_sent} of A's writes (its own limit)"
+            "the drill could not send {} of A's writes (its own limit)",
+            offered.not_sent
         ));
     }
     if loaded_errors > calm_errors {
@@ -122,7 +184,7 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
     }
     Row {
         drill: "overload",
-        backend,
+        backend: Backend::Kafka,
         faults: format!(
             "A offered {} w/s for {} s, limit {rate} w/s",
             3 * rate,
@@ -131,9 +193,9 @@ pub async fn drill(rate: u32, phase: Duration) -> Row {
         outcome,
         notes: format!(
             "A admitted {admitted} ({:.0}/s), shed {shed}; producer peak RSS {rss_calm:.0} MiB before, {rss_loaded:.0} MiB after; B p99 {:.1} ms alone, {:.1} ms beside A; B errors {calm_errors} alone, {loaded_errors} beside A",
-            admitted as f64 / offered_for.as_secs_f64(),
-            percentile(&mut calm, 0.99),
-            percentile(&mut loaded, 0.99),
+            admitted as f64 / offered.took.as_secs_f64(),
+            percentile(&mut calm.latencies, 0.99),
+            percentile(&mut loaded.latencies, 0.99),
         ),
         broken,
     }
