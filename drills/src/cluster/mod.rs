@@ -16,7 +16,7 @@
 
 mod writers;
 
-pub use self::writers::Writers;
+pub use self::writers::{Attempts, Writers};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -37,10 +37,10 @@ use wal_testkit::{
 };
 
 use crate::cluster::{
-    CONSUMERS, PRODUCERS, WRITE_TIMEOUT, Writers, not_on_the_clustered_stack,
+    Attempts, CONSUMERS, PRODUCERS, WRITE_TIMEOUT, Writers, not_on_the_clustered_stack,
     on_the_clustered_stack,
 };
-use crate::load::{Answer, Applied, settle};
+use crate::load::{Answer, Answers, Applied, Outcome, settle};
 use crate::processes::{STOP_LIMIT, reap_within};
 use crate::table::Row;
 
@@ -171,6 +171,32 @@ pub async fn drill(writers: usize, steady: Duration) -> Row {
         first: std::env::var_os("DRILL_PREVIOUS_BIN").map(PathBuf::from),
     };
     let upgrade = builds.first.clone();
+    let (mut tiers, applied, namespace, groups) = start(builds).await;
+    let load = Writers::start(
+        &tiers.channels,
+        &namespace,
+        (writers, "rolling"),
+        applied.payload(),
+    );
+    let started = Instant::now();
+    tokio::time::sleep(steady).await;
+    let took = roll_every_tier(&mut tiers, &namespace, &groups, &load).await;
+    tokio::time::sleep(steady).await;
+    let last = Instant::now();
+    let (answers, _, attempts) = load.stop().await;
+    let outcome = settle(&answers, &applied, last).await;
+    let rolled = Rolled {
+        tiers,
+        started,
+        upgrade,
+        took,
+    };
+    row(rolled, &answers, &attempts, outcome)
+}
+
+/// The tiers on the first build, following a control plane that holds the drill's namespace
+/// (its target Cassandra): the tiers, the target, the namespace's name and its consumer groups.
+async fn start(builds: Builds) -> (Tiers, Applied, String, Vec<String>) {
     let mut tiers = Tiers::start(builds).await;
     let applied = Applied::cql().await;
     let text = wal_testkit::namespace_json(Backend::Kafka, 2, &applied.target(), "");
@@ -185,15 +211,17 @@ pub async fn drill(writers: usize, steady: Duration) -> Row {
         .iter()
         .map(|q| format!("wal-consumer.{}", q.name))
         .collect();
+    (tiers, applied, namespace.name, groups)
+}
 
-    let load = Writers::start(
-        &tiers.channels,
-        &namespace.name,
-        (writers, "rolling"),
-        applied.payload(),
-    );
-    let started = Instant::now();
-    tokio::time::sleep(steady).await;
+/// Restarts every tier's processes one at a time, in an upgrade's order, each once the one
+/// before is back: how long each took, as the row's notes name it.
+async fn roll_every_tier(
+    tiers: &mut Tiers,
+    namespace: &str,
+    groups: &[String],
+    load: &Writers,
+) -> Vec<String> {
     let mut took = Vec::new();
     let mut step = |what: String, since: Instant| {
         println!(
@@ -208,12 +236,12 @@ pub async fn drill(writers: usize, steady: Duration) -> Row {
     step("control plane".into(), since);
     for n in 1..=MEMBERS {
         let since = Instant::now();
-        roll_service(format!("kafka-{n}"), &namespace.name).await;
+        roll_service(format!("kafka-{n}"), namespace).await;
         step(format!("kafka-{n}"), since);
     }
     for n in 1..=MEMBERS {
         let since = Instant::now();
-        roll_service(format!("cassandra-{n}"), &namespace.name).await;
+        roll_service(format!("cassandra-{n}"), namespace).await;
         step(format!("cassandra-{n}"), since);
     }
     for i in 0..PRODUCERS {
@@ -223,13 +251,30 @@ pub async fn drill(writers: usize, steady: Duration) -> Row {
     }
     for i in 0..CONSUMERS {
         let since = Instant::now();
-        tiers.roll_consumer(i, &groups).await;
+        tiers.roll_consumer(i, groups).await;
         step(format!("consumer {i}"), since);
     }
-    tokio::time::sleep(steady).await;
-    let last = Instant::now();
-    let (answers, _, attempts) = load.stop().await;
-    let outcome = settle(&answers, &applied, last).await;
+    took
+}
+
+/// What the rolling restart left for the row: the tiers (their stops), when the load started,
+/// the build upgraded from, and what each restart took.
+struct Rolled {
+    tiers: Tiers,
+    started: Instant,
+    upgrade: Option<PathBuf>,
+    took: Vec<String>,
+}
+
+/// The drill's row: attempts answered FALSE (the goal: none), the stops that needed SIGKILL,
+/// and what the restarts took. Stops the tiers.
+fn row(rolled: Rolled, answers: &Answers, attempts: &Attempts, outcome: Outcome) -> Row {
+    let Rolled {
+        tiers,
+        started,
+        upgrade,
+        took,
+    } = rolled;
     let false_attempts: usize = answers
         .top_reasons(usize::MAX)
         .iter()
