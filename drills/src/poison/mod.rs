@@ -13,10 +13,14 @@
 //!   DLQ write) is work the healthy entries wait for, so this ratio is bounded by the poison's
 //!   share of the work, not by blocking.
 
+mod traffic;
+
+use self::traffic::traffic_rounds;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use wal_namespaces::Backend;
 use wal_testkit::measure::median;
@@ -102,7 +106,7 @@ async fn run(healthy: usize, with_poison: bool) -> Run {
         .iter()
         .map(|r| r.at)
         .min()
-        .unwrap_or_else(std::time::SystemTime::now);
+        .unwrap_or_else(SystemTime::now);
     let last = times.iter().max().copied().unwrap_or(first);
     let window = last.duration_since(first).unwrap_or_default().as_secs_f64();
     let deliveries = received.iter().filter(|r| r.at <= last).count();
@@ -138,136 +142,17 @@ async fn dead_lettered(
     }
 }
 
-/// A run of steady traffic: healthy writes at `rate` a second for `secs`, and with poison one
-/// poison write beside every `POISON_SHARE`th healthy one.
-struct Steady {
-    /// Healthy entries delivered per second, from the first to the last.
-    healthy_rate: f64,
-    /// The healthy entries' latency from write to delivery, p50 and p99, in ms.
-    p50_ms: f64,
-    p99_ms: f64,
+/// The backlog rounds' ratios, poisoned over clean (CPU: clean over poisoned), and the last
+/// poisoned run, still running, for its promises to be checked.
+struct Backlog {
+    healthy: Vec<f64>,
+    deliveries: Vec<f64>,
+    cpu: Vec<f64>,
+    last: Run,
 }
 
-async fn steady(rate: f64, secs: f64, with_poison: bool) -> Steady {
-    let (upstream, namespace, mut processes) = start(Arc::default()).await;
-    processes.start_consumer();
-    let channel = processes.channel.read().unwrap().clone();
-    let answers = Arc::new(Answers::default());
-    // The consumer joins its group first: a write it delivers says it is reading.
-    let warm = Answers::default();
-    crate::load::send(
-        channel.clone(),
-        &namespace.name,
-        "warm-up".into(),
-        body("warm-up"),
-        &warm,
-    )
-    .await;
-    let ready = Instant::now() + Duration::from_secs(60);
-    while !upstream.received().iter().any(|r| r.body == b"warm-up") && Instant::now() < ready {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let sent: Arc<std::sync::Mutex<HashMap<String, std::time::SystemTime>>> = Arc::default();
-    // Open loop: each write at its scheduled time, whatever the answers before it took.
-    let count = (rate * secs) as usize;
-    let started = Instant::now();
-    let bound = Arc::new(tokio::sync::Semaphore::new(1024));
-    let mut tasks = Vec::with_capacity(count);
-    for i in 0..count {
-        tokio::time::sleep_until((started + Duration::from_secs_f64(i as f64 / rate)).into()).await;
-        let mut ids = vec![format!("healthy-{i}")];
-        if with_poison && i % POISON_SHARE == 0 {
-            ids.push(format!("poison-{i}"));
-        }
-        for id in ids {
-            let permit = Arc::clone(&bound).acquire_owned().await.unwrap();
-            let (channel, answers, sent) =
-                (channel.clone(), Arc::clone(&answers), Arc::clone(&sent));
-            let name = namespace.name.clone();
-            tasks.push(tokio::spawn(async move {
-                sent.lock()
-                    .unwrap()
-                    .insert(id.clone(), std::time::SystemTime::now());
-                let bytes = body(&id);
-                crate::load::send(channel, &name, id, bytes, &answers).await;
-                drop(permit);
-            }));
-        }
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let expected = answers
-        .with(Answer::True)
-        .into_iter()
-        .filter(|id| id.starts_with("healthy-"))
-        .count();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let healthy = loop {
-        let received: Vec<_> = upstream
-            .received()
-            .into_iter()
-            .filter(|r| r.body.starts_with(b"healthy-"))
-            .collect();
-        if received.len() >= expected || Instant::now() > deadline {
-            break received;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    processes.stop();
-    let sent = sent.lock().unwrap();
-    let mut latencies: Vec<f64> = healthy
-        .iter()
-        .filter_map(|r| {
-            let at = sent.get(std::str::from_utf8(&r.body).ok()?)?;
-            Some(r.at.duration_since(*at).unwrap_or_default().as_secs_f64() * 1e3)
-        })
-        .collect();
-    latencies.sort_by(f64::total_cmp);
-    let quantile = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    let times: Vec<_> = healthy.iter().map(|r| r.at).collect();
-    let window = match (times.iter().min(), times.iter().max()) {
-        (Some(first), Some(last)) => last
-            .duration_since(*first)
-            .unwrap_or_default()
-            .as_secs_f64(),
-        _ => 0.0,
-    };
-    Steady {
-        healthy_rate: healthy.len() as f64 / window.max(1e-3),
-        p50_ms: quantile(0.5),
-        p99_ms: quantile(0.99),
-    }
-}
-
-pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
-    // Steady traffic first: rounds of a clean run and a poisoned one.
-    let (mut traffic_ratios, mut p99s) = (Vec::new(), Vec::new());
-    for round in 1..=rounds {
-        println!(
-            "  poison: round {round} of {rounds}: traffic at {rate:.0} writes/s for {secs:.0} s, without poison and with"
-        );
-        let clean = steady(rate, secs, false).await;
-        let poisoned = steady(rate, secs, true).await;
-        println!(
-            "  poison: healthy delivered {:.0}/s vs {:.0}/s without poison; healthy write-to-delivery p50 {:.1} vs {:.1} ms, p99 {:.1} vs {:.1} ms",
-            poisoned.healthy_rate,
-            clean.healthy_rate,
-            poisoned.p50_ms,
-            clean.p50_ms,
-            poisoned.p99_ms,
-            clean.p99_ms
-        );
-        traffic_ratios.push(poisoned.healthy_rate / clean.healthy_rate);
-        p99s.push((poisoned.p99_ms, clean.p99_ms));
-    }
-    // Rates on a shared machine swing from run to run: rounds of a clean run and a poisoned one,
-    // and the medians of their ratios. The last poisoned run is also checked for its promises.
+/// Rounds of a backlog drained, a clean run and a poisoned one each.
+async fn backlog_rounds(healthy: usize, rounds: usize) -> Backlog {
     let (mut healthy_ratios, mut delivery_ratios, mut cpu_ratios) =
         (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
@@ -296,7 +181,38 @@ pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
             poisoned.processes.stop();
         }
     }
-    let poisoned = last.expect("at least one round");
+    Backlog {
+        healthy: healthy_ratios,
+        deliveries: delivery_ratios,
+        cpu: cpu_ratios,
+        last: last.expect("at least one round"),
+    }
+}
+
+/// How many times the upstream received each poison entry.
+fn poison_attempts(applied: &Applied) -> HashMap<String, u32> {
+    let mut attempts: HashMap<String, u32> = HashMap::new();
+    if let Applied::Http(upstream) = applied {
+        for body in upstream.bodies() {
+            if body.starts_with("poison-") {
+                *attempts.entry(body).or_default() += 1;
+            }
+        }
+    }
+    attempts
+}
+
+pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
+    // Steady traffic first: rounds of a clean run and a poisoned one.
+    let mut traffic = traffic_rounds(rounds, rate, secs).await;
+    // Rates on a shared machine swing from run to run: rounds of a clean run and a poisoned one,
+    // and the medians of their ratios. The last poisoned run is also checked for its promises.
+    let Backlog {
+        healthy: mut healthy_ratios,
+        deliveries: mut delivery_ratios,
+        cpu: mut cpu_ratios,
+        last: poisoned,
+    } = backlog_rounds(healthy, rounds).await;
     let poison_true: HashSet<String> = poisoned
         .answers
         .with(Answer::True)
@@ -304,14 +220,7 @@ pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
         .filter(|id| id.starts_with("poison-"))
         .collect();
     let in_dlq = dead_lettered(&poisoned.namespace, &poison_true).await;
-    let mut attempts: HashMap<String, u32> = HashMap::new();
-    if let Applied::Http(upstream) = &poisoned.upstream_applied {
-        for body in upstream.bodies() {
-            if body.starts_with("poison-") {
-                *attempts.entry(body).or_default() += 1;
-            }
-        }
-    }
+    let attempts = poison_attempts(&poisoned.upstream_applied);
     // Only the healthy writes must be applied; the poison ones must be dead-lettered instead.
     let outcome = settle_where(
         &poisoned.answers,
@@ -330,9 +239,9 @@ pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
     let ratio = median(&mut healthy_ratios);
     let deliveries = median(&mut delivery_ratios);
     let cpu = median(&mut cpu_ratios);
-    let traffic = median(&mut traffic_ratios);
-    let p99_with = median(&mut p99s.iter().map(|p| p.0).collect::<Vec<_>>());
-    let p99_without = median(&mut p99s.iter().map(|p| p.1).collect::<Vec<_>>());
+    let traffic_ratio = median(&mut traffic.ratios);
+    let p99_with = median(&mut traffic.p99s.iter().map(|p| p.0).collect::<Vec<_>>());
+    let p99_without = median(&mut traffic.p99s.iter().map(|p| p.1).collect::<Vec<_>>());
     let mut broken = Vec::new();
     if missing > 0 {
         broken.push(format!("{missing} poison entries are not on the DLQ"));
@@ -348,7 +257,7 @@ pub async fn drill(healthy: usize, rounds: usize, rate: f64, secs: f64) -> Row {
         faults: format!("1 in {POISON_SHARE} entries fails every attempt (HTTP 500)"),
         outcome,
         notes: format!(
-            "poison on the DLQ after >= {MAX_ATTEMPTS} attempts: {}/{}; healthy traffic at {rate:.0}/s, delivered with poison / without, median of {rounds}: **{traffic:.2}** (goal >= 0.9), healthy p99 write to delivery {p99_with:.0} vs {p99_without:.0} ms; a backlog drained at full speed, healthy rate with / without: {ratio:.2}, all deliveries (poison attempts too): {deliveries:.2}, consumer CPU per healthy entry without / with: {cpu:.2}",
+            "poison on the DLQ after >= {MAX_ATTEMPTS} attempts: {}/{}; healthy traffic at {rate:.0}/s, delivered with poison / without, median of {rounds}: **{traffic_ratio:.2}** (goal >= 0.9), healthy p99 write to delivery {p99_with:.0} vs {p99_without:.0} ms; a backlog drained at full speed, healthy rate with / without: {ratio:.2}, all deliveries (poison attempts too): {deliveries:.2}, consumer CPU per healthy entry without / with: {cpu:.2}",
             poison_true.len() - missing,
             poison_true.len(),
         ),
