@@ -32,7 +32,7 @@ use tonic::transport::Channel;
 use wal_namespaces::Backend;
 use wal_testkit::{ProducerProcess, consumer_process_with_env, stack};
 
-use crate::load::{Answer, Answers, Applied, Payload, namespace_dir, send, settle};
+use crate::load::{Answer, Answers, Applied, Outcome, Payload, namespace_dir, send, settle};
 use crate::processes::stop_child;
 use crate::table::Row;
 
@@ -141,6 +141,21 @@ impl Fleet {
         }
     }
 
+    /// Each producer's and consumer's name and process id, for a soak's sampler.
+    fn processes(&self) -> Vec<(String, u32)> {
+        self.producers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("producer {i}"), p.child.id()))
+            .chain(
+                self.consumers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("consumer {i}"), c.id())),
+            )
+            .collect()
+    }
+
     /// Kills every process: the same as dropping the fleet, said where a drill ends.
     pub fn stop(self) {
         drop(self);
@@ -182,6 +197,45 @@ pub fn not_on_the_clustered_stack(drill: &'static str) -> Row {
     }
 }
 
+/// The processes a run kills: the brokers and Cassandra nodes, and the producers and consumers
+/// unless it is a soak.
+fn victims(soak: bool) -> Vec<Victim> {
+    let platform = if soak { 0 } else { 1 };
+    (1..=MEMBERS)
+        .map(Victim::Broker)
+        .chain((1..=MEMBERS).map(Victim::Node))
+        .chain((0..PRODUCERS * platform).map(Victim::Producer))
+        .chain((0..CONSUMERS * platform).map(Victim::Consumer))
+        .collect()
+}
+
+/// Kills one of `victims` at a time, at random, each kept down a few seconds and started again,
+/// until `duration` after `started`: the kills dealt of each kind.
+async fn kill_one_at_a_time(
+    fleet: &mut Fleet,
+    victims: &[Victim],
+    rng: &mut StdRng,
+    (started, duration): (Instant, Duration),
+    load: &Writers,
+) -> HashMap<&'static str, usize> {
+    let mut dealt: HashMap<&'static str, usize> = HashMap::new();
+    while started.elapsed() < duration {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(1_000..5_000))).await;
+        let victim = victims[rng.random_range(0..victims.len())];
+        let down = Duration::from_millis(rng.random_range(2_000..10_000));
+        fleet.kill(victim).await;
+        tokio::time::sleep(down).await;
+        fleet.restart(victim).await;
+        *dealt.entry(victim.kind()).or_default() += 1;
+        println!(
+            "  killed {victim:?} for {:.1} s; {} writes answered so far",
+            down.as_secs_f64(),
+            load.answered()
+        );
+    }
+    dealt
+}
+
 /// With `soak` set (the cluster-soak drill), only brokers and Cassandra nodes are killed, so the
 /// platform's processes live through the whole run, and their footprint is sampled every
 /// `soak` (see soak.rs).
@@ -207,45 +261,11 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64, soak: Option<D
         applied.payload(),
     );
 
-    let platform = if soak.is_some() { 0 } else { 1 };
-    let victims: Vec<Victim> = (1..=MEMBERS)
-        .map(Victim::Broker)
-        .chain((1..=MEMBERS).map(Victim::Node))
-        .chain((0..PRODUCERS * platform).map(Victim::Producer))
-        .chain((0..CONSUMERS * platform).map(Victim::Consumer))
-        .collect();
-    let sampler = soak.map(|every| {
-        let processes = fleet
-            .producers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (format!("producer {i}"), p.child.id()))
-            .chain(
-                fleet
-                    .consumers
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (format!("consumer {i}"), c.id())),
-            )
-            .collect();
-        crate::soak::Sampler::start(processes, every)
-    });
-    let mut dealt: HashMap<&'static str, usize> = HashMap::new();
+    let victims = victims(soak.is_some());
+    let sampler = soak.map(|every| crate::soak::Sampler::start(fleet.processes(), every));
     let started = Instant::now();
-    while started.elapsed() < duration {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(1_000..5_000))).await;
-        let victim = victims[rng.random_range(0..victims.len())];
-        let down = Duration::from_millis(rng.random_range(2_000..10_000));
-        fleet.kill(victim).await;
-        tokio::time::sleep(down).await;
-        fleet.restart(victim).await;
-        *dealt.entry(victim.kind()).or_default() += 1;
-        println!(
-            "  killed {victim:?} for {:.1} s; {} writes answered so far",
-            down.as_secs_f64(),
-            load.answered()
-        );
-    }
+    let dealt =
+        kill_one_at_a_time(&mut fleet, &victims, &mut rng, (started, duration), &load).await;
     let last_kill = Instant::now();
     let (answers, _, attempts) = load.stop().await;
     let (growth, soak_broken) = match sampler {
@@ -255,16 +275,31 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64, soak: Option<D
     let outcome = settle(&answers, &applied, last_kill).await;
     fleet.stop();
 
-    let written = outcome.written.max(1) as f64;
-    let first = attempts.first_not_true.load(Ordering::Relaxed);
-    let not_true = outcome.written - outcome.answered.get("true").copied().unwrap_or(0);
-    let made = attempts.made.load(Ordering::Relaxed);
     let faults = ["broker", "cassandra node", "producer", "consumer"]
         .iter()
         .map(|k| format!("{} {k}", dealt.get(k).copied().unwrap_or(0)))
         .collect::<Vec<_>>()
         .join(", ");
-    let broken = soak_broken;
+    Row {
+        drill: name,
+        backend: Backend::Kafka,
+        faults: format!(
+            "kill -9 over {:.0} s, one at a time: {faults}",
+            started.elapsed().as_secs_f64()
+        ),
+        notes: notes(&outcome, &attempts, growth),
+        outcome,
+        broken: soak_broken,
+    }
+}
+
+/// The row's notes: the fleet's shape, the outage clients saw before and after their retries,
+/// and a soak's growth.
+fn notes(outcome: &Outcome, attempts: &Attempts, growth: String) -> String {
+    let written = outcome.written.max(1) as f64;
+    let first = attempts.first_not_true.load(Ordering::Relaxed);
+    let not_true = outcome.written - outcome.answered.get("true").copied().unwrap_or(0);
+    let made = attempts.made.load(Ordering::Relaxed);
     let growth = if growth.is_empty() {
         growth
     } else {
@@ -273,23 +308,13 @@ pub async fn drill(writers: usize, duration: Duration, seed: u64, soak: Option<D
             crate::soak::SETTLED.as_secs()
         )
     };
-    Row {
-        drill: name,
-        backend: Backend::Kafka,
-        faults: format!(
-            "kill -9 over {:.0} s, one at a time: {faults}",
-            started.elapsed().as_secs_f64()
-        ),
-        notes: format!(
-            "{PRODUCERS} producers, {CONSUMERS} consumers, 3 brokers (RF 3, min ISR 2), 3 \
-             Cassandra nodes (RF 3, LOCAL_QUORUM); first attempt not TRUE: {first} ({:.3}%); \
-             not TRUE after the client's retries on the other producer: {not_true} ({:.3}%, \
-             goal < 0.1%); {:.2} attempts a write{growth}",
-            100.0 * first as f64 / written,
-            100.0 * not_true as f64 / written,
-            made as f64 / written
-        ),
-        outcome,
-        broken,
-    }
+    format!(
+        "{PRODUCERS} producers, {CONSUMERS} consumers, 3 brokers (RF 3, min ISR 2), 3 \
+         Cassandra nodes (RF 3, LOCAL_QUORUM); first attempt not TRUE: {first} ({:.3}%); \
+         not TRUE after the client's retries on the other producer: {not_true} ({:.3}%, \
+         goal < 0.1%); {:.2} attempts a write{growth}",
+        100.0 * first as f64 / written,
+        100.0 * not_true as f64 / written,
+        made as f64 / written
+    )
 }
