@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use wal_namespaces::Backend;
 use wal_testkit::{cql_nodes, stack};
 
-use crate::load::{Applied, settle, start_under_load};
+use crate::load::{Applied, Load, settle, start_under_load};
 use crate::table::Row;
 use crate::toxiproxy::{Stream, Toxiproxy};
 
@@ -34,8 +34,9 @@ pub struct Lengths {
     pub between: Duration,
 }
 
-pub async fn drill(lengths: Lengths, writers: usize) -> Row {
-    let backend = Backend::Kafka;
+/// Toxiproxy in front of Kafka and Cassandra, and the environment that sends the producer and
+/// the consumer through it.
+async fn through_toxiproxy() -> (Toxiproxy, Vec<(&'static str, String)>) {
     // Toxiproxy, and a broker with the drill's listener (`up` restarts one started without it).
     tokio::task::spawn_blocking(|| {
         stack("up", "toxiproxy");
@@ -53,11 +54,22 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
         ("WAL_KAFKA_BOOTSTRAP", kafka_proxied),
         ("WAL_CQL_NODES", cql_proxied),
     ];
+    (proxy, env)
+}
 
-    let applied = Applied::cql().await;
-    let (processes, load) = start_under_load(backend, &applied, env, "partitions", writers).await;
-    tokio::time::sleep(lengths.between).await;
+/// Keeps the faults set for `length`, heals them all, and lets the load run `between`: when
+/// they were healed.
+async fn hold(proxy: &Toxiproxy, length: Duration, between: Duration) -> Instant {
+    tokio::time::sleep(length).await;
+    proxy.heal().await;
+    let healed = Instant::now();
+    tokio::time::sleep(between).await;
+    healed
+}
 
+/// Cuts the processes off from Kafka and Cassandra in every way, one after another, each healed
+/// before the next: when the last was healed.
+async fn cut_off(proxy: &Toxiproxy, lengths: Lengths, load: &Load) -> Instant {
     let both = [KAFKA, CQL];
     let mut healed = Instant::now();
     let phase = |what: String| {
@@ -69,9 +81,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
         for name in both {
             proxy.set_enabled(name, false).await;
         }
-        tokio::time::sleep(lengths.cut).await;
-        proxy.heal().await;
-        tokio::time::sleep(lengths.between).await;
+        hold(proxy, lengths.cut, lengths.between).await;
     }
     phase(format!(
         "silent partition both ways, {} s",
@@ -81,9 +91,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
         proxy.blackhole(name, Stream::Upstream).await;
         proxy.blackhole(name, Stream::Downstream).await;
     }
-    tokio::time::sleep(lengths.partition).await;
-    proxy.heal().await;
-    tokio::time::sleep(lengths.between).await;
+    hold(proxy, lengths.partition, lengths.between).await;
 
     phase(format!(
         "300 ms +- 100 ms added each way, {} s",
@@ -93,9 +101,7 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
         proxy.latency(name, Stream::Upstream, 300, 100).await;
         proxy.latency(name, Stream::Downstream, 300, 100).await;
     }
-    tokio::time::sleep(lengths.other).await;
-    proxy.heal().await;
-    tokio::time::sleep(lengths.between).await;
+    hold(proxy, lengths.other, lengths.between).await;
 
     for (stream, way) in [
         (Stream::Upstream, "to the servers"),
@@ -108,11 +114,18 @@ pub async fn drill(lengths: Lengths, writers: usize) -> Row {
         for name in both {
             proxy.blackhole(name, stream).await;
         }
-        tokio::time::sleep(lengths.other).await;
-        proxy.heal().await;
-        healed = Instant::now();
-        tokio::time::sleep(lengths.between).await;
+        healed = hold(proxy, lengths.other, lengths.between).await;
     }
+    healed
+}
+
+pub async fn drill(lengths: Lengths, writers: usize) -> Row {
+    let backend = Backend::Kafka;
+    let (proxy, env) = through_toxiproxy().await;
+    let applied = Applied::cql().await;
+    let (processes, load) = start_under_load(backend, &applied, env, "partitions", writers).await;
+    tokio::time::sleep(lengths.between).await;
+    let healed = cut_off(&proxy, lengths, &load).await;
     let answers = load.stop().await;
     let outcome = settle(&answers, &applied, healed).await;
     processes.stop();
