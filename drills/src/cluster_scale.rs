@@ -269,6 +269,7 @@ async fn under_load(name: &'static str, strategy: &str, writers: usize, w: Windo
     }
 }
 
+/// The held run: the target down (503) while the consumers scale, then serving again.
 async fn while_held(strategy: &str, writers: usize, w: Windows) -> Row {
     println!("  held: the target down while the consumers scale ({strategy})");
     let upstream = Upstream::broken(503).await;
@@ -284,28 +285,7 @@ async fn while_held(strategy: &str, writers: usize, w: Windows) -> Row {
         answered.len()
     )];
     let mut broken = judge_first(first);
-    for members in STEPS {
-        let since = Instant::now();
-        if scale_to(&mut fleet, members).await > 0 {
-            broken.push(format!(
-                "a consumer did not stop within {STOP_LIMIT:?} of SIGTERM"
-            ));
-        }
-        let took = rebalanced(&groups, members, since).await;
-        println!(
-            "    scaled to {members} while held: rebalanced after {}",
-            seconds(took)
-        );
-        notes.push(format!(
-            "to {members} held: rebalanced after {}",
-            seconds(took)
-        ));
-        if took.is_none_or(|r| r > GOAL) {
-            broken.push(format!(
-                "scaling to {members} while held took past the goal"
-            ));
-        }
-    }
+    scale_held(&mut fleet, &groups, &mut notes, &mut broken).await;
     let mut dead = 0;
     for dlq in &dlqs {
         dead += kafka_log(dlq).await.len();
@@ -313,25 +293,7 @@ async fn while_held(strategy: &str, writers: usize, w: Windows) -> Row {
     if dead > 0 {
         broken.push(format!("{dead} held entries were dead-lettered"));
     }
-    let mended = SystemTime::now();
-    let since = Instant::now();
-    upstream.mend();
-    let ids: Vec<&String> = answered.iter().map(|(id, _)| id).collect();
-    let mut recovered = None;
-    while since.elapsed() < Duration::from_secs(180) {
-        let delivered = first_deliveries(&upstream, mended);
-        if ids.iter().all(|id| delivered.contains_key(*id)) {
-            recovered = Some(since.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(crate::load::stragglers()).await;
-    let delivered = first_deliveries(&upstream, mended);
-    let lost = ids
-        .iter()
-        .filter(|id| !delivered.contains_key(**id))
-        .count();
+    let (recovered, lost) = deliver_held(&upstream, &answered).await;
     notes.push(format!(
         "target back: every held entry delivered after {}",
         seconds(recovered)
@@ -355,6 +317,66 @@ async fn while_held(strategy: &str, writers: usize, w: Windows) -> Row {
         outcome,
         broken,
     }
+}
+
+/// Scales the fleet's consumers through the steps while the target is down, each step's
+/// rebalance timed into `notes` and judged into `broken`.
+async fn scale_held(
+    fleet: &mut Fleet,
+    groups: &[String],
+    notes: &mut Vec<String>,
+    broken: &mut Vec<String>,
+) {
+    for members in STEPS {
+        let since = Instant::now();
+        if scale_to(fleet, members).await > 0 {
+            broken.push(format!(
+                "a consumer did not stop within {STOP_LIMIT:?} of SIGTERM"
+            ));
+        }
+        let took = rebalanced(groups, members, since).await;
+        println!(
+            "    scaled to {members} while held: rebalanced after {}",
+            seconds(took)
+        );
+        notes.push(format!(
+            "to {members} held: rebalanced after {}",
+            seconds(took)
+        ));
+        if took.is_none_or(|r| r > GOAL) {
+            broken.push(format!(
+                "scaling to {members} while held took past the goal"
+            ));
+        }
+    }
+}
+
+/// Serves again and waits (up to 180 s) for every held write answered TRUE to be delivered,
+/// then the stragglers' time: how long that took, and how many never were.
+async fn deliver_held(
+    upstream: &Upstream,
+    answered: &[(String, SystemTime)],
+) -> (Option<Duration>, usize) {
+    let mended = SystemTime::now();
+    let since = Instant::now();
+    upstream.mend();
+    let ids: Vec<&String> = answered.iter().map(|(id, _)| id).collect();
+    let mut recovered = None;
+    while since.elapsed() < Duration::from_secs(180) {
+        let delivered = first_deliveries(upstream, mended);
+        if ids.iter().all(|id| delivered.contains_key(*id)) {
+            recovered = Some(since.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(crate::load::stragglers()).await;
+    let delivered = first_deliveries(upstream, mended);
+    let lost = ids
+        .iter()
+        .filter(|id| !delivered.contains_key(**id))
+        .count();
+    (recovered, lost)
 }
 
 fn judge_first(first: Option<Duration>) -> Vec<String> {
