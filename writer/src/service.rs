@@ -192,14 +192,20 @@ impl RegionWriter for RegionWriterService {
 fn outcome(applied: Result<(), TargetError>) -> ApplyOutcome {
     let (result, reason) = match applied {
         Ok(()) => (ApplyResult::Applied, String::new()),
-        Err(TargetError::Retryable(reason)) => (ApplyResult::Retryable, reason),
-        // The sending consumer holds the region's entries either way. The wait the target asked
-        // for does not cross regions: the sender's breaker probes this writer at its own pace,
-        // and each probe that reaches a throttled target is answered Unavailable again.
-        Err(TargetError::Unavailable(reason) | TargetError::Throttled { reason, .. }) => {
-            (ApplyResult::Unavailable, reason)
+        Err(error) => {
+            let result = match error {
+                TargetError::Retryable { .. } => ApplyResult::Retryable,
+                // The sending consumer holds the region's entries either way. The wait the
+                // target asked for does not cross regions: the sender's breaker probes this
+                // writer at its own pace, and each probe that reaches a throttled target is
+                // answered Unavailable again.
+                TargetError::Unavailable { .. } | TargetError::Throttled { .. } => {
+                    ApplyResult::Unavailable
+                }
+                TargetError::Permanent { .. } => ApplyResult::Permanent,
+            };
+            (result, error.to_string())
         }
-        Err(TargetError::Permanent(reason)) => (ApplyResult::Permanent, reason),
     };
     ApplyOutcome {
         result: result as i32,

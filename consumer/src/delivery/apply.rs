@@ -96,8 +96,8 @@ impl Deliverer {
             };
             let applied = attempt().await;
             match (&applied, pass) {
-                (Err(TargetError::Unavailable(reason)), _) => {
-                    breaker.unavailable(pass, reason);
+                (Err(error @ TargetError::Unavailable { .. }), _) => {
+                    breaker.unavailable(pass, &error.to_string());
                     held(&mut hold);
                 }
                 (Err(TargetError::Throttled { reason, wait }), _) => {
@@ -106,12 +106,12 @@ impl Deliverer {
                 }
                 // A slow target is not an unavailable one, but a probe that timed out proves
                 // nothing either: the breaker stays open, and this entry waits with the others.
-                (Err(TargetError::Retryable(reason)), Pass::Probe) => {
-                    breaker.unavailable(pass, reason);
+                (Err(error @ TargetError::Retryable { .. }), Pass::Probe) => {
+                    breaker.unavailable(pass, &error.to_string());
                 }
-                (Err(TargetError::Retryable(_)), Pass::Free) => return Some(applied),
+                (Err(TargetError::Retryable { .. }), Pass::Free) => return Some(applied),
                 // The target answered: applied, or refused the entry for its own fault.
-                (Ok(()) | Err(TargetError::Permanent(_)), _) => {
+                (Ok(()) | Err(TargetError::Permanent { .. }), _) => {
                     breaker.answered();
                     return Some(applied);
                 }

@@ -44,14 +44,10 @@ pub(super) fn verdict(
 ) -> Verdict {
     let reason = match applied {
         Ok(()) => return Verdict::Settle(Settle::Acknowledge),
-        Err(TargetError::Permanent(reason)) => {
-            return Verdict::Settle(Settle::DeadLetter(Failure::permanent(reason.clone())));
+        Err(error @ TargetError::Permanent { .. }) => {
+            return Verdict::Settle(Settle::DeadLetter(Failure::permanent(error.to_string())));
         }
-        Err(
-            TargetError::Retryable(reason)
-            | TargetError::Unavailable(reason)
-            | TargetError::Throttled { reason, .. },
-        ) => reason.clone(),
+        Err(error) => error.to_string(),
     };
     let gave_up = |reason: String| {
         Verdict::Settle(Settle::DeadLetter(Failure::retryable(format!(
@@ -64,7 +60,7 @@ pub(super) fn verdict(
     let wait = backoff::retry_wait(policy, attempts, unit());
     match applied {
         _ if !in_place => Verdict::Settle(Settle::Later { wait, reason }),
-        Err(TargetError::Retryable(_)) => Verdict::InPlace { wait, reason },
+        Err(TargetError::Retryable { .. }) => Verdict::InPlace { wait, reason },
         // Unavailable or throttled reaches a verdict only for a target without a breaker (past
         // their bound); a destination retrying in place puts no retry copy back on the topic.
         _ => gave_up(reason),

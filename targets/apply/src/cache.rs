@@ -219,17 +219,16 @@ fn check_key(key: &str) -> Result<(), TargetError> {
 fn classify(error: MemcacheError) -> TargetError {
     let too_large =
         matches!(&error, MemcacheError::ServerError(e) if e.to_string().contains("too large"));
-    match error {
+    let failure = match &error {
         MemcacheError::ClientError(_) | MemcacheError::CommandError(_) => {
-            TargetError::permanent(format!("memcached refused the request: {error}"))
+            TargetError::permanent("memcached refused the request")
         }
-        _ if too_large => TargetError::permanent(format!("memcached refused the value: {error}")),
-        MemcacheError::IOError(io) if !is_timeout(&io) => {
-            TargetError::unavailable(format!("memcached: {io}"))
-        }
-        MemcacheError::PoolError(pool) => TargetError::unavailable(format!("memcached: {pool}")),
-        other => TargetError::retryable(format!("memcached: {other}")),
-    }
+        _ if too_large => TargetError::permanent("memcached refused the value"),
+        MemcacheError::IOError(io) if !is_timeout(io) => TargetError::unavailable("memcached"),
+        MemcacheError::PoolError(_) => TargetError::unavailable("memcached"),
+        _ => TargetError::retryable("memcached"),
+    };
+    failure.caused_by(error)
 }
 
 fn is_timeout(error: &std::io::Error) -> bool {

@@ -187,19 +187,16 @@ impl Clients {
                 }
                 // A refused login or an unusable CA is unavailable too: the entries wait (using
                 // no attempt) for the settings to be fixed, rather than going to the DLQ.
-                let unavailable = |e: &dyn std::fmt::Display| {
-                    TargetError::unavailable(format!(
-                        "connecting to CQL nodes {:?}: {e}",
-                        place.nodes
-                    ))
+                let unavailable = || {
+                    TargetError::unavailable(format!("connecting to CQL nodes {:?}", place.nodes))
                 };
                 place
                     .session_builder(Duration::from_secs(5), Some(self.settings.request_timeout))
-                    .map_err(|e| unavailable(&e))?
+                    .map_err(|e| unavailable().caused_by(e))?
                     .build()
                     .await
                     .map(Arc::new)
-                    .map_err(|e| unavailable(&e))
+                    .map_err(|e| unavailable().caused_by(e))
             })
             .await?;
         Ok(Arc::clone(session))
@@ -230,7 +227,7 @@ impl Clients {
                     .create_with_context(context)
                     .map(|producer| TargetProducer { producer, outage })
                     .map_err(|e| {
-                        TargetError::permanent(format!("configuring the Kafka producer: {e}"))
+                        TargetError::permanent("configuring the Kafka producer").caused_by(e)
                     })
             })
             .await
@@ -272,7 +269,9 @@ impl Clients {
         }
         let client = AsyncMetaClient::connect_multiple(servers.iter().map(String::as_str))
             .await
-            .map_err(|e| TargetError::unavailable(format!("resolving memcached {servers:?}: {e}")))?
+            .map_err(|e| {
+                TargetError::unavailable(format!("resolving memcached {servers:?}")).caused_by(e)
+            })?
             .with_connect_timeout(Some(self.settings.request_timeout))
             .with_io_timeout(Some(self.settings.request_timeout))
             .with_max_idle(MEMCACHED_MAX_IDLE);
@@ -307,14 +306,14 @@ impl Clients {
                 match DurableStorage::connect(&settings).await {
                     Ok(storage) => Ok(Arc::new(storage)),
                     Err(error @ DurableError::BadKeyspace(_)) => {
-                        Err(TargetError::permanent(format!("durable storage: {error}")))
+                        Err(TargetError::permanent("durable storage").caused_by(error))
                     }
                     // A newer build migrated the keyspace: this consumer must not read it, and
                     // trying again changes nothing until it is upgraded. Held, not dead-lettered.
                     Err(error @ DurableError::NewerSchema { .. }) => {
-                        Err(TargetError::unavailable(format!("durable storage: {error}")))
+                        Err(TargetError::unavailable("durable storage").caused_by(error))
                     }
-                    Err(error) => Err(TargetError::retryable(format!("durable storage: {error}"))),
+                    Err(error) => Err(TargetError::retryable("durable storage").caused_by(error)),
                 }
             })
             .await?;

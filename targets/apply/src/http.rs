@@ -94,16 +94,17 @@ impl Target for HttpTarget {
             request = request.header("traceparent", traceparent);
         }
         let response = request.send().await.map_err(|e| {
-            let reason = format!("POST {}: {e}", self.url);
+            let reason = format!("POST {}", self.url);
             // A request that could not be built (a header the entry made invalid) will not
             // build next time either.
-            if e.is_builder() {
-                TargetError::Permanent(reason)
+            let failure = if e.is_builder() {
+                TargetError::permanent(reason)
             } else if e.is_connect() {
-                TargetError::Unavailable(reason)
+                TargetError::unavailable(reason)
             } else {
-                TargetError::Retryable(reason)
-            }
+                TargetError::retryable(reason)
+            };
+            failure.caused_by(e)
         })?;
         let status = response.status();
         if status.is_success() {
@@ -119,14 +120,14 @@ impl Target for HttpTarget {
         if status == StatusCode::TOO_MANY_REQUESTS {
             match retry_after {
                 Some(wait) => Err(TargetError::Throttled { reason, wait }),
-                None => Err(TargetError::Unavailable(reason)),
+                None => Err(TargetError::unavailable(reason)),
             }
         } else if unavailable(status) {
-            Err(TargetError::Unavailable(reason))
+            Err(TargetError::unavailable(reason))
         } else if retryable(status) {
-            Err(TargetError::Retryable(reason))
+            Err(TargetError::retryable(reason))
         } else {
-            Err(TargetError::Permanent(reason))
+            Err(TargetError::permanent(reason))
         }
     }
 }

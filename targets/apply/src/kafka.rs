@@ -102,8 +102,8 @@ fn classify(topic: &str, error: KafkaError) -> TargetError {
         KafkaError::MessageProduction(code) => Some(*code),
         _ => None,
     };
-    let reason = format!("publishing to kafka topic '{topic}': {error}");
-    match code {
+    let reason = format!("publishing to kafka topic '{topic}'");
+    let failure = match code {
         Some(
             RDKafkaErrorCode::MessageSizeTooLarge
             | RDKafkaErrorCode::InvalidMessageSize
@@ -112,12 +112,13 @@ fn classify(topic: &str, error: KafkaError) -> TargetError {
             | RDKafkaErrorCode::InvalidTopic
             | RDKafkaErrorCode::TopicAuthorizationFailed
             | RDKafkaErrorCode::ClusterAuthorizationFailed,
-        ) => TargetError::Permanent(reason),
+        ) => TargetError::permanent(reason),
         // The cluster cannot take records now: its brokers are away, or the record waited out
         // its timeout in the producer's queue.
         Some(code) if broker_away(code) || code == RDKafkaErrorCode::MessageTimedOut => {
-            TargetError::Unavailable(reason)
+            TargetError::unavailable(reason)
         }
-        _ => TargetError::Retryable(reason),
-    }
+        _ => TargetError::retryable(reason),
+    };
+    failure.caused_by(error)
 }

@@ -27,6 +27,7 @@ pub mod breaker;
 pub mod cache;
 pub mod clients;
 pub mod cql;
+mod error;
 pub mod http;
 pub mod kafka;
 pub mod metrics;
@@ -36,11 +37,11 @@ mod registry;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use wal_queue::entry::Entry;
 
+pub use error::{Cause, TargetError};
 pub use registry::TargetRegistry;
 
 use crate::clients::Clients;
@@ -52,58 +53,6 @@ pub struct Mutation<'a> {
     pub payload: &'a [u8],
     /// The W3C `traceparent` to send downstream: the write's trace, continued by this delivery.
     pub traceparent: Option<&'a str>,
-}
-
-/// Why an entry could not be applied, and whether trying again may help.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
-    #[error("{0}")]
-    Retryable(String),
-    /// The target cannot serve anyone now; see the module's contract.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The target asks to be left alone for `wait` (an HTTP 429 with Retry-After): held like an
-    /// unavailable one, and not tried again before then. The state of the target, not the
-    /// entry's fault: no attempt is spent.
-    #[error("{reason}")]
-    Throttled { reason: String, wait: Duration },
-    #[error("{0}")]
-    Permanent(String),
-}
-
-impl TargetError {
-    pub fn retryable(reason: impl fmt::Display) -> Self {
-        Self::Retryable(reason.to_string())
-    }
-
-    pub fn unavailable(reason: impl fmt::Display) -> Self {
-        Self::Unavailable(reason.to_string())
-    }
-
-    pub fn permanent(reason: impl fmt::Display) -> Self {
-        Self::Permanent(reason.to_string())
-    }
-
-    /// The same failure with its reason rewritten.
-    pub fn map_reason(self, reason: impl FnOnce(String) -> String) -> Self {
-        match self {
-            Self::Retryable(r) => Self::Retryable(reason(r)),
-            Self::Unavailable(r) => Self::Unavailable(reason(r)),
-            Self::Throttled { reason: r, wait } => Self::Throttled {
-                reason: reason(r),
-                wait,
-            },
-            Self::Permanent(r) => Self::Permanent(reason(r)),
-        }
-    }
-
-    /// Whether trying again later may succeed: a transient failure, or an unavailable target.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Retryable(_) | Self::Unavailable(_) | Self::Throttled { .. }
-        )
-    }
 }
 
 /// A configured target: applies entries to one table, cache, topic or upstream.

@@ -195,7 +195,7 @@ mod tests {
             settings_json: settings.into(),
         };
         match registry().resolve(&spec).await {
-            Err(TargetError::Permanent(reason)) => reason,
+            Err(error @ TargetError::Permanent { .. }) => error.to_string(),
             other => panic!("expected a permanent error, got {other:?}"),
         }
     }

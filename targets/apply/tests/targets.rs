@@ -136,9 +136,11 @@ macro_rules! target_conformance {
                 let result = apply(&unreachable_registry(), &harness.unreachable(), &entry).await;
                 // Unavailable opens the endpoint's breaker and holds the entry; Retryable would
                 // use up its attempts.
-                let Err(TargetError::Unavailable(_)) = result else {
+                let Err(error @ TargetError::Unavailable { .. }) = result else {
                     panic!("unreachable: expected Unavailable, got {result:?}");
                 };
+                // The driver's error is kept, not only its words.
+                assert!(error.cause().is_some(), "{error:?} keeps its cause");
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +149,7 @@ macro_rules! target_conformance {
                 let (target, payload) = harness.rejected();
                 let entry = entry_for(&unique("k"), payload, entry::now_micros());
                 let result = apply(&registry(settings()), &target, &entry).await;
-                let Err(TargetError::Permanent(_)) = result else {
+                let Err(TargetError::Permanent { .. }) = result else {
                     panic!("rejected: expected Permanent, got {result:?}");
                 };
             }

@@ -163,8 +163,11 @@ impl Applier {
                 // The marker has no breaker of its own (its items' targets differ): an item's
                 // target that is away makes the whole marker wait its backoff and come back.
                 let error = match error {
-                    TargetError::Unavailable(reason) | TargetError::Throttled { reason, .. } => {
-                        TargetError::Retryable(reason)
+                    TargetError::Unavailable { reason, cause } => {
+                        TargetError::Retryable { reason, cause }
+                    }
+                    throttled @ TargetError::Throttled { .. } => {
+                        TargetError::retryable(throttled.reason())
                     }
                     other => other,
                 };
@@ -309,7 +312,8 @@ impl Progress<'_> {
             let _ = self.record().await;
         }
         let error = self.failed_now(error);
-        if let TargetError::Permanent(reason) = &error {
+        if let TargetError::Permanent { .. } = &error {
+            let reason = error.to_string();
             // A permanent failure sends the marker to the DLQ: the row says so, and why, until
             // a redrive claims it again. This also gives the lease back.
             let _ = self
@@ -320,7 +324,7 @@ impl Progress<'_> {
                     self.applier,
                     TxnState::DeadLettered,
                     self.recorded,
-                    Some(reason),
+                    Some(&reason),
                     self.keep,
                 )
                 .await;

@@ -9,7 +9,7 @@ use crate::TargetError;
 /// too few live replicas or an overloaded node is the cluster being unavailable; a timeout is
 /// this attempt's trouble.
 pub fn classify(operation: &str, error: &ExecutionError) -> TargetError {
-    let reason = format!("cql {operation} failed: {error}");
+    let reason = format!("cql {operation} failed");
     let permanent = match error {
         ExecutionError::BadQuery(_) => true,
         ExecutionError::LastAttemptError(attempt) => attempt_is_permanent(attempt),
@@ -22,26 +22,28 @@ pub fn classify(operation: &str, error: &ExecutionError) -> TargetError {
         ExecutionError::PrepareError(prepare) => prepare_is_unavailable(prepare),
         _ => false,
     };
-    if permanent {
-        TargetError::Permanent(reason)
+    let failure = if permanent {
+        TargetError::permanent(reason)
     } else if unavailable {
-        TargetError::Unavailable(reason)
+        TargetError::unavailable(reason)
     } else {
-        TargetError::Retryable(reason)
-    }
+        TargetError::retryable(reason)
+    };
+    failure.caused_by(error.clone())
 }
 
 /// A failed prepare, typically a table or column that does not exist (permanent) or a cluster
 /// that cannot be reached (unavailable).
 pub fn classify_prepare(statement: &str, error: &PrepareError) -> TargetError {
-    let reason = format!("cql prepare of `{statement}` failed: {error}");
-    if prepare_is_permanent(error) {
-        TargetError::Permanent(reason)
+    let reason = format!("cql prepare of `{statement}` failed");
+    let failure = if prepare_is_permanent(error) {
+        TargetError::permanent(reason)
     } else if prepare_is_unavailable(error) {
-        TargetError::Unavailable(reason)
+        TargetError::unavailable(reason)
     } else {
-        TargetError::Retryable(reason)
-    }
+        TargetError::retryable(reason)
+    };
+    failure.caused_by(error.clone())
 }
 
 fn prepare_is_unavailable(error: &PrepareError) -> bool {

@@ -145,7 +145,7 @@ mod tests {
 
     fn permanent(payload: &str) -> String {
         match parse(payload.as_bytes()) {
-            Err(TargetError::Permanent(reason)) => reason,
+            Err(error @ TargetError::Permanent { .. }) => error.to_string(),
             other => panic!("expected a permanent error for {payload}, got {other:?}"),
         }
     }
