@@ -1,7 +1,10 @@
 //! Errors of the queue layer. Whether an error is retryable, and whether an entry may have been
 //! stored, is decided here, where the backend's error is born.
 
+use std::error::Error;
 use std::fmt;
+
+pub use wal_runtime::cause::Cause;
 
 use super::Backend;
 
@@ -16,30 +19,62 @@ pub enum Durability {
     Unknown,
 }
 
-/// Why an enqueue did not end with the broker's acknowledgement.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why an enqueue did not end with the broker's acknowledgement. The reason says the broker's
+/// or the client's error in words; [`EnqueueError::cause`] keeps the error itself.
+#[derive(Debug, Clone)]
 pub enum EnqueueError {
-    #[error(
-        "entry of {size} bytes is larger than the {backend} queue '{queue}' accepts ({limit} bytes at most)"
-    )]
     TooLarge {
         backend: Backend,
         queue: String,
         size: usize,
         limit: usize,
     },
-    #[error("entry not stored on {backend} queue '{queue}': {reason}")]
     NotStored {
         backend: Backend,
         queue: String,
         reason: String,
+        cause: Option<Cause>,
     },
-    #[error("outcome unknown for {backend} queue '{queue}': {reason}")]
     Unknown {
         backend: Backend,
         queue: String,
         reason: String,
+        cause: Option<Cause>,
     },
+}
+
+impl fmt::Display for EnqueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge {
+                backend,
+                queue,
+                size,
+                limit,
+            } => write!(
+                f,
+                "entry of {size} bytes is larger than the {backend} queue '{queue}' accepts ({limit} bytes at most)"
+            ),
+            Self::NotStored {
+                backend,
+                queue,
+                reason,
+                ..
+            } => write!(f, "entry not stored on {backend} queue '{queue}': {reason}"),
+            Self::Unknown {
+                backend,
+                queue,
+                reason,
+                ..
+            } => write!(f, "outcome unknown for {backend} queue '{queue}': {reason}"),
+        }
+    }
+}
+
+impl Error for EnqueueError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.cause().and_then(|cause| cause.source())
+    }
 }
 
 impl EnqueueError {
@@ -49,6 +84,44 @@ impl EnqueueError {
             backend,
             queue: queue.to_owned(),
             reason: "this queue has no DLQ (it is a DLQ itself)".to_owned(),
+            cause: None,
+        }
+    }
+
+    /// The broker's or the client's error this failure was born of, when it was born of one.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            Self::NotStored { cause, .. } | Self::Unknown { cause, .. } => cause.as_ref(),
+            Self::TooLarge { .. } => None,
+        }
+    }
+
+    /// The same failure, born of `error`, which its reason already puts in words.
+    pub(crate) fn caused_by(self, error: impl Error + Send + Sync + 'static) -> Self {
+        match self {
+            Self::NotStored {
+                backend,
+                queue,
+                reason,
+                ..
+            } => Self::NotStored {
+                backend,
+                queue,
+                reason,
+                cause: Some(Cause::new(error)),
+            },
+            Self::Unknown {
+                backend,
+                queue,
+                reason,
+                ..
+            } => Self::Unknown {
+                backend,
+                queue,
+                reason,
+                cause: Some(Cause::new(error)),
+            },
+            too_large @ Self::TooLarge { .. } => too_large,
         }
     }
 
@@ -83,6 +156,7 @@ impl EnqueueTo<'_> {
             backend: self.backend,
             queue: self.queue.to_owned(),
             reason,
+            cause: None,
         }
     }
 
@@ -91,6 +165,7 @@ impl EnqueueTo<'_> {
             backend: self.backend,
             queue: self.queue.to_owned(),
             reason,
+            cause: None,
         }
     }
 }

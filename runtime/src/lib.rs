@@ -2,9 +2,10 @@
 //! standard services, TLS and client certificates ([`tls`]), who may call what
 //! ([`authorize`]), secrets kept out of configs and logs ([`secret`]), and a dependency's
 //! absence told once rather than per failure ([`outage`], with the broker metrics it keeps in
-//! [`metrics`]).
+//! [`metrics`]), and the error a failure was born of ([`cause`]).
 
 pub mod authorize;
+pub mod cause;
 pub mod metrics;
 pub mod outage;
 pub mod process;

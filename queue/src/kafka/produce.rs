@@ -46,7 +46,7 @@ impl KafkaQueue {
                 .backend
                 .producer
                 .send_result(record)
-                .map_err(|(error, _)| refused(error.to_string()))?;
+                .map_err(|(error, _)| refused(error.to_string()).caused_by(error))?;
             match delivery.await {
                 Ok(Ok(delivered)) if delivered.offset >= 0 => {
                     self.backend.producer_outage.answered();
@@ -69,10 +69,11 @@ impl KafkaQueue {
                     );
                 }
                 Ok(Err((error, _))) => {
-                    return match classify::durability_of(&error) {
-                        Durability::NotStored => Err(refused(error.to_string())),
-                        Durability::Unknown => Err(unknown(error.to_string())),
+                    let failure = match classify::durability_of(&error) {
+                        Durability::NotStored => refused(error.to_string()),
+                        Durability::Unknown => unknown(error.to_string()),
                     };
+                    return Err(failure.caused_by(error));
                 }
                 Err(_canceled) => {
                     return Err(unknown(

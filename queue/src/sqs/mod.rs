@@ -265,8 +265,10 @@ impl SqsQueue {
             .send();
         match tokio::time::timeout(self.backend.settings.send_timeout, request).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) if certainly_not_stored(&error) => Err(not_stored(describe(&error))),
-            Ok(Err(error)) => Err(unknown(describe(&error))),
+            Ok(Err(error)) if certainly_not_stored(&error) => {
+                Err(not_stored(describe(&error)).caused_by(error))
+            }
+            Ok(Err(error)) => Err(unknown(describe(&error)).caused_by(error)),
             Err(_elapsed) => Err(unknown(format!(
                 "no answer within {:?}",
                 self.backend.settings.send_timeout

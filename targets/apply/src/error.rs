@@ -3,37 +3,9 @@
 
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// The error a failure was born of (the driver's, the client's), kept as the failure's
-/// `source()` for whoever needs more than words: a log that walks the chain, a test that
-/// downcasts to the driver's error.
-#[derive(Debug, Clone)]
-pub struct Cause(Arc<dyn Error + Send + Sync>);
-
-impl Cause {
-    pub fn new(error: impl Error + Send + Sync + 'static) -> Self {
-        Self(Arc::new(error))
-    }
-
-    /// The error itself, to downcast.
-    pub fn get(&self) -> &(dyn Error + Send + Sync + 'static) {
-        &*self.0
-    }
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl Error for Cause {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.0.source()
-    }
-}
+pub use wal_runtime::cause::Cause;
 
 /// Why an entry could not be applied, and whether trying again may help.
 ///
