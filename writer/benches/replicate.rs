@@ -39,7 +39,7 @@ use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::Semaphore;
-use wal_consumer::ConsumerHandle;
+use wal_testkit::ConsumerHandle;
 use wal_queue::entry::{self, Body, Entry};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_queue::{Produce, QueueSpec};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use memcache::exp::AsyncMetaClient;
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
-use wal_consumer::ConsumerHandle;
+use wal_testkit::ConsumerHandle;
 use wal_proto::v1::region_writer_server::{RegionWriter, RegionWriterServer};
 use wal_proto::v1::{ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
 use wal_testkit::{
