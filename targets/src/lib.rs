@@ -27,58 +27,59 @@ pub use self::json::JsonError;
 /// the consumer's target cache.
 pub const MAX_SETTINGS_BYTES: usize = 16 * 1024;
 
-/// A target kind this build delivers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Cql,
-    Cache,
-    Kafka,
-    Http,
-    Region,
+/// Makes [`Kind`] from the table of kinds: each kind's variant, its name in configs and
+/// entries, and its settings type.
+macro_rules! kinds {
+    ($($variant:ident = $name:literal => $settings:ty,)+) => {
+        /// A target kind this build delivers to.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kind {
+            $($variant,)+
+        }
+
+        impl Kind {
+            /// Every kind this build delivers to, in the order of the table (by name).
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant,)+];
+
+            /// The name entries and namespace configs use (`target.kind`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+
+            /// Checks settings JSON for this kind; empty text stands for `{}`.
+            pub fn check(self, settings_json: &str) -> Result<(), Refusal> {
+                match self {
+                    $(Self::$variant => parse::<$settings>(settings_json).map(drop),)+
+                }
+            }
+        }
+    };
+}
+
+// Every target kind: adding one is a line here, its settings' file beside this one, and its
+// apply side in wal-apply (CONTRIBUTING.md, "Adding a target kind").
+kinds! {
+    Cache = "cache" => cache::CacheSettings,
+    Cql = "cql" => cql::CqlSettings,
+    Http = "http" => http::HttpSettings,
+    Kafka = "kafka" => kafka::KafkaTopicSettings,
+    Region = "region" => region::RegionSettings,
 }
 
 impl Kind {
-    /// Every kind this build delivers to, in the order their names sort.
-    pub const ALL: [Kind; 5] = [
-        Kind::Cache,
-        Kind::Cql,
-        Kind::Http,
-        Kind::Kafka,
-        Kind::Region,
-    ];
-
-    /// The name entries and namespace configs use (`target.kind`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Cql => "cql",
-            Self::Cache => "cache",
-            Self::Kafka => "kafka",
-            Self::Http => "http",
-            Self::Region => "region",
-        }
-    }
-
     /// The kind a name stands for. Netflix's configs call cross-region replication
     /// `evc-replication`; it is the `region` kind here.
     pub fn from_name(name: &str) -> Result<Self, Refusal> {
         let canonical = canonical_name(name);
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|k| k.name() == canonical)
             .ok_or_else(|| Refusal::UnknownKind {
                 kind: bounded(name),
             })
-    }
-
-    /// Checks settings JSON for this kind; empty text stands for `{}`.
-    pub fn check(self, settings_json: &str) -> Result<(), Refusal> {
-        match self {
-            Self::Cql => parse::<cql::CqlSettings>(settings_json).map(drop),
-            Self::Cache => parse::<cache::CacheSettings>(settings_json).map(drop),
-            Self::Kafka => parse::<kafka::KafkaTopicSettings>(settings_json).map(drop),
-            Self::Http => parse::<http::HttpSettings>(settings_json).map(drop),
-            Self::Region => parse::<region::RegionSettings>(settings_json).map(drop),
-        }
     }
 }
 
@@ -98,7 +99,8 @@ pub fn canonical_name(name: &str) -> &str {
 
 /// The names of the kinds this build delivers to, for error messages.
 pub fn kind_names() -> String {
-    Kind::ALL.map(Kind::name).join(", ")
+    let names: Vec<&str> = Kind::ALL.iter().map(|kind| kind.name()).collect();
+    names.join(", ")
 }
 
 /// A kind's settings: strict serde, plus the rules serde cannot say.

@@ -39,10 +39,10 @@ use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::Message as _;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::Semaphore;
-use wal_testkit::ConsumerHandle;
 use wal_queue::entry::{self, Body, Entry};
 use wal_queue::kafka::{KafkaBackend, KafkaSettings};
 use wal_queue::{Produce, QueueSpec};
+use wal_testkit::ConsumerHandle;
 use wal_testkit::measure::{Rate, cpu_seconds, median, percentile, poll_after};
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_set, env_u64, keyed, namespace_with_target,

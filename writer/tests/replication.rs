@@ -11,9 +11,9 @@ use std::time::Duration;
 use memcache::exp::AsyncMetaClient;
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
-use wal_testkit::ConsumerHandle;
 use wal_proto::v1::region_writer_server::{RegionWriter, RegionWriterServer};
 use wal_proto::v1::{ApplyReplicatedRequest, ApplyReplicatedResponse, ApplyResult};
+use wal_testkit::ConsumerHandle;
 use wal_testkit::{
     Backend, TestProducer, TestWriter, cache_converges, cache_delete, cache_set, cached,
     eventually, keyed, namespace_with_target, region_caches, region_target, start_consumer_with,
