@@ -14,7 +14,6 @@ pub mod replica;
 pub mod service;
 pub mod settings;
 pub mod tier;
-pub mod trace;
 pub mod worker;
 
 pub use options::ConsumerOptions;

@@ -24,9 +24,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ConsumerOptions::parse();
-    process::run_on_feed("wal-consumer", options.source(), |feed| run(options, feed)).await
+    let traces = process::init_tracing(
+        "wal-consumer",
+        process::DEFAULT_LOG_FILTER,
+        options.log.log_format,
+    );
+    let code =
+        process::run_on_feed("wal-consumer", options.source(), |feed| run(options, feed)).await;
+    traces.shutdown().await;
+    code
 }
 
 async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {

@@ -126,6 +126,9 @@ pub struct ConsumerOptions {
     /// in production the control plane provisions).
     #[arg(long, env = "WAL_PROVISION", default_value_t = false)]
     pub provision: bool,
+
+    #[command(flatten)]
+    pub log: wal_runtime::process::LogFlags,
 }
 
 impl ConsumerOptions {

@@ -9,9 +9,15 @@ use wal_runtime::process;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ControlPlaneOptions::parse();
-    process::exit_code("wal-control-plane", run(options).await)
+    let traces = process::init_tracing(
+        "wal-control-plane",
+        process::DEFAULT_LOG_FILTER,
+        options.log.log_format,
+    );
+    let ran = run(options).await;
+    traces.shutdown().await;
+    process::exit_code("wal-control-plane", ran)
 }
 
 async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {

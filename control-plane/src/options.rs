@@ -34,6 +34,9 @@ pub struct ControlPlaneOptions {
     /// namespaces.
     #[command(flatten)]
     pub security: SecurityFlags,
+
+    #[command(flatten)]
+    pub log: wal_runtime::process::LogFlags,
 }
 
 impl ControlPlaneOptions {

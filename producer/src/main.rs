@@ -16,9 +16,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = ProducerOptions::parse();
-    process::run_on_feed("wal-producer", options.source(), |feed| run(options, feed)).await
+    let traces = process::init_tracing(
+        "wal-producer",
+        process::DEFAULT_LOG_FILTER,
+        options.log.log_format,
+    );
+    let code =
+        process::run_on_feed("wal-producer", options.source(), |feed| run(options, feed)).await;
+    traces.shutdown().await;
+    code
 }
 
 async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {

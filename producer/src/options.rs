@@ -57,6 +57,9 @@ pub struct ProducerOptions {
     /// `access.write`.
     #[command(flatten)]
     pub security: SecurityFlags,
+
+    #[command(flatten)]
+    pub log: wal_runtime::process::LogFlags,
 }
 
 impl ProducerOptions {

@@ -21,6 +21,7 @@ use wal_queue::entry::{Body, Entry, now_micros};
 use wal_queue::{Durability, Produce};
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
+use wal_runtime::trace_context;
 
 use crate::finish::Finishing;
 use crate::live::LiveRegistry;
@@ -138,11 +139,20 @@ impl WriteService {
     ) -> WriteToLogResponse {
         let id = entry.id.clone();
         let deadline = self.write_timeout + TIMEOUT_GRACE;
+        // The broker's part of the write, timed on its own in a trace.
+        let span = if wal_runtime::process::exporting() {
+            tracing::info_span!("enqueue", queue = %queue.spec().name)
+        } else {
+            tracing::Span::none()
+        };
         let sent = Finishing::new(
-            AssertUnwindSafe(async move {
-                let _slot = permit;
-                tokio::time::timeout(deadline, queue.enqueue(&entry)).await
-            })
+            AssertUnwindSafe(
+                async move {
+                    let _slot = permit;
+                    tokio::time::timeout(deadline, queue.enqueue(&entry)).await
+                }
+                .instrument(span),
+            )
             .catch_unwind(),
         )
         .await;
@@ -272,7 +282,15 @@ impl WriteService {
             namespace = %request.namespace,
             entry_id = field::Empty,
             outcome = field::Empty,
+            trace_id = field::Empty,
         );
+        // The caller's trace is this call's parent, and the entry carries this call on: the
+        // consumer's attempts are its children, one trace per write.
+        trace_context::follow(&span, &trace);
+        let trace = trace_context::onward(&span, &trace);
+        if let Some(trace_id) = trace_context::trace_id(&trace) {
+            span.record("trace_id", trace_id);
+        }
         let Some(runtime) = self.registry.current().get(&request.namespace).cloned() else {
             self.unknown.request(Outcome::NotFound, started.elapsed());
             return Err(status::unknown_namespace(&request.namespace));

@@ -2,7 +2,8 @@
 //! standard services, TLS and client certificates ([`tls`]), who may call what
 //! ([`authorize`]), secrets kept out of configs and logs ([`secret`]), and a dependency's
 //! absence told once rather than per failure ([`outage`], with the broker metrics it keeps in
-//! [`metrics`]), and the error a failure was born of ([`cause`]).
+//! [`metrics`]), the error a failure was born of ([`cause`]), and a write's trace through the
+//! processes ([`trace_context`]).
 
 pub mod authorize;
 pub mod cause;
@@ -11,3 +12,4 @@ pub mod outage;
 pub mod process;
 pub mod secret;
 pub mod tls;
+pub mod trace_context;

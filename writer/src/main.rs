@@ -15,9 +15,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    process::init_tracing(process::DEFAULT_LOG_FILTER);
     let options = WriterOptions::parse();
-    process::exit_code("wal-writer", run(options).await)
+    let traces = process::init_tracing(
+        "wal-writer",
+        process::DEFAULT_LOG_FILTER,
+        options.log.log_format,
+    );
+    let ran = run(options).await;
+    traces.shutdown().await;
+    process::exit_code("wal-writer", ran)
 }
 
 async fn run(options: WriterOptions) -> anyhow::Result<()> {

@@ -78,6 +78,9 @@ pub struct WriterOptions {
     /// The longest one apply may take before it counts as a retryable failure.
     #[arg(long, env = "WAL_WRITER_APPLY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub apply_timeout_ms: u64,
+
+    #[command(flatten)]
+    pub log: wal_runtime::process::LogFlags,
 }
 
 impl WriterOptions {

@@ -14,6 +14,7 @@ use crate::hold::Hold;
 use crate::metrics::KindMetrics;
 use wal_apply::TargetError;
 use wal_apply::breaker::{Breaker, Pass};
+use wal_runtime::trace_context;
 
 use super::{Applied, Deliverer, QueueContext};
 
@@ -27,16 +28,32 @@ impl Deliverer {
         context: &QueueContext,
         entry: &Entry,
         spec: Option<&TargetSpec>,
-        traceparent: Option<&str>,
+        number: u32,
         metrics: &KindMetrics,
         span: &tracing::Span,
     ) -> Applied {
         let started = Instant::now();
+        // A span of its own in a trace (the target's request is its child), else the delivery's.
+        let span = if wal_runtime::process::exporting() {
+            tracing::info_span!(
+                parent: span,
+                "attempt",
+                attempt = number,
+                target = spec.map_or("none", |s| s.kind.as_str()),
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            span.clone()
+        };
+        let onward = trace_context::onward(&span, &entry.trace_context);
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let applied = self
-            .applier
-            .apply(&context.namespace, entry, spec, traceparent);
+        let applied = self.applier.apply(
+            &context.namespace,
+            entry,
+            spec,
+            trace_context::traceparent(&onward),
+        );
         // A heartbeat is the platform's own, not a mutation to keep.
         let archive = archive_of(&context.namespace).filter(|_| !entry.heartbeat);
         let applied = match archive {
@@ -51,6 +68,7 @@ impl Deliverer {
             }
         };
         metrics.apply_seconds.record(started.elapsed());
+        span.record("outcome", outcome_of(&applied));
         applied
     }
 
@@ -178,4 +196,15 @@ pub(super) fn archive_of(namespace: &Namespace) -> Option<(&DurableStorageConfig
     let durable = namespace.durable_storage.as_ref()?;
     let archive = durable.archive.as_ref()?;
     Some((durable, archive.retention))
+}
+
+/// An attempt's outcome, as its span records it.
+fn outcome_of(applied: &Applied) -> &'static str {
+    match applied {
+        Ok(()) => "applied",
+        Err(TargetError::Retryable { .. }) => "retryable",
+        Err(TargetError::Unavailable { .. }) => "unavailable",
+        Err(TargetError::Throttled { .. }) => "throttled",
+        Err(TargetError::Permanent { .. }) => "permanent",
+    }
 }

@@ -27,9 +27,9 @@ use wal_queue::{Delivery, Failure, Queue};
 use crate::destination::Destination;
 use crate::hold::Holds;
 use crate::metrics::{KindMetrics, QueueMetrics};
-use crate::trace;
 use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
+use wal_runtime::trace_context;
 
 use self::verdict::{Settle, Verdict, verdict};
 
@@ -157,17 +157,23 @@ impl Deliverer {
         };
         let kind = spec.map_or("none", |s| s.kind.as_str());
         let metrics = self.kind_metrics(context, marker, kind);
-        let continued = trace::continue_trace(&entry.trace_context);
+        let trace_id = trace_context::trace_id(&entry.trace_context);
         let span = tracing::info_span!(
             "deliver",
             namespace = %entry.namespace,
             entry_id = %entry.id,
             target = %kind,
             attempt = entry.attempt,
-            trace_id = continued.as_ref().map_or("", |c| c.trace_id.as_str()),
+            trace_id = trace_id.as_deref().unwrap_or_default(),
         );
-        let traceparent = continued.as_ref().map(|c| c.traceparent.as_str());
-        let attempt = || self.attempt(context, entry, spec, traceparent, &metrics, &span);
+        // A child of the producer's call: the write's trace, however many deliveries it takes.
+        trace_context::follow(&span, &entry.trace_context);
+        // Attempts counted from the entry's, in place ones included, for each attempt's span.
+        let tried = std::sync::atomic::AtomicU32::new(entry.attempt);
+        let attempt = || {
+            let number = tried.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+            self.attempt(context, entry, spec, number, &metrics, &span)
+        };
         let breaker = spec.and_then(|spec| self.targets().breaker(spec));
         let in_place = context.destination.retries_in_place();
         let policy = &context.namespace.retry;

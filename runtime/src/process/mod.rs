@@ -4,9 +4,11 @@
 
 mod driver_outage;
 mod grpc;
+mod logs;
 mod scrape;
 pub mod series;
 mod telemetry;
+mod traces;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -14,9 +16,9 @@ use std::process::ExitCode;
 use wal_namespaces::feed::{Feed, FeedError, Source};
 
 pub use grpc::{ReflectionError, ServeError, standard_services};
-pub use telemetry::{
-    DEFAULT_LOG_FILTER, MetricsError, MetricsHandle, init_tracing, install_metrics, serve_metrics,
-};
+pub use logs::{DEFAULT_LOG_FILTER, LogFlags, LogFormat, init_tracing};
+pub use telemetry::{MetricsError, MetricsHandle, install_metrics, serve_metrics};
+pub use traces::{Traces, exporting};
 
 /// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
 /// with the binary's name, and gives the exit code: 2 for configs that do not validate (fix

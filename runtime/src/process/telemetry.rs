@@ -1,45 +1,11 @@
-//! Logs and metrics, set up the same way in every binary.
+//! Metrics, set up the same way in every binary.
 
-use std::io::IsTerminal as _;
 use std::net::SocketAddr;
-
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
 
-use super::driver_outage::CqlDriverOutage;
 use super::{scrape, series};
-
-/// Logs to stderr as `RUST_LOG` says; `default_filter` when it is unset. The CQL driver's own
-/// lines are read by [`CqlDriverOutage`] too, which folds its connection failures into one
-/// outage; the default filter leaves those out of the log.
-///
-/// Colours only on a terminal (and not when `NO_COLOR` is set): a log file, a pod's log or a
-/// pipe into grep gets plain text, not escape sequences around every field.
-pub fn init_tracing(default_filter: &str) {
-    let shown =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(colours)
-                .with_filter(shown),
-        )
-        .with(CqlDriverOutage::new().with_filter(CqlDriverOutage::interest()))
-        .init();
-}
-
-/// The default log filter of the platform's services: the CQL driver's warnings, except its
-/// control connection's failures, which are folded into an outage instead (see
-/// [`CqlDriverOutage`]; the target is [`super::driver_outage::FOLDED`]).
-pub const DEFAULT_LOG_FILTER: &str =
-    "info,scylla=warn,scylla::cluster::metadata::cc_establisher=off";
 
 /// Why metrics could not be served.
 #[derive(Debug, thiserror::Error)]

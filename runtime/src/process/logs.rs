@@ -1,0 +1,76 @@
+//! Logs and traces, set up the same way in every binary: log lines on stderr, as text for a
+//! person or as JSON for a machine, and spans exported over OTLP when OpenTelemetry's
+//! environment asks for them (see [`super::traces`]).
+
+use std::io::IsTerminal as _;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+use super::driver_outage::CqlDriverOutage;
+use super::traces::{self, Traces};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for a person: time, level, target, message and fields.
+    #[default]
+    Text,
+    /// One JSON object per line, for a log pipeline: `timestamp`, `level`, `target`, the
+    /// event's `fields` (its `message` among them), the spans it happened in (`span`, `spans`)
+    /// and, when traces are exported, the `trace_id` of the write it belongs to.
+    Json,
+}
+
+/// The log flags every service takes.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct LogFlags {
+    /// How log lines are written on stderr: `text` for a person, `json` (one object per line)
+    /// for a log pipeline. Which lines: RUST_LOG (default: info).
+    #[arg(long, env = "WAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Logs to stderr as `RUST_LOG` says (`default_filter` when it is unset), in `format`, and
+/// exports the platform's spans over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its traces
+/// variant) is set, under `OTEL_SERVICE_NAME` or else `binary`. The CQL driver's own lines are
+/// read by [`CqlDriverOutage`] too, which folds its connection failures into one outage; the
+/// default filter leaves those out of the log.
+///
+/// Colours only on a terminal (and not when `NO_COLOR` is set): a log file, a pod's log or a
+/// pipe into grep gets plain text, not escape sequences around every field. Keep the returned
+/// [`Traces`] until the process ends and shut it down then, so its last spans are sent.
+pub fn init_tracing(binary: &str, default_filter: &str, format: LogFormat) -> Traces {
+    let shown =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let (traces, exported) = traces::start(binary);
+    let lines = match format {
+        LogFormat::Text => {
+            let colours = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(colours)
+                .boxed()
+        }
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_current_span(true)
+            .with_span_list(true)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(exported)
+        .with(lines.with_filter(shown))
+        .with(CqlDriverOutage::new().with_filter(CqlDriverOutage::interest()))
+        .init();
+    traces
+}
+
+/// The default log filter of the platform's services: the CQL driver's warnings, except its
+/// control connection's failures, which are folded into an outage instead (see
+/// [`CqlDriverOutage`]; the target is [`super::driver_outage::FOLDED`]).
+pub const DEFAULT_LOG_FILTER: &str =
+    "info,scylla=warn,scylla::cluster::metadata::cc_establisher=off";
