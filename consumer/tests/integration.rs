@@ -16,4 +16,5 @@ mod replication_crash;
 mod secured_cql;
 mod secured_kafka;
 mod simulation;
+mod traces;
 mod transaction_crash;

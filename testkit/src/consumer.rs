@@ -105,8 +105,18 @@ pub fn consumer_process_logging_to(
     namespaces: &std::path::Path,
     log: &std::path::Path,
 ) -> std::process::Child {
+    consumer_process_logging_with_env(namespaces, log, &[])
+}
+
+/// Like [`consumer_process_logging_to`], with `env` set over the stack's defaults.
+pub fn consumer_process_logging_with_env(
+    namespaces: &std::path::Path,
+    log: &std::path::Path,
+    env: &[(&str, String)],
+) -> std::process::Child {
     consumer_command(namespaces, "127.0.0.1:0", "127.0.0.1:0")
         .env_remove("RUST_LOG")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stderr(std::fs::File::create(log).expect("the log file"))
         .spawn()
         .expect("start wal-consumer")

@@ -56,7 +56,7 @@ mod writer;
 
 pub use stack::{
     Restart, SECOND_CLUSTER, arrival, assert_quiet, cargo_bin, cql_nodes, env_u64, eventually,
-    kafka_bootstrap, kafka2_bootstrap, memcached, outage, refusing_address, restart_kafka,
+    jaeger, kafka_bootstrap, kafka2_bootstrap, memcached, outage, refusing_address, restart_kafka,
     sqs_endpoint, stack, unique, warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.
@@ -65,8 +65,8 @@ pub use wal_queue::Backend;
 #[cfg(feature = "fleet")]
 pub use consumer::{
     consumer_process, consumer_process_at, consumer_process_from, consumer_process_logging_to,
-    consumer_process_with_env, local_stack, start_consumer, start_consumer_following,
-    start_consumer_with, terminate,
+    consumer_process_logging_with_env, consumer_process_with_env, local_stack, start_consumer,
+    start_consumer_following, start_consumer_with, terminate,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{

@@ -42,6 +42,17 @@ impl ProducerProcess {
         Self::launch(namespaces, write_timeout, Some(log), &[]).await
     }
 
+    /// Like [`start_logging_to`](Self::start_logging_to), with `env` set over the stack's
+    /// defaults.
+    pub async fn start_logging_with_env(
+        namespaces: &Path,
+        write_timeout: Duration,
+        log: &Path,
+        env: &[(&str, String)],
+    ) -> Self {
+        Self::launch(namespaces, write_timeout, Some(log), env).await
+    }
+
     /// Like [`start_with_env`](Self::start_with_env), running the binary `binary` (another
     /// build's, for an upgrade drill) rather than this build's.
     pub async fn start_from(

@@ -138,6 +138,17 @@ pub fn refusing_address() -> SocketAddr {
     );
 }
 
+/// The stack's Jaeger (`scripts/stack up jaeger`): where processes send spans over OTLP/gRPC,
+/// and its query API.
+pub fn jaeger() -> (String, String) {
+    let var =
+        |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    (
+        var("WAL_JAEGER_OTLP", "http://127.0.0.1:19317"),
+        var("WAL_JAEGER_QUERY", "http://127.0.0.1:19686"),
+    )
+}
+
 /// Runs `scripts/stack ACTION SERVICE`.
 pub fn stack(action: &str, service: &str) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");

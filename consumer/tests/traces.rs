@@ -1,0 +1,221 @@
+//! One write, one trace: the producer and consumer binaries export their spans to the stack's
+//! Jaeger (`scripts/stack up jaeger`), as OpenTelemetry's environment tells them, and log JSON.
+//! A write made with the caller's traceparent is refused once by its upstream and applied on
+//! the retry; Jaeger's query API then holds the whole of it under the caller's trace id: the
+//! producer's call and its enqueue, the consumer's delivery and both attempts, each a child of
+//! the one before. Every line both processes logged is a JSON object.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rand::Rng as _;
+use serde_json::Value;
+use wal_namespaces::Backend;
+use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_testkit::{
+    ProducerProcess, Upstream, consumer_process_logging_with_env, eventually, jaeger,
+    namespace_json, terminate, unique, write, write_true,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A span as Jaeger's query API gives it: its name, its service, its parent and its tags.
+#[derive(Debug, Clone)]
+struct Span {
+    id: String,
+    name: String,
+    service: String,
+    parent: Option<String>,
+    tags: BTreeMap<String, String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json() {
+    let (otlp, query) = jaeger();
+    // The upstream refuses the first delivery (a 500: retryable) and takes the second.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let upstream = Upstream::start(move |_| match counted.fetch_add(1, Ordering::SeqCst) {
+        0 => 500,
+        _ => 200,
+    })
+    .await;
+    let retry = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "jitter": 0.0}"#;
+    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), retry);
+    let name = serde_json::from_str::<Value>(&config).unwrap()["namespace"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let dir = std::env::temp_dir().join(unique("traces"));
+    let namespaces = dir.join("namespaces");
+    std::fs::create_dir_all(&namespaces).unwrap();
+    std::fs::write(namespaces.join("ns.json"), &config).unwrap();
+    let env = |service: &str| {
+        vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.clone()),
+            ("OTEL_SERVICE_NAME", service.to_owned()),
+            // Spans leave in a fifth of a second, not the SDK's default five.
+            ("OTEL_BSP_SCHEDULE_DELAY", "200".to_owned()),
+            ("WAL_LOG_FORMAT", "json".to_owned()),
+            ("RUST_LOG", "info,wal_consumer=debug".to_owned()),
+        ]
+    };
+    let (producer_log, consumer_log) = (dir.join("producer.log"), dir.join("consumer.log"));
+    let producer = ProducerProcess::start_logging_with_env(
+        &namespaces,
+        Duration::from_secs(10),
+        &producer_log,
+        &env("wal-producer"),
+    )
+    .await;
+    let mut consumer =
+        consumer_process_logging_with_env(&namespaces, &consumer_log, &env("wal-consumer"));
+
+    let trace_id = format!("{:032x}", rand::rng().random::<u128>() | 1);
+    let mut request = tonic::Request::new(write(&name, b"traced"));
+    let caller = format!("00-{trace_id}-00f067aa0ba902b7-01");
+    request
+        .metadata_mut()
+        .insert("traceparent", caller.parse().unwrap());
+    let client = WriteAheadLogClient::new(producer.channel.clone());
+    let entry_id = write_true(&client, request).await;
+    eventually(
+        LIMIT,
+        "the upstream to take the second delivery",
+        || async { (upstream.received().len() >= 2).then_some(()) },
+    )
+    .await;
+    let sent = upstream.received()[1].headers["traceparent"].clone();
+
+    let spans = eventually(LIMIT, "the whole trace in Jaeger", || {
+        let url = format!("{query}/api/traces/{trace_id}");
+        async move {
+            let spans = trace(&url).await?;
+            let attempts = spans.iter().filter(|s| s.name == "attempt").count();
+            (attempts >= 2 && spans.iter().any(|s| s.name == "enqueue")).then_some(spans)
+        }
+    })
+    .await;
+    let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
+    let [call] = named("write_to_log")[..] else {
+        panic!("one producer call: {spans:#?}");
+    };
+    assert_eq!(call.service, "wal-producer");
+    assert_eq!(
+        call.parent.as_deref(),
+        Some("00f067aa0ba902b7"),
+        "the caller's span"
+    );
+    assert_eq!(call.tags.get("entry_id"), Some(&entry_id));
+    assert_eq!(call.tags.get("outcome").map(String::as_str), Some("true"));
+    let [enqueue] = named("enqueue")[..] else {
+        panic!("one enqueue: {spans:#?}");
+    };
+    assert_eq!(enqueue.parent.as_ref(), Some(&call.id));
+    let deliveries = named("deliver");
+    assert!(!deliveries.is_empty(), "{spans:#?}");
+    for delivery in &deliveries {
+        assert_eq!(delivery.service, "wal-consumer");
+        assert_eq!(
+            delivery.parent.as_ref(),
+            Some(&call.id),
+            "a child of the write"
+        );
+        assert_eq!(delivery.tags.get("entry_id"), Some(&entry_id));
+    }
+    let mut attempts = named("attempt");
+    attempts.sort_by_key(|s| s.tags.get("attempt").cloned());
+    let outcomes: Vec<(&str, &str)> = attempts
+        .iter()
+        .map(|s| (s.tags["attempt"].as_str(), s.tags["outcome"].as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [("1", "retryable"), ("2", "applied")],
+        "{spans:#?}"
+    );
+    for attempt in &attempts {
+        assert!(
+            deliveries
+                .iter()
+                .any(|d| attempt.parent.as_ref() == Some(&d.id)),
+            "an attempt is a child of a delivery: {attempt:?}"
+        );
+    }
+    // The upstream's request is the applied attempt's child.
+    assert_eq!(
+        sent,
+        format!("00-{trace_id}-{}-01", attempts[1].id),
+        "the traceparent the upstream received"
+    );
+
+    terminate(&consumer);
+    consumer.wait().unwrap();
+    drop(producer);
+    let trace_lines = every_line_is_json(&consumer_log, &trace_id);
+    assert!(trace_lines > 0, "a consumer line names the write's trace");
+    every_line_is_json(&producer_log, &trace_id);
+}
+
+/// The spans Jaeger holds under one trace id; `None` until it has the trace.
+async fn trace(url: &str) -> Option<Vec<Span>> {
+    let text = reqwest::get(url).await.ok()?.text().await.ok()?;
+    let body: Value = serde_json::from_str(&text).ok()?;
+    let trace = body["data"].as_array()?.first()?;
+    let services: BTreeMap<&str, &str> = trace["processes"]
+        .as_object()?
+        .iter()
+        .filter_map(|(id, process)| Some((id.as_str(), process["serviceName"].as_str()?)))
+        .collect();
+    let spans = trace["spans"].as_array()?.iter().filter_map(|span| {
+        let parent = span["references"]
+            .as_array()?
+            .iter()
+            .find(|r| r["refType"] == "CHILD_OF")
+            .and_then(|r| r["spanID"].as_str())
+            .map(str::to_owned);
+        let tags = span["tags"]
+            .as_array()?
+            .iter()
+            .filter_map(|tag| {
+                let value = match &tag["value"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                Some((tag["key"].as_str()?.to_owned(), value))
+            })
+            .collect();
+        Some(Span {
+            id: span["spanID"].as_str()?.to_owned(),
+            name: span["operationName"].as_str()?.to_owned(),
+            service: services.get(span["processID"].as_str()?)?.to_string(),
+            parent,
+            tags,
+        })
+    });
+    Some(spans.collect())
+}
+
+/// Asserts every line of `log` is one JSON object with a time, a level, a target and the
+/// event's fields; returns how many name the trace `trace_id` in one of their spans.
+fn every_line_is_json(log: &std::path::Path, trace_id: &str) -> usize {
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(!text.trim().is_empty(), "{} is empty", log.display());
+    let mut traced = 0;
+    for line in text.lines() {
+        let object: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", log.display()));
+        for key in ["timestamp", "level", "target", "fields"] {
+            assert!(object.get(key).is_some(), "no {key}: {line}");
+        }
+        let spans = object["spans"].as_array().cloned().unwrap_or_default();
+        if spans.iter().any(|span| span["trace_id"] == trace_id) {
+            traced += 1;
+        }
+    }
+    traced
+}
