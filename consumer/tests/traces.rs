@@ -81,6 +81,9 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
     request
         .metadata_mut()
         .insert("traceparent", caller.parse().unwrap());
+    request
+        .metadata_mut()
+        .insert("tracestate", "wal=test".parse().unwrap());
     let client = WriteAheadLogClient::new(producer.channel.clone());
     let entry_id = write_true(&client, request).await;
     eventually(
@@ -90,6 +93,14 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
     )
     .await;
     let sent = upstream.received()[1].headers["traceparent"].clone();
+    assert_eq!(
+        upstream.received()[1]
+            .headers
+            .get("tracestate")
+            .map(String::as_str),
+        Some("wal=test"),
+        "the caller's tracestate reaches the target"
+    );
 
     let spans = eventually(LIMIT, "the whole trace in Jaeger", || {
         let url = format!("{query}/api/traces/{trace_id}");

@@ -116,7 +116,7 @@ impl RegionWriterService {
             let mutation = Mutation {
                 entry,
                 payload,
-                traceparent: None,
+                trace: None,
             };
             target.apply(mutation).await
         };

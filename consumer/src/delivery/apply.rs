@@ -48,12 +48,9 @@ impl Deliverer {
         let onward = trace_context::onward(&span, &entry.trace_context);
         // The whole attempt is bounded: resolving the payload and the target (a connection, a
         // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let applied = self.applier.apply(
-            &context.namespace,
-            entry,
-            spec,
-            trace_context::traceparent(&onward),
-        );
+        let applied = self
+            .applier
+            .apply(&context.namespace, entry, spec, Some(&onward));
         // A heartbeat is the platform's own, not a mutation to keep.
         let archive = archive_of(&context.namespace).filter(|_| !entry.heartbeat);
         let applied = match archive {

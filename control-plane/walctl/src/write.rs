@@ -10,6 +10,8 @@ use serde_json::json;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 
+use wal_runtime::trace_context;
+
 use crate::output::{self, Format};
 use crate::producer::ProducerFlags;
 use crate::{Exit, Failure};
@@ -44,6 +46,10 @@ pub struct Write {
     /// The target's settings as a JSON object.
     #[arg(long, requires = "target_kind")]
     target_settings: Option<String>,
+    /// A W3C traceparent (00-<trace id>-<span id>-<flags>) sent with the write: its trace is
+    /// the write's, through the producer, the consumer and the target's request.
+    #[arg(long)]
+    traceparent: Option<String>,
 }
 
 pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
@@ -82,6 +88,19 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         idempotency_id: write.idempotency_id,
         key: write.key,
     };
+    let mut request = tonic::Request::new(request);
+    if let Some(traceparent) = &write.traceparent {
+        let carrier =
+            trace_context::Carrier::from([("traceparent".to_owned(), traceparent.clone())]);
+        let value = trace_context::trace_id(&carrier)
+            .and_then(|_| traceparent.parse().ok())
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "--traceparent {traceparent:?} is not a W3C traceparent; expected 00-<32 lowercase hex, not all zero>-<16 lowercase hex>-<2 hex>"
+                ))
+            })?;
+        request.metadata_mut().insert("traceparent", value);
+    }
     let mut client = WriteAheadLogClient::new(write.producer.connect().await?);
     let response = client
         .write_to_log(request)

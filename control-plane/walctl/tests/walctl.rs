@@ -187,6 +187,28 @@ async fn write_prints_the_durable_answer_and_exits_by_it() {
     assert_eq!(answer["durable"], "TRUE");
     assert_eq!(answer["entry_id"], "w-1");
 
+    // The caller's trace goes on with the entry: its trace id, a span of the producer's own.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let args = [
+        "write",
+        &name,
+        "traced",
+        "--idempotency-id",
+        "w-2",
+        "--traceparent",
+        &parent,
+    ];
+    let traced = walctl(&[&args[..], &producer[..]].concat()).await;
+    assert_eq!(traced.status.code(), Some(0), "{}", stderr(&traced));
+    let entries = wal_testkit::kafka_log(&format!("{name}-q0")).await;
+    let entry = entries
+        .iter()
+        .find(|e| e.id == "w-2")
+        .expect("the traced entry");
+    let carried = &entry.trace_context["traceparent"];
+    assert!(carried.starts_with(&format!("00-{trace}-")), "{carried}");
+
     let file = write_file("{\"payload\": \"from a file\"}");
     let from_file = walctl(&[&["write", &name, "--file", &file][..], &producer[..]].concat()).await;
     assert_eq!(from_file.status.code(), Some(0), "{}", stderr(&from_file));
@@ -216,13 +238,14 @@ async fn write_prints_the_durable_answer_and_exits_by_it() {
 #[tokio::test]
 async fn write_arguments_are_checked_before_anything_is_sent() {
     // (arguments after `write`, what stderr names)
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["ns", "x", "--delay", "soon"], "--delay"),
         // A payload and --file both.
         (&["ns", "x", "--file", "/tmp/p"], "--file"),
         // Neither.
         (&["ns"], "PAYLOAD"),
         (&["ns", "x", "--target-kind", "cql"], "--target-settings"),
+        (&["ns", "x", "--traceparent", "00-abc-01"], "--traceparent"),
     ];
     for (args, needle) in cases {
         let output = walctl(&[&["write"], args].concat()).await;

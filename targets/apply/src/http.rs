@@ -90,8 +90,8 @@ impl Target for HttpTarget {
                 entry.deliver_at_micros.to_string(),
             )
             .body(mutation.payload.to_vec());
-        if let Some(traceparent) = mutation.traceparent {
-            request = request.header("traceparent", traceparent);
+        for (name, value) in mutation.trace.into_iter().flatten() {
+            request = request.header(name, value);
         }
         let response = request.send().await.map_err(|e| {
             let reason = format!("POST {}", self.url);

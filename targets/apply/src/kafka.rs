@@ -65,10 +65,10 @@ impl Target for KafkaTopicTarget {
                 key: "wal-original-write-time-micros",
                 value: Some(written.as_bytes()),
             });
-        if let Some(traceparent) = mutation.traceparent {
+        for (name, value) in mutation.trace.into_iter().flatten() {
             headers = headers.insert(Header {
-                key: "traceparent",
-                value: Some(traceparent.as_bytes()),
+                key: name,
+                value: Some(value.as_bytes()),
             });
         }
         let mut record = FutureRecord::to(&self.settings.topic)

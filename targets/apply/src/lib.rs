@@ -51,8 +51,9 @@ use crate::clients::Clients;
 pub struct Mutation<'a> {
     pub entry: &'a Entry,
     pub payload: &'a [u8],
-    /// The W3C `traceparent` to send downstream: the write's trace, continued by this delivery.
-    pub traceparent: Option<&'a str>,
+    /// The W3C trace context to send downstream (`traceparent`, and `tracestate` when the
+    /// write has one): the write's trace, continued by this delivery.
+    pub trace: Option<&'a wal_runtime::trace_context::Carrier>,
 }
 
 /// A configured target: applies entries to one table, cache, topic or upstream.

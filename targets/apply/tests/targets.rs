@@ -90,7 +90,7 @@ async fn apply(
         .apply(Mutation {
             entry,
             payload,
-            traceparent: None,
+            trace: None,
         })
         .await
 }

@@ -9,6 +9,7 @@ mod transaction;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
+use wal_runtime::trace_context::Carrier;
 
 use wal_durable::DurableError;
 use wal_namespaces::Namespace;
@@ -55,11 +56,11 @@ impl Applier {
         namespace: &Namespace,
         entry: &Entry,
         spec: Option<&TargetSpec>,
-        traceparent: Option<&str>,
+        trace: Option<&Carrier>,
     ) -> Result<(), TargetError> {
         if let Some(Body::Transaction(marker)) = &entry.body {
             // Boxed: it applies many items; every delivery's future would carry its size.
-            return Box::pin(self.apply_transaction(namespace, entry, marker, traceparent)).await;
+            return Box::pin(self.apply_transaction(namespace, entry, marker, trace)).await;
         }
         let spec = spec.ok_or_else(|| {
             TargetError::permanent(
@@ -72,7 +73,7 @@ impl Applier {
             let mutation = Mutation {
                 entry,
                 payload: &payload,
-                traceparent,
+                trace,
             };
             target.apply(mutation).await
         };

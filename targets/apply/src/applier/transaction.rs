@@ -15,6 +15,7 @@
 
 use futures::StreamExt as _;
 use std::sync::Arc;
+use wal_runtime::trace_context::Carrier;
 
 use wal_durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
 use wal_namespaces::Namespace;
@@ -45,7 +46,7 @@ impl Applier {
         namespace: &Namespace,
         marker_entry: &Entry,
         marker: &TransactionMarker,
-        traceparent: Option<&str>,
+        trace: Option<&Carrier>,
     ) -> Result<(), TargetError> {
         let id = marker.transaction_id.as_str();
         let (storage, txn) = self.staged(namespace, id).await?;
@@ -86,7 +87,7 @@ impl Applier {
             namespace,
             marker_entry,
             marker,
-            traceparent,
+            trace,
         };
         self.apply_items(&items, &mut progress).await?;
         let finished = storage
@@ -129,7 +130,7 @@ impl Applier {
             namespace,
             marker_entry,
             marker,
-            traceparent,
+            trace,
         } = *items;
         let id = marker.transaction_id.as_str();
         let mut staged = match progress
@@ -157,7 +158,7 @@ impl Applier {
             }
             let entry = item_entry(marker_entry, id, &item);
             let applied = self
-                .apply(namespace, &entry, entry.target.as_ref(), traceparent)
+                .apply(namespace, &entry, entry.target.as_ref(), trace)
                 .await;
             if let Err(error) = applied {
                 // The marker has no breaker of its own (its items' targets differ): an item's
@@ -198,7 +199,7 @@ struct Items<'a> {
     namespace: &'a Namespace,
     marker_entry: &'a Entry,
     marker: &'a TransactionMarker,
-    traceparent: Option<&'a str>,
+    trace: Option<&'a Carrier>,
 }
 
 /// Takes the transaction's apply lease for `applier`: false when another attempt applied it
