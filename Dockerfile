@@ -7,13 +7,15 @@
 #   docker run --rm wal:dev wal-producer --help
 
 FROM rust:1.95-bookworm AS build
+# The commit, for wal_build_info: docker build --build-arg WAL_COMMIT=$(git rev-parse --short HEAD)
+ARG WAL_COMMIT=unknown
 WORKDIR /src
 COPY . .
 # librdkafka is compiled from source by rdkafka-sys (C toolchain and make come with this image)
 # and links the image's OpenSSL (libssl-dev, found by pkg-config) for Kafka TLS and SASL.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked \
+    WAL_COMMIT=$WAL_COMMIT cargo build --release --locked \
       -p wal-producer -p wal-consumer -p wal-control-plane -p wal-writer -p walctl --bins \
  && mkdir /out \
  && cp target/release/wal-producer target/release/wal-consumer \

@@ -4,7 +4,7 @@
 //!
 //! A real `wal-consumer` process reads one namespace; an in-process producer writes
 //! PARKED_SMALL (1,000) entries delayed by a day, and once the consumer has parked them all
-//! (`wal_consumer_parked_total` on its metrics endpoint) and settled for a few seconds, the
+//! (`wal_consumer_parks_total` on its metrics endpoint) and settled for a few seconds, the
 //! process's VmRSS is read; then up to PARKED_LARGE (100,000) in all, and again. Run with:
 //!     scripts/stack up && cargo bench -p wal-consumer --bench parked_memory
 //! Tunables (environment): PARKED_SMALL, PARKED_LARGE, PARKED_BACKENDS (kafka,sqs).
@@ -81,7 +81,7 @@ async fn park(
         Duration::from_secs(600),
         "every entry to be parked",
         || async {
-            let parked = counter(metrics_port, "wal_consumer_parked_total").await?;
+            let parked = counter(metrics_port, "wal_consumer_parks_total").await?;
             (parked >= total).then_some(())
         },
     )

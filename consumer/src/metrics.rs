@@ -19,7 +19,9 @@ pub const HELD: &str = "wal_consumer_held";
 pub const BACKLOG: &str = "wal_consumer_backlog";
 pub const QUEUE_ERRORS: &str = "wal_consumer_queue_errors_total";
 pub const PARKED: &str = "wal_consumer_parked";
-pub const PARKED_TOTAL: &str = "wal_consumer_parked_total";
+/// Not `wal_consumer_parked_total`: under OpenMetrics that is the `wal_consumer_parked` family's
+/// counter sample, which the gauge [`PARKED`] already names.
+pub const PARKED_TOTAL: &str = "wal_consumer_parks_total";
 pub const EARLY: &str = "wal_consumer_early_total";
 pub const REPLICATION_LAG_ENTRIES: &str = "wal_replication_lag_entries";
 pub const REPLICATION_LAG_SECONDS: &str = "wal_replication_lag_seconds";

@@ -56,8 +56,28 @@ pub fn install_metrics(buckets: &[f64]) -> Result<MetricsHandle, MetricsError> {
     Ok(MetricsHandle { prometheus })
 }
 
+/// The platform's version, as every binary's `--version` says it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The commit this build is of, when the build said (`WAL_COMMIT` in the compiler's
+/// environment: the Dockerfile passes its `WAL_COMMIT` build argument); `unknown` otherwise.
+pub const COMMIT: &str = match option_env!("WAL_COMMIT") {
+    Some(commit) => commit,
+    None => "unknown",
+};
+
+/// `wal_build_info{version, commit}` 1: which build answers a scrape, for a dashboard to show
+/// and an upgrade to be followed by.
+fn build_info() {
+    metrics::describe_gauge!(
+        "wal_build_info",
+        "Always 1; its labels say the process's version and the commit it was built from."
+    );
+    metrics::gauge!("wal_build_info", "version" => VERSION, "commit" => COMMIT).set(1.0);
+}
+
 /// Installs the recorder ([`install_metrics`]) and serves its scrape over HTTP on `listen`
-/// (any path answers, as Prometheus exporters do).
+/// (any path answers, as Prometheus exporters do), with `wal_build_info` in it.
 pub fn serve_metrics(listen: SocketAddr, buckets: &[f64]) -> Result<(), MetricsError> {
     // Bound here, so a port in use fails the start rather than a background task.
     let bound = std::net::TcpListener::bind(listen)
@@ -68,6 +88,7 @@ pub fn serve_metrics(listen: SocketAddr, buckets: &[f64]) -> Result<(), MetricsE
         source,
     })?;
     let handle = install_metrics(buckets)?;
+    build_info();
     tokio::spawn(scrape::serve(listener, handle));
     Ok(())
 }

@@ -58,14 +58,25 @@ pub async fn start(
     if let Some(metrics) = pod.ports.get("metrics") {
         let port = probe_port(ports, *metrics)?;
         let answer = get_metrics(port).await;
-        if !answer.starts_with("HTTP/1.1 200") {
+        let status = answer.lines().next().unwrap_or_default();
+        if !status.starts_with("HTTP/1.1 200") {
             bail!(
-                "{}: GET /metrics on its metrics port 127.0.0.1:{port} answered {answer:?}",
+                "{}: GET /metrics on its metrics port 127.0.0.1:{port} answered {status:?}",
+                pod.deployment
+            );
+        }
+        // Which build answers: every process says so in its scrape.
+        if !answer
+            .lines()
+            .any(|line| line.starts_with("wal_build_info{"))
+        {
+            bail!(
+                "{}: the scrape on 127.0.0.1:{port} has no wal_build_info",
                 pod.deployment
             );
         }
         say(&format!(
-            "{}: /metrics answers on its metrics port",
+            "{}: /metrics answers on its metrics port, wal_build_info in it",
             pod.deployment
         ));
     }
@@ -110,7 +121,7 @@ async fn probe_once(probe: Probe, port: u16) -> bool {
     }
 }
 
-/// The status line of GET /metrics, or what went wrong.
+/// The answer to GET /metrics (its status line first), or what went wrong.
 async fn get_metrics(port: u16) -> String {
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
@@ -119,16 +130,10 @@ async fn get_metrics(port: u16) -> String {
             .await?;
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer).await?;
-        Ok::<_, std::io::Error>(
-            String::from_utf8_lossy(&answer)
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&answer).into_owned())
     };
     match tokio::time::timeout(Duration::from_secs(10), exchange).await {
-        Ok(Ok(line)) => line,
+        Ok(Ok(answer)) => answer,
         Ok(Err(e)) => e.to_string(),
         Err(_) => "no answer within 10 s".into(),
     }
