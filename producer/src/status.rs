@@ -1,6 +1,7 @@
 //! The one place where refusals become gRPC statuses.
 
-use tonic::Status;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
 
 use crate::admission::Shed;
 use crate::request::Invalid;
@@ -9,8 +10,19 @@ pub fn invalid(error: &Invalid) -> Status {
     Status::invalid_argument(error.to_string())
 }
 
+/// RESOURCE_EXHAUSTED, with a `google.rpc.RetryInfo` detail when the namespace's rate limit
+/// knows when the next write is let through: a client reads the wait from it rather than the
+/// message's words. (A write over the in-flight cap gets none: that wait depends on the writes
+/// ahead of it, so the client backs off as it would.)
 pub fn shed(error: &Shed) -> Status {
-    Status::resource_exhausted(error.to_string())
+    match error {
+        Shed::Rate { retry_after, .. } => Status::with_error_details(
+            Code::ResourceExhausted,
+            error.to_string(),
+            ErrorDetails::with_retry_info(Some(*retry_after)),
+        ),
+        Shed::InFlight { .. } => Status::resource_exhausted(error.to_string()),
+    }
 }
 
 pub fn unknown_namespace(name: &str) -> Status {

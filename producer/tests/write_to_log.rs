@@ -271,7 +271,16 @@ async fn a_burst_far_over_one_namespace_is_shed_while_another_keeps_writing() {
         last_answer = last_answer.max(answered);
         let key = match answer {
             Ok(response) => format!("{:?}", response.into_inner().durable()),
-            Err(status) => format!("{:?}", status.code()),
+            Err(status) => {
+                // The wait is machine-readable: google.rpc.RetryInfo, within the limit's second.
+                use tonic_types::StatusExt as _;
+                let wait = status.get_details_retry_info().and_then(|r| r.retry_delay);
+                assert!(
+                    wait.is_some_and(|w| w <= Duration::from_secs(1)),
+                    "a shed write's RetryInfo: {wait:?} ({status:?})"
+                );
+                format!("{:?}", status.code())
+            }
         };
         *tally.entry(key).or_default() += 1;
     }
