@@ -1,4 +1,6 @@
-//! The metrics scrape over HTTP/1: every request, whatever its path, gets the rendered metrics.
+//! The metrics scrape over HTTP/1: every request, whatever its path, gets the rendered metrics,
+//! the process's own (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+//! `process_open_fds`, ... as every Prometheus client library names them) read just before.
 //! Ours rather than the exporter's listener so the scrape can leave out ended series
 //! ([`super::series`]).
 
@@ -18,6 +20,8 @@ use super::telemetry::MetricsHandle;
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4";
 
 pub async fn serve(listener: TcpListener, handle: MetricsHandle) {
+    let process = metrics_process::Collector::default();
+    process.describe();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -28,9 +32,10 @@ pub async fn serve(listener: TcpListener, handle: MetricsHandle) {
                 continue;
             }
         };
-        let handle = handle.clone();
+        let (handle, process) = (handle.clone(), process.clone());
         tokio::spawn(async move {
             let service = service_fn(move |_: Request<Incoming>| {
+                process.collect();
                 let body = handle.render();
                 async move {
                     let mut response = Response::new(Full::new(Bytes::from(body)));
