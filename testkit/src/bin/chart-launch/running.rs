@@ -65,18 +65,18 @@ pub async fn start(
                 pod.deployment
             );
         }
-        // Which build answers: every process says so in its scrape.
-        if !answer
-            .lines()
-            .any(|line| line.starts_with("wal_build_info{"))
-        {
-            bail!(
-                "{}: the scrape on 127.0.0.1:{port} has no wal_build_info",
-                pod.deployment
-            );
+        // Which build answers, and the process's own resources: every scrape has both.
+        for wanted in ["wal_build_info{", "process_resident_memory_bytes "] {
+            if !answer.lines().any(|line| line.starts_with(wanted)) {
+                bail!(
+                    "{}: the scrape on 127.0.0.1:{port} has no {}",
+                    pod.deployment,
+                    wanted.trim_end_matches(['{', ' '])
+                );
+            }
         }
         say(&format!(
-            "{}: /metrics answers on its metrics port, wal_build_info in it",
+            "{}: /metrics answers on its metrics port, wal_build_info and process_* in it",
             pod.deployment
         ));
     }
