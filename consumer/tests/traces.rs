@@ -8,6 +8,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,8 +19,8 @@ use serde_json::Value;
 use wal_namespaces::Backend;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_testkit::{
-    ProducerProcess, Upstream, consumer_process_logging_with_env, eventually, jaeger,
-    namespace_json, terminate, unique, write, write_true,
+    ProducerProcess, Upstream, cache_set, cached, cargo_bin, consumer_process_logging_with_env,
+    eventually, jaeger, namespace_json, region_caches, terminate, unique, write, write_true,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -35,7 +37,6 @@ struct Span {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json() {
-    let (otlp, query) = jaeger();
     // The upstream refuses the first delivery (a 500: retryable) and takes the second.
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
@@ -46,41 +47,15 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
     .await;
     let retry = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "jitter": 0.0}"#;
     let config = namespace_json(Backend::Kafka, 1, &upstream.target(), retry);
-    let name = serde_json::from_str::<Value>(&config).unwrap()["namespace"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let dir = std::env::temp_dir().join(unique("traces"));
-    let namespaces = dir.join("namespaces");
-    std::fs::create_dir_all(&namespaces).unwrap();
-    std::fs::write(namespaces.join("ns.json"), &config).unwrap();
-    let env = |service: &str| {
-        vec![
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.clone()),
-            ("OTEL_SERVICE_NAME", service.to_owned()),
-            // Spans leave in a fifth of a second, not the SDK's default five.
-            ("OTEL_BSP_SCHEDULE_DELAY", "200".to_owned()),
-            ("WAL_LOG_FORMAT", "json".to_owned()),
-            ("RUST_LOG", "info,wal_consumer=debug".to_owned()),
-        ]
-    };
-    let (producer_log, consumer_log) = (dir.join("producer.log"), dir.join("consumer.log"));
-    let producer = ProducerProcess::start_logging_with_env(
-        &namespaces,
-        Duration::from_secs(10),
-        &producer_log,
-        &env("wal-producer"),
-    )
-    .await;
-    let mut consumer =
-        consumer_process_logging_with_env(&namespaces, &consumer_log, &env("wal-consumer"));
+    let traced = Traced::start(&config).await;
+    let (name, producer, mut consumer) = (&traced.name, &traced.producer, traced.consumer);
+    let (producer_log, consumer_log) = (&traced.producer_log, &traced.consumer_log);
 
-    let trace_id = format!("{:032x}", rand::rng().random::<u128>() | 1);
-    let mut request = tonic::Request::new(write(&name, b"traced"));
-    let caller = format!("00-{trace_id}-00f067aa0ba902b7-01");
+    let trace_id = new_trace_id();
+    let mut request = tonic::Request::new(write(name, b"traced"));
     request
         .metadata_mut()
-        .insert("traceparent", caller.parse().unwrap());
+        .insert("traceparent", caller(&trace_id).parse().unwrap());
     request
         .metadata_mut()
         .insert("tracestate", "wal=test".parse().unwrap());
@@ -102,13 +77,9 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
         "the caller's tracestate reaches the target"
     );
 
-    let spans = eventually(LIMIT, "the whole trace in Jaeger", || {
-        let url = format!("{query}/api/traces/{trace_id}");
-        async move {
-            let spans = trace(&url).await?;
-            let attempts = spans.iter().filter(|s| s.name == "attempt").count();
-            (attempts >= 2 && spans.iter().any(|s| s.name == "enqueue")).then_some(spans)
-        }
+    let spans = trace_with(&trace_id, |spans| {
+        let attempts = spans.iter().filter(|s| s.name == "attempt").count();
+        attempts >= 2 && spans.iter().any(|s| s.name == "enqueue")
     })
     .await;
     let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
@@ -166,10 +137,148 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
 
     terminate(&consumer);
     consumer.wait().unwrap();
-    drop(producer);
-    let trace_lines = every_line_is_json(&consumer_log, &trace_id);
+    let trace_lines = every_line_is_json(consumer_log, &trace_id);
     assert!(trace_lines > 0, "a consumer line names the write's trace");
-    every_line_is_json(&producer_log, &trace_id);
+    every_line_is_json(producer_log, &trace_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_write_is_applied_by_the_writer_in_its_trace() {
+    let cache = region_caches()[1].clone();
+    let address = wal_testkit::refusing_address();
+    let log = std::env::temp_dir().join(unique("writer.log"));
+    let mut writer = Command::new(cargo_bin("wal-writer"))
+        .env("WAL_WRITER_LISTEN", address.to_string())
+        .env("WAL_WRITER_METRICS_LISTEN", "127.0.0.1:0")
+        .env("WAL_REGION", "regionb")
+        .env("WAL_MEMCACHED", &cache)
+        .envs(exporting("wal-writer"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start wal-writer");
+    let target = format!(
+        r#"{{"kind": "region", "settings": {{"regions": {{"regionb": {{"writer": "{address}"}}}}}}}}"#
+    );
+    let traced = Traced::start(&namespace_json(Backend::Kafka, 1, &target, "")).await;
+    let key = unique("traced");
+    let trace_id = new_trace_id();
+    let mut request = tonic::Request::new(write(&traced.name, cache_set(&key, "v").as_bytes()));
+    request
+        .metadata_mut()
+        .insert("traceparent", caller(&trace_id).parse().unwrap());
+    let client = WriteAheadLogClient::new(traced.producer.channel.clone());
+    write_true(&client, request).await;
+    let memcached = memcache::exp::AsyncMetaClient::connect(cache.as_str())
+        .await
+        .unwrap();
+    eventually(LIMIT, "the write replicated to regionb's cache", || async {
+        cached(&memcached, &key)
+            .await
+            .filter(|v| v == "v")
+            .map(drop)
+    })
+    .await;
+
+    let spans = trace_with(&trace_id, |spans| {
+        spans.iter().any(|s| s.name == "replicated_apply")
+    })
+    .await;
+    let [apply] = &spans
+        .iter()
+        .filter(|s| s.name == "replicated_apply")
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("one apply in regionb: {spans:#?}");
+    };
+    assert_eq!(apply.service, "wal-writer");
+    let parent = spans.iter().find(|s| apply.parent.as_ref() == Some(&s.id));
+    assert!(
+        parent.is_some_and(|p| p.name == "attempt" && p.service == "wal-consumer"),
+        "the writer's apply is the sending attempt's child: {spans:#?}"
+    );
+    terminate(&writer);
+    writer.wait().unwrap();
+    every_line_is_json(&log, &trace_id);
+}
+
+/// A producer and a consumer process serving one namespace, exporting spans to the stack's
+/// Jaeger and logging JSON to files of their own.
+struct Traced {
+    name: String,
+    producer: ProducerProcess,
+    consumer: std::process::Child,
+    producer_log: PathBuf,
+    consumer_log: PathBuf,
+}
+
+impl Traced {
+    async fn start(config: &str) -> Self {
+        let name = serde_json::from_str::<Value>(config).unwrap()["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let dir = std::env::temp_dir().join(unique("traces"));
+        let namespaces = dir.join("namespaces");
+        std::fs::create_dir_all(&namespaces).unwrap();
+        std::fs::write(namespaces.join("ns.json"), config).unwrap();
+        let (producer_log, consumer_log) = (dir.join("producer.log"), dir.join("consumer.log"));
+        let producer = ProducerProcess::start_logging_with_env(
+            &namespaces,
+            Duration::from_secs(10),
+            &producer_log,
+            &exporting("wal-producer"),
+        )
+        .await;
+        let consumer = consumer_process_logging_with_env(
+            &namespaces,
+            &consumer_log,
+            &exporting("wal-consumer"),
+        );
+        Self {
+            name,
+            producer,
+            consumer,
+            producer_log,
+            consumer_log,
+        }
+    }
+}
+
+/// A process's environment for exporting its spans to the stack's Jaeger as `service`, and
+/// logging JSON (the consumer's debug lines too).
+fn exporting(service: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", jaeger().0),
+        ("OTEL_SERVICE_NAME", service.to_owned()),
+        // Spans leave in a fifth of a second, not the SDK's default five.
+        ("OTEL_BSP_SCHEDULE_DELAY", "200".to_owned()),
+        ("WAL_LOG_FORMAT", "json".to_owned()),
+        ("RUST_LOG", "info,wal_consumer=debug".to_owned()),
+    ]
+}
+
+/// A trace id no earlier run used.
+fn new_trace_id() -> String {
+    format!("{:032x}", rand::rng().random::<u128>() | 1)
+}
+
+/// The caller's traceparent: a span of its own in the trace `trace_id`.
+fn caller(trace_id: &str) -> String {
+    format!("00-{trace_id}-00f067aa0ba902b7-01")
+}
+
+/// The trace's spans once Jaeger holds what `complete` asks for.
+async fn trace_with(trace_id: &str, complete: impl Fn(&[Span]) -> bool) -> Vec<Span> {
+    let url = format!("{}/api/traces/{trace_id}", jaeger().1);
+    eventually(LIMIT, "the whole trace in Jaeger", || {
+        let (url, complete) = (url.clone(), &complete);
+        async move {
+            let spans = trace(&url).await?;
+            complete(&spans).then_some(spans)
+        }
+    })
+    .await
 }
 
 /// The spans Jaeger holds under one trace id; `None` until it has the trace.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
 use wal_apply::clients::{ClientSettings, Clients};
 use wal_apply::{Mutation, TargetError, TargetRegistry, cache, cql};
 use wal_namespaces::Action;
@@ -157,8 +158,13 @@ impl RegionWriter for RegionWriterService {
             )));
         };
         let started = Instant::now();
-        let applied =
-            futures::future::join_all(request.entries.iter().map(|e| self.apply(e))).await;
+        let applied = futures::future::join_all(
+            request
+                .entries
+                .iter()
+                .map(|e| self.apply(e).instrument(apply_span(e))),
+        )
+        .await;
         let outcomes: Vec<ApplyOutcome> = request
             .entries
             .iter()
@@ -252,4 +258,20 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// A replicated entry's apply as a span of the write's trace (the sending attempt's child), when
+/// this writer exports spans; none otherwise.
+fn apply_span(entry: &Entry) -> tracing::Span {
+    if !wal_runtime::process::exporting() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "replicated_apply",
+        namespace = %entry.namespace,
+        entry_id = %entry.id,
+        origin = %entry.origin_region,
+    );
+    wal_runtime::trace_context::follow(&span, &entry.trace_context);
+    span
 }

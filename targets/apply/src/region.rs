@@ -125,13 +125,17 @@ impl Target for RegionTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
         // The payload is resolved (a claim check read here: the destination cannot reach this
         // region's durable storage); the rest of the envelope travels as written, so the
-        // writer sees the id, the original write time and the origin region.
-        let entry = Entry {
+        // writer sees the id, the original write time and the origin region. Its trace context
+        // is this attempt's: the writer's apply is the attempt's child, in the write's trace.
+        let mut entry = Entry {
             body: Some(Body::Payload(mutation.payload.to_vec())),
             target: Some(self.apply.clone()),
             destination_region: self.region.clone(),
             ..mutation.entry.clone()
         };
+        if let Some(trace) = mutation.trace.filter(|trace| !trace.is_empty()) {
+            entry.trace_context = trace.clone();
+        }
         let (outcome, answer) = oneshot::channel();
         let gone =
             || TargetError::unavailable(format!("the sender to region '{}' stopped", self.region));
