@@ -253,8 +253,13 @@ func checkDashboard(file, text string, exported Exported) (uid string, problems 
 	if err := json.Unmarshal([]byte(text), &d); err != nil {
 		return "", []string{fmt.Sprintf("dashboard %s: not valid JSON: %v", file, err)}
 	}
+	said := map[string]bool{}
 	say := func(format string, args ...any) {
-		problems = append(problems, fmt.Sprintf("dashboard %s: ", file)+fmt.Sprintf(format, args...))
+		problem := fmt.Sprintf("dashboard %s: ", file) + fmt.Sprintf(format, args...)
+		if !said[problem] { // once for a panel's several queries
+			said[problem] = true
+			problems = append(problems, problem)
+		}
 	}
 	if d.UID == "" || len(d.UID) > 40 {
 		say("uid %q: Grafana needs one of 1 to 40 characters", d.UID)
