@@ -364,6 +364,33 @@ func TestTheWritersServiceCarriesGRPCOnlyAndItsMetricsAreScrapedInside(t *testin
 	}
 }
 
+// The processes label series with the WAL namespace, a broker's service and a target's
+// endpoint, names Prometheus gives target labels too: the ServiceMonitor keeps the processes'.
+func TestTheServiceMonitorKeepsTheProcessesOwnLabels(t *testing.T) {
+	out, err := render(t, "--set", "metrics.serviceMonitor.enabled=true")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	manifests, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitors := 0
+	for _, m := range manifests {
+		if sm, ok := m.Object.(*Resource[ServiceMonitorSpec]); ok {
+			monitors++
+			for _, e := range sm.Spec.Endpoints {
+				if !e.HonorLabels {
+					t.Errorf("ServiceMonitor %s, port %s: honorLabels off; the processes' namespace, service and endpoint labels would be renamed exported_*", sm.Name, e.Port)
+				}
+			}
+		}
+	}
+	if monitors != 1 {
+		t.Errorf("%d ServiceMonitors, want 1", monitors)
+	}
+}
+
 func TestTheWriterIsOffUnlessEnabled(t *testing.T) {
 	out, err := render(t, "--set", "networkPolicy.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
 	if err != nil {

@@ -42,8 +42,9 @@ type ScaledObjectSpec struct {
 type ServiceMonitorSpec struct {
 	Selector  metav1.LabelSelector `json:"selector"`
 	Endpoints []struct {
-		Port     string `json:"port"`
-		Interval string `json:"interval,omitempty"`
+		Port        string `json:"port"`
+		Interval    string `json:"interval,omitempty"`
+		HonorLabels bool   `json:"honorLabels,omitempty"`
 	} `json:"endpoints"`
 }
 
