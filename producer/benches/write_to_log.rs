@@ -7,7 +7,9 @@
 //! - latency at half of WriteToLog's measured maximum throughput (BENCH_PACE sets another share),
 //!   both sides paced at that rate;
 //! - WriteToLog with mTLS and authorization on (a second producer process, client certificates,
-//!   an `access.write` grant) against plaintext, at maximum throughput and at half of it.
+//!   an `access.write` grant) against plaintext, at maximum throughput and at half of it;
+//! - WriteToLog exporting its spans to the stack's Jaeger (`scripts/stack up jaeger`), every
+//!   write sampled and one in a hundred, against traces off.
 //!
 //! The producer runs as its own process (the release `wal-producer` binary), as in production.
 //! Each figure is the median of three alternating rounds. CPU per write is the producer
@@ -16,10 +18,10 @@
 //! time that process's threads waited for a CPU per write (ready, not running: schedstat), and
 //! how busy the whole machine was: on a shared machine, latency a side spends queued for a CPU
 //! is not time its code took. Run with:
-//!     scripts/stack up && cargo bench -p wal-producer --bench write_to_log
+//!     scripts/stack up && scripts/stack up jaeger && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
 //! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16), BENCH_PARTS (the sections to run,
-//! comma-separated: `unary,batch,tls,sqs`, all by default; `unary` alone is the quick A/B of a
+//! comma-separated: `unary,batch,tls,traces,sqs`, all by default; `unary` alone is the quick A/B of a
 //! write-path change), BENCH_PACE (0.5: the share of WriteToLog's maximum at which the unary
 //! latency rounds pace both sides).
 
@@ -321,6 +323,7 @@ const PRINCIPAL: &str = "bench";
 async fn start_producer(
     dir: &std::path::Path,
     tls: Option<&Pki>,
+    env: &[(&str, String)],
 ) -> (ProducerProcess, Vec<WriteAheadLogClient<Channel>>) {
     let (port, metrics_port) = (free_port(), free_port());
     let mut command = Command::new(env!("CARGO_BIN_EXE_wal-producer"));
@@ -355,6 +358,7 @@ async fn start_producer(
             &stack("WAL_SQS_ENDPOINT", "http://127.0.0.1:19324"),
         ])
         .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .spawn()
         .expect("start wal-producer");
@@ -501,8 +505,9 @@ async fn main() {
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 3);
-    let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "unary,batch,tls,sqs".to_owned());
-    let known = ["unary", "batch", "tls", "sqs"];
+    let parts =
+        std::env::var("BENCH_PARTS").unwrap_or_else(|_| "unary,batch,tls,traces,sqs".to_owned());
+    let known = ["unary", "batch", "tls", "traces", "sqs"];
     if let Some(unknown) = parts.split(',').find(|p| !known.contains(&p.trim())) {
         panic!("BENCH_PARTS names '{unknown}'; expected some of {known:?}, comma-separated");
     }
@@ -535,7 +540,7 @@ async fn main() {
         "wal-queue",
         &format!("bench-wal-{run_id}"),
     );
-    let (process, client) = start_producer(&dir, None).await;
+    let (process, client) = start_producer(&dir, None, &[]).await;
     let batch = env_usize("BENCH_BATCH", 16);
 
     let bootstrap = stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092");
@@ -656,7 +661,7 @@ async fn main() {
             &format!(r#", "access": {{"write": ["{PRINCIPAL}"]}}"#),
         );
         let pki = Pki::new("bench CA");
-        let (secured_process, secured) = start_producer(&secured_dir, Some(&pki)).await;
+        let (secured_process, secured) = start_producer(&secured_dir, Some(&pki), &[]).await;
         closed_loop(2_000, concurrency, wal_call(&secured, "bench_kafka")).await;
         let tls_cpu = Cpu::Process(secured_process.0.id());
         let (mut tls_runs, mut plain_runs) = (Vec::new(), Vec::new());
@@ -688,6 +693,10 @@ async fn main() {
             ("mTLS + authorization", &tls_paced),
             ("plaintext", &plain_paced),
         );
+    }
+
+    if part("traces") {
+        traces(&dir, (&client, wal_cpu), kafka_writes, concurrency, rounds).await;
     }
 
     if part("sqs") {
@@ -729,6 +738,53 @@ async fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     wal_testkit::delete_topics(&format!("bench-wal-{run_id}")).await;
     wal_testkit::delete_topics(&raw_topic).await;
+}
+
+/// What exporting spans costs a write: the same producer binary with traces off, and exporting
+/// to the stack's Jaeger with every write sampled and with one in a hundred, side by side in
+/// alternating rounds at maximum throughput.
+async fn traces(
+    dir: &std::path::Path,
+    (client, off_cpu): (&[WriteAheadLogClient<Channel>], Cpu),
+    writes: usize,
+    concurrency: usize,
+    rounds: usize,
+) {
+    let exporting = |ratio: &str| {
+        vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", wal_testkit::jaeger().0),
+            ("OTEL_TRACES_SAMPLER", "traceidratio".to_owned()),
+            ("OTEL_TRACES_SAMPLER_ARG", ratio.to_owned()),
+        ]
+    };
+    let (all_process, all) = start_producer(dir, None, &exporting("1.0")).await;
+    let (some_process, some) = start_producer(dir, None, &exporting("0.01")).await;
+    for traced in [&all, &some] {
+        closed_loop(2_000, concurrency, wal_call(traced, "bench_kafka")).await;
+    }
+    let (all_cpu, some_cpu) = (
+        Cpu::Process(all_process.0.id()),
+        Cpu::Process(some_process.0.id()),
+    );
+    let (mut off_runs, mut all_runs, mut some_runs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let off = closed_loop(writes, concurrency, wal_call(client, "bench_kafka"));
+        off_runs.push(charged(off_cpu, writes, off).await);
+        let traced = closed_loop(writes, concurrency, wal_call(&all, "bench_kafka"));
+        all_runs.push(charged(all_cpu, writes, traced).await);
+        let traced = closed_loop(writes, concurrency, wal_call(&some, "bench_kafka"));
+        some_runs.push(charged(some_cpu, writes, traced).await);
+    }
+    print_labeled(
+        "Kafka, spans exported to Jaeger, every write sampled, against traces off (closed loop)",
+        ("traces, 100% sampled", &all_runs),
+        ("traces off", &off_runs),
+    );
+    print_labeled(
+        "Kafka, spans exported to Jaeger, 1% of writes sampled, against traces off (closed loop)",
+        ("traces, 1% sampled", &some_runs),
+        ("traces off", &off_runs),
+    );
 }
 
 /// Unary WriteToLog and the raw producer both paced at `share` of WriteToLog's maximum, `max`
