@@ -17,7 +17,9 @@ use std::time::Duration;
 use rand::Rng as _;
 use serde_json::Value;
 use wal_namespaces::Backend;
+use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
+use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::{
     ProducerProcess, Upstream, cache_set, cached, cargo_bin, consumer_process_logging_with_env,
     eventually, jaeger, namespace_json, region_caches, terminate, unique, write, write_true,
@@ -200,6 +202,82 @@ async fn a_replicated_write_is_applied_by_the_writer_in_its_trace() {
     terminate(&writer);
     writer.wait().unwrap();
     every_line_is_json(&log, &trace_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_is_one_trace_from_its_commit_to_each_item_applied() {
+    let upstream = Upstream::start(|_| 200).await;
+    let name = unique("ns");
+    let config = format!(
+        r#"{{"namespace": "{name}",
+            "persistence_configurations": {{"persistence_configuration": [
+              {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{name}-q0"],
+                "durable_storage": {{"namespace": "wal_txn_test", "type": "cql"}}}}}}]}},
+            "default_target": {}}}"#,
+        upstream.target()
+    );
+    let traced = Traced::start(&config).await;
+    let trace_id = new_trace_id();
+    let items = (0..2)
+        .map(|sequence| TransactionItem {
+            sequence,
+            target: None,
+            payload: format!("item {sequence}").into_bytes(),
+        })
+        .collect();
+    let mut request = tonic::Request::new(WriteTransactionRequest {
+        namespace: name.clone(),
+        transaction_id: unique("txn"),
+        items,
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", caller(&trace_id).parse().unwrap());
+    let answer = TransactionsClient::new(traced.producer.channel.clone())
+        .write_transaction(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+
+    let spans = trace_with(&trace_id, |spans| {
+        spans.iter().filter(|s| s.name == "apply_item").count() >= 2
+    })
+    .await;
+    let [commit] = &spans
+        .iter()
+        .filter(|s| s.name == "commit_transaction")
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("one commit: {spans:#?}");
+    };
+    assert_eq!(commit.service, "wal-producer");
+    let parent_of = |span: &Span| spans.iter().find(|s| span.parent.as_ref() == Some(&s.id));
+    for item in spans.iter().filter(|s| s.name == "apply_item") {
+        let attempt = parent_of(item).expect("an item's parent");
+        assert_eq!(attempt.name, "attempt", "{spans:#?}");
+        let delivery = parent_of(attempt).expect("an attempt's parent");
+        assert_eq!(delivery.name, "deliver", "{spans:#?}");
+        assert_eq!(
+            delivery.parent.as_ref(),
+            Some(&commit.id),
+            "the marker's delivery is the commit's child"
+        );
+    }
+    let sequences: std::collections::BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s.name == "apply_item")
+        .map(|s| s.tags["sequence"].as_str())
+        .collect();
+    assert_eq!(sequences, ["0", "1"].into(), "{spans:#?}");
+    // The item's request carries its own span of the trace.
+    let received = upstream.received();
+    assert!(
+        received
+            .iter()
+            .all(|r| r.headers["traceparent"].starts_with(&format!("00-{trace_id}-"))),
+        "{received:?}"
+    );
 }
 
 /// A producer and a consumer process serving one namespace, exporting spans to the stack's

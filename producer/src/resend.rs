@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
+use wal_runtime::trace_context::Carrier;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use wal_durable::{DurableError, DurableStorage, Listing, TxnState};
@@ -102,7 +103,7 @@ async fn resend(
         if now_micros().saturating_sub(committed) < grace.as_micros() as i64 {
             continue;
         }
-        let answer = queue_marker(writes, runtime, durable, &id, count, &txn)
+        let answer = queue_marker(writes, runtime, durable, &id, count, &txn, Carrier::new())
             .await
             .map_err(|status| Failed::Marker(status.message().to_owned()))?;
         if answer.durable() != Trilean::True {

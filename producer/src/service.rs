@@ -236,7 +236,7 @@ async fn fit(
 }
 
 /// W3C trace context from the request's metadata, carried on the entry for the consumer.
-fn trace_context<T>(request: &Request<T>) -> HashMap<String, String> {
+pub(crate) fn trace_context<T>(request: &Request<T>) -> HashMap<String, String> {
     ["traceparent", "tracestate"]
         .into_iter()
         .filter_map(|key| {

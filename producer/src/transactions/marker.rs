@@ -7,6 +7,8 @@ use wal_durable::{DurableStorage, Txn, TxnState, staging_keep};
 use wal_proto::v1::WriteToLogResponse;
 use wal_queue::entry::{Body, ENTRY_VERSION, Entry, TransactionMarker, now_micros};
 
+use wal_runtime::trace_context::Carrier;
+
 use crate::registry::NamespaceRuntime;
 use crate::service::WriteService;
 
@@ -20,8 +22,11 @@ pub(crate) async fn queue_marker(
     id: &str,
     item_count: u64,
     txn: &Txn,
+    trace: Carrier,
 ) -> Result<WriteToLogResponse, Status> {
-    let marker = marker(runtime, id, item_count, txn, writes.region());
+    let mut marker = marker(runtime, id, item_count, txn, writes.region());
+    // The commit's trace goes on with the marker: the consumer applies its items in it.
+    marker.trace_context = trace;
     // From `committing` on, a transaction is never opened again, whatever this send's
     // answer: another commit call (a client retrying past its own deadline) may have
     // queued a marker meanwhile, and reopening would leave that marker a transaction the

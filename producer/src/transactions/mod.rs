@@ -10,6 +10,8 @@
 //! commit answers TRUE or UNKNOWN, never FALSE.
 
 use std::sync::Arc;
+use tracing::Instrument as _;
+use wal_runtime::trace_context::{self, Carrier};
 
 use tonic::{Request, Response, Status};
 use wal_durable::{DurableStorage, TxnState, staging_keep};
@@ -137,6 +139,7 @@ impl TransactionService {
         durable: &Arc<DurableStorage>,
         id: &str,
         item_count: u64,
+        trace: Carrier,
     ) -> Result<WriteToLogResponse, Status> {
         let namespace = &runtime.config;
         let name = &namespace.name;
@@ -206,7 +209,7 @@ impl TransactionService {
                 entry_id: marker_id(id),
             });
         }
-        queue_marker(&self.writes, runtime, durable, id, item_count, &txn).await
+        queue_marker(&self.writes, runtime, durable, id, item_count, &txn, trace).await
     }
 }
 
@@ -247,6 +250,7 @@ impl Transactions for TransactionService {
         request: Request<CommitTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let peer = request.extensions().get::<Peer>().cloned();
+        let (span, trace) = commit_span(&request);
         let request = request.into_inner();
         let (runtime, durable) =
             self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
@@ -256,7 +260,9 @@ impl Transactions for TransactionService {
                 &durable,
                 &request.transaction_id,
                 request.item_count,
+                trace,
             )
+            .instrument(span)
             .await;
         counted(&runtime.config.name, answer).map(Response::new)
     }
@@ -266,6 +272,7 @@ impl Transactions for TransactionService {
         request: Request<WriteTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let peer = request.extensions().get::<Peer>().cloned();
+        let (span, trace) = commit_span(&request);
         let request = request.into_inner();
         let (runtime, durable) =
             self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
@@ -287,7 +294,10 @@ impl Transactions for TransactionService {
         if !txn.is_some_and(|t| t.state.committed()) {
             self.append(&runtime, &durable, id, request.items).await?;
         }
-        let answer = self.commit(&runtime, &durable, id, count).await;
+        let answer = self
+            .commit(&runtime, &durable, id, count, trace)
+            .instrument(span)
+            .await;
         counted(&runtime.config.name, answer).map(Response::new)
     }
 
@@ -340,5 +350,45 @@ impl Transactions for TransactionService {
         }
         durable.drop_items(name, id).await.map_err(unavailable)?;
         Ok(Response::new(AbortTransactionResponse {}))
+    }
+}
+
+/// A commit as a span of the caller's trace (`commit_transaction`, whichever call commits),
+/// and the trace context its marker carries on, so the consumer's apply of every item is in
+/// the same trace.
+fn commit_span<T: Named>(request: &Request<T>) -> (tracing::Span, Carrier) {
+    let call = request.get_ref();
+    let span = tracing::info_span!(
+        "commit_transaction",
+        namespace = %call.namespace(),
+        transaction_id = %call.transaction_id(),
+    );
+    let caller = crate::service::trace_context(request);
+    trace_context::follow(&span, &caller);
+    let onward = trace_context::onward(&span, &caller);
+    (span, onward)
+}
+
+/// What a commit call names: its namespace and transaction.
+trait Named {
+    fn namespace(&self) -> &str;
+    fn transaction_id(&self) -> &str;
+}
+
+impl Named for CommitTransactionRequest {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn transaction_id(&self) -> &str {
+        &self.transaction_id
+    }
+}
+
+impl Named for WriteTransactionRequest {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn transaction_id(&self) -> &str {
+        &self.transaction_id
     }
 }

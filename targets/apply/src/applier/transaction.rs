@@ -15,7 +15,8 @@
 
 use futures::StreamExt as _;
 use std::sync::Arc;
-use wal_runtime::trace_context::Carrier;
+use tracing::Instrument as _;
+use wal_runtime::trace_context::{self, Carrier};
 
 use wal_durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
 use wal_namespaces::Namespace;
@@ -158,7 +159,7 @@ impl Applier {
             }
             let entry = item_entry(marker_entry, id, &item);
             let applied = self
-                .apply(namespace, &entry, entry.target.as_ref(), trace)
+                .apply_item(namespace, &entry, item.sequence, trace)
                 .await;
             if let Err(error) = applied {
                 // The marker has no breaker of its own (its items' targets differ): an item's
@@ -190,6 +191,35 @@ impl Applier {
             return Err(progress.failed(part).await);
         }
         Ok(())
+    }
+}
+
+impl Applier {
+    /// One item applied, as a span of the marker's attempt when spans are exported (the
+    /// item's target gets that span's trace context): a commit's trace shows every item.
+    async fn apply_item(
+        &self,
+        namespace: &Namespace,
+        entry: &Entry,
+        sequence: u64,
+        trace: Option<&Carrier>,
+    ) -> Result<(), TargetError> {
+        if !wal_runtime::process::exporting() {
+            return self
+                .apply(namespace, entry, entry.target.as_ref(), trace)
+                .await;
+        }
+        let span = tracing::info_span!("apply_item", sequence, outcome = tracing::field::Empty);
+        let onward = trace_context::onward(&span, trace.unwrap_or(&Carrier::new()));
+        let applied = self
+            .apply(namespace, entry, entry.target.as_ref(), Some(&onward))
+            .instrument(span.clone())
+            .await;
+        span.record(
+            "outcome",
+            if applied.is_ok() { "applied" } else { "failed" },
+        );
+        applied
     }
 }
 
