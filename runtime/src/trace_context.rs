@@ -39,6 +39,14 @@ pub fn follow(span: &tracing::Span, carrier: &Carrier) {
     }
 }
 
+/// Links `span` to the trace `carrier` names: a replay or a redrive of a write is related to
+/// it, not a part of it (the write's trace ended when it was applied or dead-lettered).
+pub fn link(span: &tracing::Span, carrier: &Carrier) {
+    if let Some(write) = remote(carrier) {
+        span.add_link(write);
+    }
+}
+
 /// What the next hop is given: `span`'s own context when it is recorded, else the trace
 /// `carrier` names as a new span of it, else nothing.
 pub fn onward(span: &tracing::Span, carrier: &Carrier) -> Carrier {

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use wal_runtime::process;
 
 /// mimalloc rather than the system allocator: a replay allocates each record on the Kafka
 /// reading thread and frees it on a runtime thread, and glibc's arenas spent about a fifth of
@@ -12,5 +13,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    walctl::run(walctl::Cli::parse()).await
+    let cli = walctl::Cli::parse();
+    // No log lines unless RUST_LOG asks (the output is the command's); spans over OTLP when
+    // OpenTelemetry's environment asks, as the services do: a replay's and a redrive's, each
+    // linked to the write it repeats.
+    let traces = process::init_tracing("walctl", "off", process::LogFormat::Text);
+    let code = walctl::run(cli).await;
+    traces.shutdown().await;
+    code
 }

@@ -301,3 +301,80 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
 
     fleet.stop().await;
 }
+
+/// With OpenTelemetry's environment set, walctl exports a span per entry it redrives, linked
+/// to the write it repeats, and the redriven copy carries that span on to its delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_is_a_span_linked_to_the_write_it_repeats() {
+    let fleet = Fleet::start(Backend::Kafka).await;
+    let (url, name) = (&fleet.url, &fleet.name);
+    let written = format!("{:032x}", rand::random::<u128>() | 1);
+    let mut request = tonic::Request::new(write(name, b"traced"));
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{written}-00f067aa0ba902b7-01").parse().unwrap(),
+    );
+    let id = write_true(&fleet.producer.client, request).await;
+    eventually(Duration::from_secs(60), "the entry in the DLQ", || async {
+        (fleet.dlq(&["list", name]).await["total"] == 1).then_some(())
+    })
+    .await;
+
+    fleet.upstream.mend();
+    let (otlp, query) = wal_testkit::jaeger();
+    let redrive = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
+        .args(["--control-plane", url, "dlq", "redrive", name, "-o", "json"])
+        .env("WAL_CQL_NODES", wal_testkit::cql_nodes().join(","))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(json_of(&redrive)["redriven"], 1);
+    let delivered = eventually(
+        Duration::from_secs(60),
+        "the redriven copy upstream",
+        || async {
+            fleet
+                .upstream
+                .received()
+                .into_iter()
+                .find(|r| r.status == 200)
+        },
+    )
+    .await;
+    // The copy's delivery is in the redrive's trace, not the write's.
+    let parent = &delivered.headers["traceparent"];
+    let redrive_trace = parent.split('-').nth(1).unwrap().to_owned();
+    assert_ne!(redrive_trace, written, "{parent}");
+
+    let url = format!("{query}/api/traces/{redrive_trace}");
+    let span = eventually(
+        Duration::from_secs(60),
+        "the redrive's span in Jaeger",
+        || {
+            let url = url.clone();
+            async move {
+                let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+                let body: Value = serde_json::from_str(&text).ok()?;
+                let spans = body["data"][0]["spans"].as_array()?.clone();
+                spans.into_iter().find(|s| s["operationName"] == "redrive")
+            }
+        },
+    )
+    .await;
+    let tags: BTreeMap<String, Value> = span["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["key"].as_str().unwrap().to_owned(), t["value"].clone()))
+        .collect();
+    assert_eq!(tags["entry_id"], id.as_str(), "{span:#}");
+    let linked = span["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["refType"] == "FOLLOWS_FROM" && r["traceID"] == written.as_str());
+    assert!(linked, "the redrive links to the write's trace: {span:#}");
+    fleet.stop().await;
+}

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use governor::{Quota, RateLimiter};
 use indicatif::ProgressBar;
 use serde_json::json;
+use tracing::Instrument as _;
 use wal_namespaces::Backend;
 use wal_queue::redrive_copy;
 
@@ -300,7 +301,19 @@ impl Run<'_> {
         }
         self.limiter.until_ready().await;
         let home = self.dead.home_of(entry);
-        home.requeue(&redrive_copy(entry)).await.map_err(|e| {
+        // The copy is the write again: a span linked to it, whose context the copy carries on
+        // so the next delivery's spans are the redrive's children, when walctl exports spans.
+        let mut copy = redrive_copy(entry);
+        let span = if wal_runtime::process::exporting() {
+            let span =
+                tracing::info_span!("redrive", namespace = %entry.namespace, entry_id = %entry.id);
+            wal_runtime::trace_context::link(&span, &entry.trace_context);
+            copy.trace_context = wal_runtime::trace_context::onward(&span, &entry.trace_context);
+            span
+        } else {
+            tracing::Span::none()
+        };
+        home.requeue(&copy).instrument(span).await.map_err(|e| {
             Failure::broker(format!(
                 "redriving entry {} to queue '{}': {e}; nothing was lost, run the redrive again",
                 entry.id,

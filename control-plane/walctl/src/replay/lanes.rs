@@ -12,8 +12,10 @@ use std::time::Duration;
 use governor::DefaultDirectRateLimiter;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tracing::Instrument as _;
 use wal_namespaces::Namespace;
 use wal_queue::entry::{Body, Entry, Target as TargetSpec};
+use wal_runtime::trace_context;
 
 /// Tries of one entry whose failures are retryable.
 const ATTEMPTS: u32 = 5;
@@ -244,7 +246,15 @@ impl Applier {
                         .replay_transaction(&self.namespace, entry, marker, over)
                         .await
                 }
-                _ => self.apply.apply(&self.namespace, entry, spec, None).await,
+                _ => {
+                    let span = replay_span(entry);
+                    let onward = trace_context::onward(&span, &Default::default());
+                    let trace = Some(&onward).filter(|onward| !onward.is_empty());
+                    self.apply
+                        .apply(&self.namespace, entry, spec, trace)
+                        .instrument(span)
+                        .await
+                }
             };
             match applied {
                 Ok(()) => return Ok(()),
@@ -263,4 +273,19 @@ impl Applier {
 fn lane_of(key: &str, lanes: usize) -> usize {
     let hash = wal_queue::entry::key_hash(key.as_bytes());
     usize::try_from(hash % lanes.max(1) as u64).unwrap_or(0)
+}
+
+/// An entry re-applied by a replay, as a span linked to the write it repeats, when walctl
+/// exports spans; none otherwise.
+fn replay_span(entry: &Entry) -> tracing::Span {
+    if !wal_runtime::process::exporting() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "replay_apply",
+        namespace = %entry.namespace,
+        entry_id = %entry.id,
+    );
+    trace_context::link(&span, &entry.trace_context);
+    span
 }
