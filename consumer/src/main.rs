@@ -25,15 +25,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = ConsumerOptions::parse();
-    let traces = process::init_tracing(
-        "wal-consumer",
-        process::DEFAULT_LOG_FILTER,
-        options.log.log_format,
-    );
-    let code =
-        process::run_on_feed("wal-consumer", options.source(), |feed| run(options, feed)).await;
-    traces.shutdown().await;
-    code
+    let format = options.log.log_format;
+    let serving = process::run_on_feed("wal-consumer", options.source(), |feed| run(options, feed));
+    process::traced("wal-consumer", format, serving).await
 }
 
 async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {

@@ -10,14 +10,9 @@ use wal_runtime::process;
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = ControlPlaneOptions::parse();
-    let traces = process::init_tracing(
-        "wal-control-plane",
-        process::DEFAULT_LOG_FILTER,
-        options.log.log_format,
-    );
-    let ran = run(options).await;
-    traces.shutdown().await;
-    process::exit_code("wal-control-plane", ran)
+    let format = options.log.log_format;
+    let serving = async { process::exit_code("wal-control-plane", run(options).await) };
+    process::traced("wal-control-plane", format, serving).await
 }
 
 async fn run(options: ControlPlaneOptions) -> anyhow::Result<()> {

@@ -17,15 +17,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = ProducerOptions::parse();
-    let traces = process::init_tracing(
-        "wal-producer",
-        process::DEFAULT_LOG_FILTER,
-        options.log.log_format,
-    );
-    let code =
-        process::run_on_feed("wal-producer", options.source(), |feed| run(options, feed)).await;
-    traces.shutdown().await;
-    code
+    let format = options.log.log_format;
+    let serving = process::run_on_feed("wal-producer", options.source(), |feed| run(options, feed));
+    process::traced("wal-producer", format, serving).await
 }
 
 async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {

@@ -287,7 +287,7 @@ impl WriteService {
         // The caller's trace is this call's parent, and the entry carries this call on: the
         // consumer's attempts are its children, one trace per write.
         trace_context::follow(&span, &trace);
-        let trace = trace_context::onward(&span, &trace);
+        let trace = trace_context::carried(&span, trace);
         if let Some(trace_id) = trace_context::trace_id(&trace) {
             span.record("trace_id", trace_id);
         }

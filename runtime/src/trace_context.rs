@@ -10,16 +10,42 @@
 use std::collections::HashMap;
 
 use opentelemetry::propagation::TextMapPropagator as _;
-use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _};
+use opentelemetry::trace::{SpanContext, TraceContextExt as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use rand::Rng as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
+use crate::process::exporting;
+
 /// The W3C trace context of a write: `traceparent` and, when given, `tracestate`.
 pub type Carrier = HashMap<String, String>;
 
+/// The `traceparent` of `carrier` when it is a well-formed W3C one of version 00: 55
+/// characters, lowercase hex, neither id all zeros. Checked by hand first, so a write or an
+/// attempt that carries none, or garbage, costs no propagator.
+fn well_formed(carrier: &Carrier) -> Option<&str> {
+    let parent = carrier.get("traceparent")?;
+    let bytes = parent.as_bytes();
+    let hex = |range: std::ops::Range<usize>| {
+        bytes[range]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    };
+    let zeros = |range: std::ops::Range<usize>| bytes[range].iter().all(|b| *b == b'0');
+    let shaped = bytes.len() == 55
+        && parent.starts_with("00-")
+        && [bytes[35], bytes[52]] == [b'-', b'-']
+        && hex(3..35)
+        && hex(36..52)
+        && hex(53..55)
+        && !zeros(3..35)
+        && !zeros(36..52);
+    shaped.then_some(parent.as_str())
+}
+
 /// The trace `carrier` names, when it names a valid one.
 fn remote(carrier: &Carrier) -> Option<SpanContext> {
+    well_formed(carrier)?;
     let context = TraceContextPropagator::new().extract(carrier);
     let span = context.span().span_context().clone();
     span.is_valid().then_some(span)
@@ -27,15 +53,18 @@ fn remote(carrier: &Carrier) -> Option<SpanContext> {
 
 /// The trace id `carrier` names (32 hex digits), for logs; `None` when it names none.
 pub fn trace_id(carrier: &Carrier) -> Option<String> {
-    remote(carrier).map(|span| span.trace_id().to_string())
+    well_formed(carrier).map(|parent| parent[3..35].to_owned())
 }
 
 /// Makes the trace `carrier` names the parent of `span`, which must not have started (call it
-/// before the span is entered). Nothing happens when the carrier names no valid trace or no
-/// span is recorded.
+/// before the span is entered). Nothing happens when the carrier names no valid trace or
+/// spans are not exported.
 pub fn follow(span: &tracing::Span, carrier: &Carrier) {
-    if remote(carrier).is_some() {
-        let _ = span.set_parent(TraceContextPropagator::new().extract(carrier));
+    if !exporting() {
+        return;
+    }
+    if let Some(parent) = remote(carrier) {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
     }
 }
 
@@ -47,29 +76,43 @@ pub fn link(span: &tracing::Span, carrier: &Carrier) {
     }
 }
 
-/// What the next hop is given: `span`'s own context when it is recorded, else the trace
-/// `carrier` names as a new span of it, else nothing.
+/// What the next hop is given: `span`'s own context when spans are exported and it is
+/// recorded, else the trace `carrier` names as a new span of it (a fresh span id, the caller's
+/// `tracestate` as it came), else nothing.
 pub fn onward(span: &tracing::Span, carrier: &Carrier) -> Carrier {
     let mut next = Carrier::new();
-    let context = span.context();
-    if context.span().span_context().is_valid() {
-        TraceContextPropagator::new().inject_context(&context, &mut next);
-        return next;
+    if exporting() {
+        let context = span.context();
+        if context.span().span_context().is_valid() {
+            TraceContextPropagator::new().inject_context(&context, &mut next);
+            // The propagator writes an empty tracestate when there is none: no header then.
+            next.retain(|_, value| !value.is_empty());
+            return next;
+        }
     }
-    let Some(parent) = remote(carrier) else {
+    let Some(parent) = well_formed(carrier) else {
         return next;
     };
-    let span_id = SpanId::from_bytes(rand::rng().random_range(1..=u64::MAX).to_be_bytes());
-    let child = SpanContext::new(
-        parent.trace_id(),
-        span_id,
-        parent.trace_flags(),
-        true,
-        parent.trace_state().clone(),
+    let span_id: u64 = rand::rng().random_range(1..=u64::MAX);
+    let (trace, flags) = (&parent[3..35], &parent[53..55]);
+    next.insert(
+        "traceparent".to_owned(),
+        format!("00-{trace}-{span_id:016x}-{flags}"),
     );
-    let context = opentelemetry::Context::new().with_remote_span_context(child);
-    TraceContextPropagator::new().inject_context(&context, &mut next);
+    if let Some(state) = carrier.get("tracestate").filter(|s| !s.is_empty()) {
+        next.insert("tracestate".to_owned(), state.clone());
+    }
     next
+}
+
+/// What an entry keeps of its write's trace: `span`'s context when spans are exported (the
+/// consumer's spans are then its children), else the caller's `carrier` as it came.
+pub fn carried(span: &tracing::Span, carrier: Carrier) -> Carrier {
+    if exporting() {
+        onward(span, &carrier)
+    } else {
+        carrier
+    }
 }
 
 /// The `traceparent` of what [`onward`] gives, for a target's request header.
@@ -117,6 +160,8 @@ mod tests {
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-1-2-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
         ] {
             assert!(

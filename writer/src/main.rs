@@ -16,14 +16,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = WriterOptions::parse();
-    let traces = process::init_tracing(
-        "wal-writer",
-        process::DEFAULT_LOG_FILTER,
-        options.log.log_format,
-    );
-    let ran = run(options).await;
-    traces.shutdown().await;
-    process::exit_code("wal-writer", ran)
+    let format = options.log.log_format;
+    let serving = async { process::exit_code("wal-writer", run(options).await) };
+    process::traced("wal-writer", format, serving).await
 }
 
 async fn run(options: WriterOptions) -> anyhow::Result<()> {

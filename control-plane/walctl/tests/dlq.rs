@@ -26,7 +26,7 @@ struct Fleet {
     name: String,
     upstream: Upstream,
     producer: TestProducer,
-    consumer: wal_consumer::ConsumerHandle,
+    consumer: wal_testkit::ConsumerHandle,
 }
 
 impl Fleet {

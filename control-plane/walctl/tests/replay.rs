@@ -11,9 +11,9 @@ use std::process::Output;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use wal_consumer::ConsumerHandle;
 use wal_namespaces::{Backend, Namespace};
 use wal_proto::v1::WriteToLogRequest;
+use wal_testkit::ConsumerHandle;
 use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_consumer, write_true};
 use wal_testkit::{TestProducer, namespace_json, write};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};

@@ -365,8 +365,8 @@ fn commit_span<T: Named>(request: &Request<T>) -> (tracing::Span, Carrier) {
     );
     let caller = crate::service::trace_context(request);
     trace_context::follow(&span, &caller);
-    let onward = trace_context::onward(&span, &caller);
-    (span, onward)
+    let carried = trace_context::carried(&span, caller);
+    (span, carried)
 }
 
 /// What a commit call names: its namespace and transaction.

@@ -19,8 +19,10 @@ pub enum LogFormat {
     #[default]
     Text,
     /// One JSON object per line, for a log pipeline: `timestamp`, `level`, `target`, the
-    /// event's `fields` (its `message` among them), the spans it happened in (`span`, `spans`)
-    /// and, when traces are exported, the `trace_id` of the write it belongs to.
+    /// event's `fields` (its `message` among them) and the spans it happened in (`span`, the
+    /// innermost, and `spans`, all), with their fields: a line within a write's producer call
+    /// or a delivery names the write's `trace_id` there. (What a process prints before its
+    /// logging starts, or as its last word on exit, is plain text.)
     Json,
 }
 

@@ -50,6 +50,19 @@ where
     exit_code(binary, run(feed).await)
 }
 
+/// Runs a service's `run` with its logs and traces set up first ([`init_tracing`], the
+/// services' default filter) and its last spans sent after: every service's `main`.
+pub async fn traced(
+    binary: &str,
+    format: LogFormat,
+    run: impl Future<Output = ExitCode>,
+) -> ExitCode {
+    let traces = init_tracing(binary, DEFAULT_LOG_FILTER, format);
+    let code = run.await;
+    traces.shutdown().await;
+    code
+}
+
 /// How a binary's run ends: success, or failure after its error (and, for an anyhow error
 /// printed with `{:#}`, its causes) on stderr, named by the binary.
 pub fn exit_code<E: std::fmt::Display>(binary: &str, ran: Result<(), E>) -> ExitCode {

@@ -4,8 +4,10 @@
 //! service named by `OTEL_SERVICE_NAME`, else by the binary; sampled as `OTEL_TRACES_SAMPLER`
 //! says (parent-based, always on, by default: a write the caller traced is traced through).
 //!
-//! Only the platform's own spans are exported (`wal_*` targets at info and above): the clients'
-//! and servers' spans of the libraries underneath would outnumber them many times over.
+//! Only the platform's own spans are exported (targets starting `wal`, walctl's included, at
+//! info and above): the clients' and servers' spans of the libraries underneath would
+//! outnumber them many times over. The exporter speaks OTLP over gRPC only
+//! (`OTEL_EXPORTER_OTLP_PROTOCOL` other than `grpc` is refused, said on stderr) and plaintext.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -36,6 +38,7 @@ const FLUSH_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct Traces {
     provider: Option<SdkTracerProvider>,
+    binary: String,
 }
 
 impl Traces {
@@ -50,12 +53,17 @@ impl Traces {
             return;
         };
         // The batch processor runs on this runtime; its shutdown blocks until the processor has
-        // flushed, so it must wait on a thread of its own.
-        let flushed =
-            tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_LIMIT)).await;
-        if let Ok(Err(error)) = flushed {
-            eprintln!("traces: the last spans were not all sent: {error}");
-        }
+        // flushed, so it waits on a thread of its own, and no longer than FLUSH_LIMIT: this
+        // processor does not bound it itself, and a collector that is away must not hold the
+        // process's exit.
+        let flushing = tokio::task::spawn_blocking(move || provider.shutdown());
+        let said = match tokio::time::timeout(FLUSH_LIMIT, flushing).await {
+            Ok(Ok(Ok(()))) => return,
+            Ok(Ok(Err(error))) => error.to_string(),
+            Ok(Err(panicked)) => panicked.to_string(),
+            Err(_) => format!("the collector took more than {FLUSH_LIMIT:?}"),
+        };
+        eprintln!("{}: the last spans were not all sent: {said}", self.binary);
     }
 }
 
@@ -67,6 +75,14 @@ where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
     if !asked_for() {
+        return (Traces::default(), None);
+    }
+    if let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
+        && protocol != "grpc"
+    {
+        eprintln!(
+            "{binary}: traces are off: OTEL_EXPORTER_OTLP_PROTOCOL is {protocol:?}; this build exports over grpc only"
+        );
         return (Traces::default(), None);
     }
     let exporter = match opentelemetry_otlp::SpanExporter::builder()
@@ -95,6 +111,7 @@ where
     EXPORTING.store(true, Ordering::Relaxed);
     let traces = Traces {
         provider: Some(provider),
+        binary: binary.to_owned(),
     };
     (traces, Some(layer))
 }
