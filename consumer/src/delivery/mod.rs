@@ -157,17 +157,7 @@ impl Deliverer {
         };
         let kind = spec.map_or("none", |s| s.kind.as_str());
         let metrics = self.kind_metrics(context, marker, kind);
-        let trace_id = trace_context::trace_id(&entry.trace_context);
-        let span = tracing::info_span!(
-            "deliver",
-            namespace = %entry.namespace,
-            entry_id = %entry.id,
-            target = %kind,
-            attempt = entry.attempt,
-            trace_id = trace_id.as_deref().unwrap_or_default(),
-        );
-        // A child of the producer's call: the write's trace, however many deliveries it takes.
-        trace_context::follow(&span, &entry.trace_context);
+        let span = deliver_span(entry, kind);
         // Attempts counted from the entry's, in place ones included, for each attempt's span.
         let tried = std::sync::atomic::AtomicU32::new(entry.attempt);
         let attempt = || {
@@ -252,3 +242,19 @@ pub(crate) fn micros_until(at_micros: i64) -> Duration {
 }
 
 pub(crate) use settle::{Settled, persist, persist_enqueue};
+
+/// A delivery of `entry` to a target of `kind`, as a span: a child of the producer's call when
+/// spans are exported, so the write's trace holds however many deliveries it takes.
+fn deliver_span(entry: &Entry, kind: &str) -> tracing::Span {
+    let trace_id = trace_context::trace_id(&entry.trace_context);
+    let span = tracing::info_span!(
+        "deliver",
+        namespace = %entry.namespace,
+        entry_id = %entry.id,
+        target = %kind,
+        attempt = entry.attempt,
+        trace_id = trace_id.as_deref().unwrap_or_default(),
+    );
+    trace_context::follow(&span, &entry.trace_context);
+    span
+}
