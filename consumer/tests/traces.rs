@@ -91,7 +91,7 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
     assert_eq!(call.service, "wal-producer");
     assert_eq!(
         call.parent.as_deref(),
-        Some("00f067aa0ba902b7"),
+        Some(CALLER_SPAN),
         "the caller's span"
     );
     assert_eq!(call.tags.get("entry_id"), Some(&entry_id));
@@ -341,19 +341,32 @@ fn new_trace_id() -> String {
     format!("{:032x}", rand::rng().random::<u128>() | 1)
 }
 
+/// The caller's own span, the parent of a traced write's first span.
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
 /// The caller's traceparent: a span of its own in the trace `trace_id`.
 fn caller(trace_id: &str) -> String {
-    format!("00-{trace_id}-00f067aa0ba902b7-01")
+    format!("00-{trace_id}-{CALLER_SPAN}-01")
 }
 
-/// The trace's spans once Jaeger holds what `complete` asks for.
+/// Whether every span's parent has arrived too (or is the caller's): a span is exported when
+/// it ends, so a child reaches Jaeger before the parent it ran in.
+fn whole(spans: &[Span]) -> bool {
+    spans.iter().all(|span| {
+        span.parent
+            .as_deref()
+            .is_none_or(|parent| parent == CALLER_SPAN || spans.iter().any(|s| s.id == parent))
+    })
+}
+
+/// The trace's spans once Jaeger holds what `complete` asks for, every parent included.
 async fn trace_with(trace_id: &str, complete: impl Fn(&[Span]) -> bool) -> Vec<Span> {
     let url = format!("{}/api/traces/{trace_id}", jaeger().1);
     eventually(LIMIT, "the whole trace in Jaeger", || {
         let (url, complete) = (url.clone(), &complete);
         async move {
             let spans = trace(&url).await?;
-            complete(&spans).then_some(spans)
+            (complete(&spans) && whole(&spans)).then_some(spans)
         }
     })
     .await
