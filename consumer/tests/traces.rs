@@ -280,6 +280,36 @@ async fn a_transaction_is_one_trace_from_its_commit_to_each_item_applied() {
     );
 }
 
+/// The control plane logs JSON too: every line of a start, a served call and a stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_plane_logs_every_line_as_json() {
+    let dir = std::env::temp_dir().join(unique("control-plane"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (address, log) = (
+        wal_testkit::refusing_address(),
+        dir.join("control-plane.log"),
+    );
+    let mut control_plane = Command::new(cargo_bin("wal-control-plane"))
+        .args(["--listen", &address.to_string(), "--log-format", "json"])
+        .arg("--store")
+        .arg(format!("sqlite://{}", dir.join("registry.db").display()))
+        .env("WAL_KAFKA_BOOTSTRAP", wal_testkit::kafka_bootstrap())
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start wal-control-plane");
+    eventually(LIMIT, "the control plane to listen", || async {
+        tokio::net::TcpStream::connect(address).await.ok().map(drop)
+    })
+    .await;
+    terminate(&control_plane);
+    assert!(control_plane.wait().unwrap().success());
+    every_line_is_json(&log, "");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("wal-control-plane ready"), "{text}");
+}
+
 /// A producer and a consumer process serving one namespace, exporting spans to the stack's
 /// Jaeger and logging JSON to files of their own.
 struct Traced {
