@@ -1,9 +1,12 @@
-//! One write, one trace: the producer and consumer binaries export their spans to the stack's
-//! Jaeger (`scripts/stack up jaeger`), as OpenTelemetry's environment tells them, and log JSON.
-//! A write made with the caller's traceparent is refused once by its upstream and applied on
-//! the retry; Jaeger's query API then holds the whole of it under the caller's trace id: the
-//! producer's call and its enqueue, the consumer's delivery and both attempts, each a child of
-//! the one before. Every line both processes logged is a JSON object.
+//! One write, one trace: the producer, consumer and writer binaries export their spans to the
+//! stack's Jaeger (`scripts/stack up jaeger`), as OpenTelemetry's environment tells them, and
+//! log JSON. Jaeger's query API then holds each write whole under its caller's trace id:
+//! - a write its upstream refuses once: the producer's call and its enqueue, the consumer's
+//!   delivery and both attempts, each a child of the one before;
+//! - a replicated write: the writer's apply, a child of the sending attempt;
+//! - a transaction: its commit, the marker's delivery and attempt, and each item applied.
+//!
+//! Every line each process logged is a JSON object, the control plane's included.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
