@@ -53,7 +53,7 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
     let retry = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "jitter": 0.0}"#;
     let config = namespace_json(Backend::Kafka, 1, &upstream.target(), retry);
     let traced = Traced::start(&config).await;
-    let (name, producer, mut consumer) = (&traced.name, &traced.producer, traced.consumer);
+    let (name, producer) = (&traced.name, &traced.producer);
     let (producer_log, consumer_log) = (&traced.producer_log, &traced.consumer_log);
 
     let trace_id = new_trace_id();
@@ -140,8 +140,9 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
         "the traceparent the upstream received"
     );
 
-    terminate(&consumer);
-    consumer.wait().unwrap();
+    let mut consumer = traced.consumer;
+    terminate(&consumer.0);
+    consumer.0.wait().unwrap();
     let trace_lines = every_line_is_json(consumer_log, &trace_id);
     assert!(trace_lines > 0, "a consumer line names the write's trace");
     every_line_is_json(producer_log, &trace_id);
@@ -152,16 +153,18 @@ async fn a_replicated_write_is_applied_by_the_writer_in_its_trace() {
     let cache = region_caches()[1].clone();
     let address = wal_testkit::refusing_address();
     let log = std::env::temp_dir().join(unique("writer.log"));
-    let mut writer = Command::new(cargo_bin("wal-writer"))
-        .env("WAL_WRITER_LISTEN", address.to_string())
-        .env("WAL_WRITER_METRICS_LISTEN", "127.0.0.1:0")
-        .env("WAL_REGION", "regionb")
-        .env("WAL_MEMCACHED", &cache)
-        .envs(exporting("wal-writer"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start wal-writer");
+    let mut writer = Process(
+        Command::new(cargo_bin("wal-writer"))
+            .env("WAL_WRITER_LISTEN", address.to_string())
+            .env("WAL_WRITER_METRICS_LISTEN", "127.0.0.1:0")
+            .env("WAL_REGION", "regionb")
+            .env("WAL_MEMCACHED", &cache)
+            .envs(exporting("wal-writer"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start wal-writer"),
+    );
     let target = format!(
         r#"{{"kind": "region", "settings": {{"regions": {{"regionb": {{"writer": "{address}"}}}}}}}}"#
     );
@@ -202,8 +205,8 @@ async fn a_replicated_write_is_applied_by_the_writer_in_its_trace() {
         parent.is_some_and(|p| p.name == "attempt" && p.service == "wal-consumer"),
         "the writer's apply is the sending attempt's child: {spans:#?}"
     );
-    terminate(&writer);
-    writer.wait().unwrap();
+    terminate(&writer.0);
+    writer.0.wait().unwrap();
     every_line_is_json(&log, &trace_id);
 }
 
@@ -292,25 +295,46 @@ async fn the_control_plane_logs_every_line_as_json() {
         wal_testkit::refusing_address(),
         dir.join("control-plane.log"),
     );
-    let mut control_plane = Command::new(cargo_bin("wal-control-plane"))
-        .args(["--listen", &address.to_string(), "--log-format", "json"])
-        .arg("--store")
-        .arg(format!("sqlite://{}", dir.join("registry.db").display()))
-        .env("WAL_KAFKA_BOOTSTRAP", wal_testkit::kafka_bootstrap())
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start wal-control-plane");
-    eventually(LIMIT, "the control plane to listen", || async {
-        tokio::net::TcpStream::connect(address).await.ok().map(drop)
+    let mut control_plane = Process(
+        Command::new(cargo_bin("wal-control-plane"))
+            .args(["--listen", &address.to_string(), "--log-format", "json"])
+            .arg("--store")
+            .arg(format!("sqlite://{}", dir.join("registry.db").display()))
+            .env("WAL_KAFKA_BOOTSTRAP", wal_testkit::kafka_bootstrap())
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start wal-control-plane"),
+    );
+    let channel = eventually(LIMIT, "the control plane to listen", || async {
+        let endpoint = tonic::transport::Channel::from_shared(format!("http://{address}")).ok()?;
+        endpoint.connect().await.ok()
     })
     .await;
-    terminate(&control_plane);
-    assert!(control_plane.wait().unwrap().success());
+    // Answered only once it serves, and so handles SIGTERM: sent while it is still starting,
+    // the signal would end it as any process's default does.
+    let serving = wal_testkit::health_status(&channel, "wal.v1.NamespaceRegistry").await;
+    assert_eq!(
+        serving,
+        tonic_health::pb::health_check_response::ServingStatus::Serving
+    );
+    terminate(&control_plane.0);
+    assert!(control_plane.0.wait().unwrap().success());
     every_line_is_json(&log, "");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("wal-control-plane ready"), "{text}");
+}
+
+/// A child process killed when dropped, so a test that fails halfway leaves none running
+/// (a `Child` dropped is left to run).
+struct Process(std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A producer and a consumer process serving one namespace, exporting spans to the stack's
@@ -318,7 +342,7 @@ async fn the_control_plane_logs_every_line_as_json() {
 struct Traced {
     name: String,
     producer: ProducerProcess,
-    consumer: std::process::Child,
+    consumer: Process,
     producer_log: PathBuf,
     consumer_log: PathBuf,
 }
@@ -349,7 +373,7 @@ impl Traced {
         Self {
             name,
             producer,
-            consumer,
+            consumer: Process(consumer),
             producer_log,
             consumer_log,
         }
