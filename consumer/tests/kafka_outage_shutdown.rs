@@ -15,8 +15,8 @@ use wal_consumer::{Consumer, ConsumerHandle};
 use wal_namespaces::{Backend, Namespace};
 use wal_testkit::write_true;
 use wal_testkit::{Cql, Restart, TestProducer, consumer_process_logging_to, cql_target};
+use wal_testkit::{KilledWhenDropped, terminate, write};
 use wal_testkit::{eventually, local_stack, namespace_json, put, stack, start_consumer, unique};
-use wal_testkit::{terminate, write};
 
 /// How long stopping may take with the broker away, as `wal-consumer --help` promises: the final
 /// commits wait at most 10 s and leaving the groups 10 s (no entry is in progress, so the
@@ -155,16 +155,6 @@ impl Served {
             config,
             table,
         }
-    }
-}
-
-/// The consumer process, killed if the test ends before it exits.
-struct KilledWhenDropped(std::process::Child);
-
-impl Drop for KilledWhenDropped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -24,8 +24,9 @@ use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::{
-    ProducerProcess, Upstream, cache_set, cached, cargo_bin, consumer_process_logging_with_env,
-    eventually, jaeger, namespace_json, region_caches, terminate, unique, write, write_true,
+    KilledWhenDropped, ProducerProcess, Upstream, cache_set, cached, cargo_bin,
+    consumer_process_logging_with_env, eventually, jaeger, namespace_json, region_caches,
+    terminate, unique, write, write_true,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -153,7 +154,7 @@ async fn a_replicated_write_is_applied_by_the_writer_in_its_trace() {
     let cache = region_caches()[1].clone();
     let address = wal_testkit::refusing_address();
     let log = std::env::temp_dir().join(unique("writer.log"));
-    let mut writer = Process(
+    let mut writer = KilledWhenDropped(
         Command::new(cargo_bin("wal-writer"))
             .env("WAL_WRITER_LISTEN", address.to_string())
             .env("WAL_WRITER_METRICS_LISTEN", "127.0.0.1:0")
@@ -295,7 +296,7 @@ async fn the_control_plane_logs_every_line_as_json() {
         wal_testkit::refusing_address(),
         dir.join("control-plane.log"),
     );
-    let mut control_plane = Process(
+    let mut control_plane = KilledWhenDropped(
         Command::new(cargo_bin("wal-control-plane"))
             .args(["--listen", &address.to_string(), "--log-format", "json"])
             .arg("--store")
@@ -326,23 +327,12 @@ async fn the_control_plane_logs_every_line_as_json() {
     assert!(text.contains("wal-control-plane ready"), "{text}");
 }
 
-/// A child process killed when dropped, so a test that fails halfway leaves none running
-/// (a `Child` dropped is left to run).
-struct Process(std::process::Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A producer and a consumer process serving one namespace, exporting spans to the stack's
 /// Jaeger and logging JSON to files of their own.
 struct Traced {
     name: String,
     producer: ProducerProcess,
-    consumer: Process,
+    consumer: KilledWhenDropped,
     producer_log: PathBuf,
     consumer_log: PathBuf,
 }
@@ -373,7 +363,7 @@ impl Traced {
         Self {
             name,
             producer,
-            consumer: Process(consumer),
+            consumer: KilledWhenDropped(consumer),
             producer_log,
             consumer_log,
         }

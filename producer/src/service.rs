@@ -140,11 +140,9 @@ impl WriteService {
         let id = entry.id.clone();
         let deadline = self.write_timeout + TIMEOUT_GRACE;
         // The broker's part of the write, timed on its own in a trace.
-        let span = if wal_runtime::process::exporting() {
-            tracing::info_span!("enqueue", queue = %queue.spec().name)
-        } else {
-            tracing::Span::none()
-        };
+        let span = wal_runtime::process::trace_span(
+            || tracing::info_span!("enqueue", queue = %queue.spec().name),
+        );
         let sent = Finishing::new(
             AssertUnwindSafe(
                 async move {

@@ -71,6 +71,9 @@ pub fn follow(span: &tracing::Span, carrier: &Carrier) {
 /// Links `span` to the trace `carrier` names: a replay or a redrive of a write is related to
 /// it, not a part of it (the write's trace ended when it was applied or dead-lettered).
 pub fn link(span: &tracing::Span, carrier: &Carrier) {
+    if !exporting() {
+        return;
+    }
     if let Some(write) = remote(carrier) {
         span.add_link(write);
     }
@@ -115,11 +118,6 @@ pub fn carried(span: &tracing::Span, carrier: Carrier) -> Carrier {
     }
 }
 
-/// The `traceparent` of what [`onward`] gives, for a target's request header.
-pub fn traceparent(carrier: &Carrier) -> Option<&str> {
-    carrier.get("traceparent").map(String::as_str)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,7 +133,7 @@ mod tests {
         let mut given = carrier(PARENT);
         given.insert("tracestate".to_owned(), "vendor=value".to_owned());
         let next = onward(&tracing::Span::none(), &given);
-        let parent = traceparent(&next).unwrap();
+        let parent = next["traceparent"].as_str();
         assert!(
             parent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
             "{parent}"

@@ -149,6 +149,18 @@ pub fn jaeger() -> (String, String) {
     )
 }
 
+/// A child process killed and reaped when dropped, so a test that fails halfway leaves none
+/// running (a `Child` dropped is left to run).
+#[derive(Debug)]
+pub struct KilledWhenDropped(pub std::process::Child);
+
+impl Drop for KilledWhenDropped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs `scripts/stack ACTION SERVICE`.
 pub fn stack(action: &str, service: &str) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");

@@ -263,15 +263,14 @@ pub async fn serve(
 /// A replicated entry's apply as a span of the write's trace (the sending attempt's child), when
 /// this writer exports spans; none otherwise.
 fn apply_span(entry: &Entry) -> tracing::Span {
-    if !wal_runtime::process::exporting() {
-        return tracing::Span::none();
-    }
-    let span = tracing::info_span!(
-        "replicated_apply",
-        namespace = %entry.namespace,
-        entry_id = %entry.id,
-        origin = %entry.origin_region,
-    );
+    let span = wal_runtime::process::trace_span(|| {
+        tracing::info_span!(
+            "replicated_apply",
+            namespace = %entry.namespace,
+            entry_id = %entry.id,
+            origin = %entry.origin_region,
+        )
+    });
     wal_runtime::trace_context::follow(&span, &entry.trace_context);
     span
 }

@@ -18,7 +18,7 @@ use wal_namespaces::feed::{Feed, FeedError, Source};
 pub use grpc::{ReflectionError, ServeError, standard_services};
 pub use logs::{DEFAULT_LOG_FILTER, LogFlags, LogFormat, init_tracing};
 pub use telemetry::{MetricsError, MetricsHandle, install_metrics, serve_metrics};
-pub use traces::{Traces, exporting};
+pub use traces::{Traces, exporting, trace_span};
 
 /// Opens the namespace feed a service starts from. On failure it says why on stderr, prefixed
 /// with the binary's name, and gives the exit code: 2 for configs that do not validate (fix

@@ -31,6 +31,16 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// The span `make` makes when this process exports spans, [`tracing::Span::none`] otherwise:
+/// for the spans only a trace reads (see [`exporting`]).
+pub fn trace_span(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if exporting() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
+}
+
 /// How long the last spans may take to leave at shutdown.
 const FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
@@ -42,11 +52,6 @@ pub struct Traces {
 }
 
 impl Traces {
-    /// Whether spans are exported.
-    pub fn exported(&self) -> bool {
-        self.provider.is_some()
-    }
-
     /// Sends the spans not yet sent, within a few seconds, and stops the export.
     pub async fn shutdown(self) {
         let Some(provider) = self.provider else {

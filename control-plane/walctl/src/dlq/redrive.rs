@@ -304,15 +304,13 @@ impl Run<'_> {
         // The copy is the write again: a span linked to it, whose context the copy carries on
         // so the next delivery's spans are the redrive's children, when walctl exports spans.
         let mut copy = redrive_copy(entry);
-        let span = if wal_runtime::process::exporting() {
-            let span =
-                tracing::info_span!("redrive", namespace = %entry.namespace, entry_id = %entry.id);
+        let span = wal_runtime::process::trace_span(
+            || tracing::info_span!("redrive", namespace = %entry.namespace, entry_id = %entry.id),
+        );
+        if !span.is_none() {
             wal_runtime::trace_context::link(&span, &entry.trace_context);
             copy.trace_context = wal_runtime::trace_context::onward(&span, &entry.trace_context);
-            span
-        } else {
-            tracing::Span::none()
-        };
+        }
         home.requeue(&copy).instrument(span).await.map_err(|e| {
             Failure::broker(format!(
                 "redriving entry {} to queue '{}': {e}; nothing was lost, run the redrive again",

@@ -278,13 +278,8 @@ fn lane_of(key: &str, lanes: usize) -> usize {
 /// An entry re-applied by a replay, as a span linked to the write it repeats, when walctl
 /// exports spans; none otherwise.
 fn replay_span(entry: &Entry) -> tracing::Span {
-    if !wal_runtime::process::exporting() {
-        return tracing::Span::none();
-    }
-    let span = tracing::info_span!(
-        "replay_apply",
-        namespace = %entry.namespace,
-        entry_id = %entry.id,
+    let span = wal_runtime::process::trace_span(
+        || tracing::info_span!("replay_apply", namespace = %entry.namespace, entry_id = %entry.id),
     );
     trace_context::link(&span, &entry.trace_context);
     span
