@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod expiry;
+pub mod faults;
 mod finish;
 pub mod live;
 pub mod metrics;

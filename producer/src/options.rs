@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 
+use crate::faults::Faults;
 use crate::settings::ProducerSettings;
 use wal_clusters::flags::{BrokerFlags, CqlFlags, FeedFlags, local_defaults};
 use wal_runtime::authorize::SecurityFlags;
@@ -60,6 +62,11 @@ pub struct ProducerOptions {
 
     #[command(flatten)]
     pub log: wal_runtime::process::LogFlags,
+
+    /// Faults for client libraries' conformance tests (see producer/src/faults.rs); hidden, as
+    /// nothing outside a test sets it.
+    #[arg(long, env = "WAL_TEST_FAULTS", default_value = "", hide = true)]
+    pub test_faults: String,
 }
 
 impl ProducerOptions {
@@ -91,6 +98,7 @@ impl ProducerOptions {
             provision: self.provision,
             tls: self.security.server_tls()?,
             authorizer: self.security.authorizer().map_err(anyhow::Error::msg)?,
+            faults: Arc::new(Faults::parse(&self.test_faults).map_err(anyhow::Error::msg)?),
         })
     }
 

@@ -59,6 +59,21 @@ pub enum Invalid {
     },
 }
 
+impl Invalid {
+    /// The request field the refusal is about, as a client names it (`lifecycle.delay_millis`,
+    /// `target.settings_json`): sent as the `google.rpc.BadRequest` field violation and in a
+    /// batch result's `field`, so a client reads it without parsing the message.
+    pub fn field(&self) -> String {
+        match self {
+            Self::EmptyPayload | Self::PayloadOverLimit { .. } => "payload".to_owned(),
+            Self::Lifecycle { field, .. } => format!("lifecycle.{field}"),
+            Self::Target { field, .. } => format!("target.{field}"),
+            Self::NoTarget { .. } | Self::ReplicationTarget { .. } => "target".to_owned(),
+            Self::BadText { field, .. } => (*field).to_owned(),
+        }
+    }
+}
+
 /// A request that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Write {

@@ -60,7 +60,14 @@ impl Producer {
             &settings.region,
             settings.write_timeout,
             settings.authorizer.clone(),
+            Arc::clone(&settings.faults),
         );
+        if !settings.faults.is_empty() {
+            tracing::warn!(
+                faults = %settings.faults.describe(),
+                "WAL_TEST_FAULTS is set: this producer answers some writes falsely on purpose, for tests only"
+            );
+        }
         Ok(Self {
             live,
             service,

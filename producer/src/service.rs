@@ -23,6 +23,7 @@ use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
 use wal_runtime::trace_context;
 
+use crate::faults::{Fault, Faults};
 use crate::finish::Finishing;
 use crate::live::LiveRegistry;
 use crate::metrics::{self, NamespaceMetrics, Outcome};
@@ -41,6 +42,7 @@ pub struct WriteService {
     authorizer: Authorizer,
     /// Requests naming no configured namespace.
     unknown: NamespaceMetrics,
+    faults: Arc<Faults>,
 }
 
 impl WriteService {
@@ -49,6 +51,7 @@ impl WriteService {
         region: &str,
         write_timeout: Duration,
         authorizer: Authorizer,
+        faults: Arc<Faults>,
     ) -> Self {
         Self {
             registry,
@@ -56,6 +59,7 @@ impl WriteService {
             write_timeout,
             authorizer,
             unknown: NamespaceMetrics::new(metrics::UNKNOWN_NAMESPACE),
+            faults,
         }
     }
 
@@ -120,7 +124,19 @@ impl WriteService {
         let queue = Arc::clone(runtime.queue_for(&write.entry.key));
         let fitted = fit(runtime, queue.as_ref(), write).await;
         let answer = match fitted {
-            Ok(Fitted::Entry(entry)) => Ok(self.enqueue(queue, *entry, permit).await),
+            Ok(Fitted::Entry(entry)) => {
+                let namespace = &runtime.config.name;
+                if self.faults.hits(Fault::False, namespace, &entry.id) {
+                    Ok(answer(
+                        Trilean::False,
+                        "not stored: the test fault 'false'".to_owned(),
+                        entry.id,
+                    ))
+                } else {
+                    let answered = self.enqueue(queue, *entry, permit).await;
+                    Ok(self.withheld(namespace, answered))
+                }
+            }
             Ok(Fitted::NotStored(reason)) => Ok(answer(Trilean::False, reason, String::new())),
             Err(status) => Err(status),
         };
@@ -171,6 +187,40 @@ impl WriteService {
                 id,
             ),
         }
+    }
+}
+
+impl WriteService {
+    /// The faults' UNKNOWN for an entry the broker did store: an acknowledgement lost on its way.
+    fn withheld(&self, namespace: &str, answered: WriteToLogResponse) -> WriteToLogResponse {
+        if answered.durable != Trilean::True as i32 {
+            return answered;
+        }
+        let id = &answered.entry_id;
+        let fault = [Fault::UnknownAlways, Fault::UnknownOnce]
+            .into_iter()
+            .find(|fault| self.faults.hits(*fault, namespace, id));
+        match fault {
+            Some(fault) => answer(
+                Trilean::Unknown,
+                format!(
+                    "stored, but the answer is withheld by the test fault '{}'",
+                    fault.name()
+                ),
+                answered.entry_id,
+            ),
+            None => answered,
+        }
+    }
+
+    /// Whether the faults fail this AppendItems call after it staged its items.
+    pub(crate) fn append_fails(&self, namespace: &str, transaction: &str, first: u64) -> bool {
+        first > 0
+            && self.faults.hits(
+                Fault::AppendUnavailableOnce,
+                namespace,
+                &format!("{transaction}/{first}"),
+            )
     }
 }
 
@@ -270,10 +320,14 @@ impl WriteService {
         // Checked before the name is looked up, logged or echoed in any answer.
         if request.namespace.len() > MAX_NAMESPACE_BYTES {
             self.unknown.request(Outcome::Invalid, started.elapsed());
-            return Err(Status::invalid_argument(format!(
-                "namespace is {} bytes long; expected a name of at most {MAX_NAMESPACE_BYTES}",
-                request.namespace.len()
-            )));
+            return Err(status::refused(
+                tonic::Code::InvalidArgument,
+                "namespace",
+                format!(
+                    "namespace is {} bytes long; expected a name of at most {MAX_NAMESPACE_BYTES}",
+                    request.namespace.len()
+                ),
+            ));
         }
         let span = tracing::info_span!(
             "write_to_log",
@@ -363,10 +417,14 @@ impl WriteAheadLog for WriteService {
         let peer = request.extensions().get::<Peer>().cloned();
         let writes = request.into_inner().writes;
         if writes.is_empty() || writes.len() > MAX_BATCH {
-            return Err(Status::invalid_argument(format!(
-                "a batch holds {} writes; expected 1 to {MAX_BATCH}",
-                writes.len()
-            )));
+            return Err(status::refused(
+                tonic::Code::InvalidArgument,
+                "writes",
+                format!(
+                    "a batch holds {} writes; expected 1 to {MAX_BATCH}",
+                    writes.len()
+                ),
+            ));
         }
         // All writes of the batch go to their queues at once, so the Kafka producer batches them.
         let answers = futures::future::join_all(
@@ -379,15 +437,10 @@ impl WriteAheadLog for WriteService {
             .into_iter()
             .map(|answer| match answer {
                 Ok(response) => WriteResult {
-                    code: 0,
-                    error: String::new(),
                     response: Some(response),
+                    ..WriteResult::default()
                 },
-                Err(status) => WriteResult {
-                    code: status.code() as i32,
-                    error: status.message().to_owned(),
-                    response: None,
-                },
+                Err(status) => status::batch_result(&status),
             })
             .collect();
         Ok(Response::new(WriteToLogBatchResponse { results }))

@@ -1,11 +1,14 @@
 //! What the producer library runs on, apart from where it listens: plain values the binary makes
 //! from its flags (`ProducerOptions::settings`), or a test or an embedding program makes itself.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use wal_clusters::ClusterMap;
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::ServerTls;
+
+use crate::faults::Faults;
 
 #[derive(Debug, Clone)]
 pub struct ProducerSettings {
@@ -23,4 +26,6 @@ pub struct ProducerSettings {
     pub tls: Option<ServerTls>,
     /// Who may write to which namespace; off unless asked for.
     pub authorizer: Authorizer,
+    /// Faults a test asked for (`WAL_TEST_FAULTS`); none outside tests.
+    pub faults: Arc<Faults>,
 }

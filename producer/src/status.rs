@@ -2,12 +2,23 @@
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
+use wal_proto::v1::WriteResult;
 
 use crate::admission::Shed;
 use crate::request::Invalid;
 
 pub fn invalid(error: &Invalid) -> Status {
-    Status::invalid_argument(error.to_string())
+    refused(Code::InvalidArgument, &error.field(), error.to_string())
+}
+
+/// A refusal of the request's `field`: the message for a person, and a `google.rpc.BadRequest`
+/// field violation naming the field for a client library, which types the error by it.
+pub fn refused(code: Code, field: &str, message: String) -> Status {
+    Status::with_error_details(
+        code,
+        message.clone(),
+        ErrorDetails::with_bad_request_violation(field, message),
+    )
 }
 
 /// RESOURCE_EXHAUSTED, with a `google.rpc.RetryInfo` detail when the namespace's rate limit
@@ -27,11 +38,17 @@ pub fn shed(error: &Shed) -> Status {
 
 pub fn unknown_namespace(name: &str) -> Status {
     if name.is_empty() {
-        return Status::invalid_argument("namespace is empty; name the namespace to write to");
+        return refused(
+            Code::InvalidArgument,
+            "namespace",
+            "namespace is empty; name the namespace to write to".to_owned(),
+        );
     }
-    Status::not_found(format!(
-        "namespace '{name}' is not configured on this producer"
-    ))
+    refused(
+        Code::NotFound,
+        "namespace",
+        format!("namespace '{name}' is not configured on this producer"),
+    )
 }
 
 pub fn too_large_for_queue(
@@ -40,7 +57,35 @@ pub fn too_large_for_queue(
     payload: usize,
     max_payload: usize,
 ) -> Status {
-    Status::invalid_argument(format!(
-        "payload of {payload} bytes does not fit queue '{queue}' ({max_payload} bytes at most) and namespace '{namespace}' has no durable storage for larger payloads"
-    ))
+    refused(
+        Code::InvalidArgument,
+        "payload",
+        format!(
+            "payload of {payload} bytes does not fit queue '{queue}' ({max_payload} bytes at most) and namespace '{namespace}' has no durable storage for larger payloads"
+        ),
+    )
+}
+
+/// A refused write of a batch: its status's code and message, and what its details say for a
+/// client (the field refused, the wait a rate limit asks for), since a batch result has no
+/// status details of its own.
+pub fn batch_result(status: &Status) -> WriteResult {
+    let details = status.get_error_details();
+    let field = details
+        .bad_request()
+        .and_then(|bad| bad.field_violations.first())
+        .map(|violation| violation.field.clone())
+        .unwrap_or_default();
+    let retry_after_millis = details
+        .retry_info()
+        .and_then(|info| info.retry_delay)
+        .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default();
+    WriteResult {
+        code: status.code() as i32,
+        error: status.message().to_owned(),
+        response: None,
+        field,
+        retry_after_millis,
+    }
 }

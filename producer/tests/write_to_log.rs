@@ -13,7 +13,8 @@ use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, Target, Trilean, WriteToLogRequest};
 use wal_queue::entry::{Body, now_micros};
 use wal_testkit::{
-    TestProducer, delayed, kafka_log, namespace, read_back, read_entry, reader, write, write_true,
+    TestProducer, delayed, kafka_log, namespace, read_back, read_entry, reader, refused_field,
+    write, write_true,
 };
 
 async fn true_means_the_entry_is_on_the_queue_intact(backend: Backend) {
@@ -213,6 +214,13 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
             .await
             .expect_err("refused");
         assert_eq!((status.code(), status.message()), (code, message.as_str()));
+        // The field a client library types the refusal by is the one the message starts with.
+        let field = refused_field(&status);
+        let after = message.strip_prefix(field.as_str()).unwrap_or("-");
+        assert!(
+            !field.is_empty() && (after.starts_with(' ') || after.starts_with(':')),
+            "the refusal {message:?} names field {field:?} in its details"
+        );
     }
 
     // The whole log, read from its partitions after a write answered TRUE: a refused request
@@ -548,13 +556,14 @@ async fn a_batch_answers_each_write_in_order_as_write_to_log_would() {
         .unwrap()
         .into_inner()
         .results;
-    type Summary = (i32, String, Option<(Trilean, String)>);
+    type Summary = (i32, String, String, Option<(Trilean, String)>);
     let summary: Vec<Summary> = results
         .into_iter()
         .map(|r| {
             (
                 r.code,
                 r.error,
+                r.field,
                 r.response.map(|a| (a.durable(), a.entry_id)),
             )
         })
@@ -562,21 +571,33 @@ async fn a_batch_answers_each_write_in_order_as_write_to_log_would() {
     assert_eq!(
         summary,
         vec![
-            (0, String::new(), Some((Trilean::True, "b1".into()))),
+            (
+                0,
+                String::new(),
+                String::new(),
+                Some((Trilean::True, "b1".into()))
+            ),
             (
                 Code::InvalidArgument as i32,
                 format!(
                     "payload of 31 bytes exceeds namespace '{}''s limit of 16 bytes",
                     ns.name
                 ),
+                "payload".to_owned(),
                 None
             ),
             (
                 Code::NotFound as i32,
                 "namespace 'elsewhere' is not configured on this producer".to_owned(),
+                "namespace".to_owned(),
                 None
             ),
-            (0, String::new(), Some((Trilean::True, "b2".into()))),
+            (
+                0,
+                String::new(),
+                String::new(),
+                Some((Trilean::True, "b2".into()))
+            ),
         ]
     );
     let mut ids: Vec<String> = read_back(reader(&ns, 0).await.as_ref(), |got| got.len() >= 2)

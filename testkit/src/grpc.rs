@@ -20,6 +20,17 @@ pub fn assert_refused(status: &tonic::Status, code: tonic::Code, names: &[&str])
     }
 }
 
+/// The field a refusal names in its `google.rpc.BadRequest` detail, which client libraries read
+/// to type the error; empty when it carries none.
+pub fn refused_field(status: &tonic::Status) -> String {
+    use tonic_types::StatusExt as _;
+    status
+        .get_details_bad_request()
+        .and_then(|bad| bad.field_violations.into_iter().next())
+        .map(|violation| violation.field)
+        .unwrap_or_default()
+}
+
 /// The health service's answer for `service` ("" for the server as a whole).
 pub async fn health_status(channel: &Channel, service: &str) -> ServingStatus {
     let check = HealthCheckRequest {

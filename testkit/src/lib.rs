@@ -78,7 +78,7 @@ pub use cql::{Cql, KEYSPACE};
 #[cfg(feature = "fleet")]
 pub use fleet::Fleet;
 #[cfg(feature = "control-plane")]
-pub use grpc::{assert_refused, health_status, reflected_services};
+pub use grpc::{assert_refused, health_status, reflected_services, refused_field};
 #[cfg(feature = "stores")]
 pub use namespaces::{
     cql_target, delete, namespace, namespace_json, namespace_with_target, put, with_durable_storage,

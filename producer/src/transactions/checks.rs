@@ -40,10 +40,14 @@ pub(super) fn refused(namespace: &Namespace, id: &str, state: TxnState) -> Statu
         TxnState::Aborted => "aborted".to_owned(),
         other => format!("already {}", other.name()),
     };
-    Status::failed_precondition(format!(
-        "transaction '{id}' of namespace '{}' is {why}",
-        namespace.name
-    ))
+    crate::status::refused(
+        tonic::Code::FailedPrecondition,
+        "transaction_id",
+        format!(
+            "transaction '{id}' of namespace '{}' is {why}",
+            namespace.name
+        ),
+    )
 }
 
 pub(super) fn unavailable(error: DurableError) -> Status {
@@ -88,20 +92,28 @@ pub(super) async fn check_complete(
         }
     }
     if missing > 0 {
-        return Err(Status::failed_precondition(format!(
-            "transaction '{id}': {missing} of {count} items are not staged: sequences {named:?}{}; nothing was queued",
-            if missing > named.len() as u64 {
-                " and more"
-            } else {
-                ""
-            }
-        )));
+        return Err(crate::status::refused(
+            tonic::Code::FailedPrecondition,
+            "item_count",
+            format!(
+                "transaction '{id}': {missing} of {count} items are not staged: sequences {named:?}{}; nothing was queued",
+                if missing > named.len() as u64 {
+                    " and more"
+                } else {
+                    ""
+                }
+            ),
+        ));
     }
     if let Some(sequence) = beyond {
-        return Err(Status::failed_precondition(format!(
-            "transaction '{id}': sequence {sequence} is staged but the commit counts {count} items (0 to {}); nothing was queued",
-            count - 1
-        )));
+        return Err(crate::status::refused(
+            tonic::Code::FailedPrecondition,
+            "item_count",
+            format!(
+                "transaction '{id}': sequence {sequence} is staged but the commit counts {count} items (0 to {}); nothing was queued",
+                count - 1
+            ),
+        ));
     }
     Ok(())
 }
@@ -115,9 +127,13 @@ pub(super) fn check_id(id: &str) -> Result<(), Status> {
     if fine {
         Ok(())
     } else {
-        Err(Status::invalid_argument(format!(
-            "transaction_id {id:?}: expected 1 to {MAX_ID_BYTES} letters, digits or '-', '_', '.', ':'"
-        )))
+        Err(crate::status::refused(
+            tonic::Code::InvalidArgument,
+            "transaction_id",
+            format!(
+                "transaction_id {id:?}: expected 1 to {MAX_ID_BYTES} letters, digits or '-', '_', '.', ':'"
+            ),
+        ))
     }
 }
 
@@ -128,31 +144,47 @@ pub(super) fn check_items(
     items: Vec<TransactionItem>,
 ) -> Result<Vec<StagedItem>, Status> {
     if items.is_empty() || items.len() > MAX_ITEMS_PER_CALL {
-        return Err(Status::invalid_argument(format!(
-            "items: {} in one call; expected 1 to {MAX_ITEMS_PER_CALL} (the per-call item limit)",
-            items.len()
-        )));
+        return Err(crate::status::refused(
+            tonic::Code::InvalidArgument,
+            "items",
+            format!(
+                "items: {} in one call; expected 1 to {MAX_ITEMS_PER_CALL} (the per-call item limit)",
+                items.len()
+            ),
+        ));
     }
     let mut sequences: Vec<u64> = items.iter().map(|i| i.sequence).collect();
     sequences.sort_unstable();
     if let Some(twice) = sequences.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Status::invalid_argument(format!(
-            "items: sequence {} appears twice in one call; expected each sequence once",
-            twice[0]
-        )));
+        return Err(crate::status::refused(
+            tonic::Code::InvalidArgument,
+            "items",
+            format!(
+                "items: sequence {} appears twice in one call; expected each sequence once",
+                twice[0]
+            ),
+        ));
     }
     let bytes: usize = items.iter().map(|i| i.payload.len()).sum();
     if bytes > MAX_BYTES_PER_CALL {
-        return Err(Status::invalid_argument(format!(
-            "items carry {bytes} payload bytes in one call; expected at most {MAX_BYTES_PER_CALL} (the per-call byte limit)"
-        )));
+        return Err(crate::status::refused(
+            tonic::Code::InvalidArgument,
+            "items",
+            format!(
+                "items carry {bytes} payload bytes in one call; expected at most {MAX_BYTES_PER_CALL} (the per-call byte limit)"
+            ),
+        ));
     }
     items
         .into_iter()
         .enumerate()
         .map(|(at, item)| {
             let place = |what: String| {
-                Status::invalid_argument(format!("items[{at}] (sequence {}): {what}", item.sequence))
+                crate::status::refused(
+                    tonic::Code::InvalidArgument,
+                    &format!("items[{at}]"),
+                    format!("items[{at}] (sequence {}): {what}", item.sequence),
+                )
             };
             if item.sequence >= MAX_ITEMS_PER_TRANSACTION {
                 return Err(place(format!(

@@ -70,9 +70,13 @@ impl TransactionService {
             .ok_or_else(|| status::unknown_namespace(name))?;
         self.writes.authorize(peer, &runtime)?;
         let durable = runtime.durable.clone().ok_or_else(|| {
-            Status::failed_precondition(format!(
-                "namespace '{name}' has no durable_storage; two-phase writes stage their items there"
-            ))
+            status::refused(
+                tonic::Code::FailedPrecondition,
+                "namespace",
+                format!(
+                    "namespace '{name}' has no durable_storage; two-phase writes stage their items there"
+                ),
+            )
         })?;
         check_id(id)?;
         Ok((runtime, durable))
@@ -144,9 +148,13 @@ impl TransactionService {
         let namespace = &runtime.config;
         let name = &namespace.name;
         if item_count == 0 || item_count > MAX_ITEMS_PER_TRANSACTION {
-            return Err(Status::invalid_argument(format!(
-                "item_count is {item_count}; expected 1 to {MAX_ITEMS_PER_TRANSACTION} (the transaction item limit)"
-            )));
+            return Err(status::refused(
+                tonic::Code::InvalidArgument,
+                "item_count",
+                format!(
+                    "item_count is {item_count}; expected 1 to {MAX_ITEMS_PER_TRANSACTION} (the transaction item limit)"
+                ),
+            ));
         }
         let keep = staging_keep(namespace);
         let txn = durable
@@ -154,9 +162,11 @@ impl TransactionService {
             .await
             .map_err(unavailable)?
             .ok_or_else(|| {
-                Status::not_found(format!(
-                    "transaction '{id}' of namespace '{name}' has no staged item"
-                ))
+                status::refused(
+                    tonic::Code::NotFound,
+                    "transaction_id",
+                    format!("transaction '{id}' of namespace '{name}' has no staged item"),
+                )
             })?;
         let txn = if txn.state == TxnState::Open {
             if expired(namespace, &txn) {
@@ -197,9 +207,13 @@ impl TransactionService {
         }
         let committed_count = txn.item_count.unwrap_or(item_count);
         if committed_count != item_count {
-            return Err(Status::failed_precondition(format!(
-                "transaction '{id}' was committed with {committed_count} items, not {item_count}"
-            )));
+            return Err(status::refused(
+                tonic::Code::FailedPrecondition,
+                "item_count",
+                format!(
+                    "transaction '{id}' was committed with {committed_count} items, not {item_count}"
+                ),
+            ));
         }
         // The marker is sent again only while the commit may not have reached the broker.
         if txn.state != TxnState::Committing {
@@ -240,9 +254,20 @@ impl Transactions for TransactionService {
         let request = request.into_inner();
         let (runtime, durable) =
             self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
-        self.append(&runtime, &durable, &request.transaction_id, request.items)
-            .await
-            .map(Response::new)
+        let first = request.items.iter().map(|item| item.sequence).min();
+        let appended = self
+            .append(&runtime, &durable, &request.transaction_id, request.items)
+            .await?;
+        let namespace = &runtime.config.name;
+        if first.is_some_and(|first| {
+            self.writes
+                .append_fails(namespace, &request.transaction_id, first)
+        }) {
+            return Err(Status::unavailable(
+                "the items are staged, but the answer is withheld by the test fault 'append-unavailable-once'",
+            ));
+        }
+        Ok(Response::new(appended))
     }
 
     async fn commit_transaction(
@@ -278,11 +303,15 @@ impl Transactions for TransactionService {
             self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
         let count = request.items.len() as u64;
         if let Some(item) = request.items.iter().find(|i| i.sequence >= count) {
-            return Err(Status::invalid_argument(format!(
-                "items: sequence {} in a transaction of {count} items; expected sequences 0 to {}",
-                item.sequence,
-                count.saturating_sub(1)
-            )));
+            return Err(status::refused(
+                tonic::Code::InvalidArgument,
+                "items",
+                format!(
+                    "items: sequence {} in a transaction of {count} items; expected sequences 0 to {}",
+                    item.sequence,
+                    count.saturating_sub(1)
+                ),
+            ));
         }
         let id = &request.transaction_id;
         // Sent again after UNKNOWN: the items are staged and committed already, and only the
