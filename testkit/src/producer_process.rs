@@ -16,6 +16,8 @@ use crate::stack::{cargo_bin, refusing_address};
 pub struct ProducerProcess {
     pub child: Child,
     pub channel: Channel,
+    /// Where its gRPC server listens (`host:port`).
+    pub address: String,
 }
 
 impl ProducerProcess {
@@ -120,7 +122,11 @@ impl ProducerProcess {
                 panic!("wal-producer exited at start-up with {status} (its error is above)");
             }
             if let Ok(channel) = endpoint.connect().await {
-                return Self { child, channel };
+                return Self {
+                    child,
+                    channel,
+                    address: listen.to_string(),
+                };
             }
             assert!(Instant::now() < deadline, "wal-producer did not start");
             tokio::time::sleep(Duration::from_millis(100)).await;

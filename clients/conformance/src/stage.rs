@@ -1,0 +1,143 @@
+//! The real parts one library's run is checked against: an HTTP upstream every namespace
+//! delivers to, the cases' namespaces under fresh names, two producer processes with the cases'
+//! test faults, and a consumer.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wal_namespaces::Namespace;
+use wal_testkit::{
+    Backend, ConsumerHandle, ProducerProcess, Upstream, namespace_json, refusing_address,
+    start_consumer, unique, with_durable_storage,
+};
+
+use crate::case::{Case, NamespacePlan};
+
+/// The keyspace two-phase namespaces stage their items in.
+const STAGING: &str = "wal_conformance";
+
+#[derive(Debug)]
+pub struct Stage {
+    pub upstream: Upstream,
+    /// By case name and alias.
+    pub namespaces: BTreeMap<(String, String), Namespace>,
+    pub producers: Vec<Producer>,
+    _consumer: ConsumerHandle,
+    folder: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Producer {
+    pub process: ProducerProcess,
+    pub address: String,
+    pub metrics: String,
+    pub alive: bool,
+}
+
+impl Stage {
+    pub async fn start(cases: &[(String, Case)]) -> Self {
+        let upstream = Upstream::start(|_| 200).await;
+        let folder = std::env::temp_dir().join(unique("conformance"));
+        std::fs::create_dir_all(&folder).expect("a folder for the namespace files");
+        let mut namespaces = BTreeMap::new();
+        let mut faults = Vec::new();
+        for (case, plan) in cases {
+            for (alias, wanted) in &plan.namespaces {
+                let (namespace, text) = config(&upstream.target(), wanted);
+                std::fs::write(folder.join(format!("{}.json", namespace.name)), text)
+                    .expect("write a namespace file");
+                if let Some(fault) = &wanted.fault {
+                    faults.push(format!("{fault}={}", namespace.name));
+                }
+                namespaces.insert((case.clone(), alias.clone()), namespace);
+            }
+        }
+        let mut producers = Vec::new();
+        for _ in 0..2 {
+            let metrics = refusing_address().to_string();
+            let env = [
+                ("WAL_TEST_FAULTS", faults.join(",")),
+                ("WAL_PRODUCER_METRICS_LISTEN", metrics.clone()),
+            ];
+            let process =
+                ProducerProcess::start_with_env(&folder, Duration::from_secs(5), &env).await;
+            let address = process.address.clone();
+            producers.push(Producer {
+                process,
+                address,
+                metrics,
+                alive: true,
+            });
+        }
+        let consumer = start_consumer(namespaces.values().cloned().collect()).await;
+        Self {
+            upstream,
+            namespaces,
+            producers,
+            _consumer: consumer,
+            folder,
+        }
+    }
+
+    /// The addresses of the producers still running.
+    pub fn live_producers(&self) -> Vec<String> {
+        self.producers
+            .iter()
+            .filter(|p| p.alive)
+            .map(|p| p.address.clone())
+            .collect()
+    }
+
+    pub fn kill(&mut self, producer: usize) {
+        if let Some(producer) = self.producers.get_mut(producer) {
+            producer.process.kill();
+            producer.alive = false;
+        }
+    }
+
+    /// What the live producers counted in `wal_producer_requests_total` for a namespace and
+    /// outcome.
+    pub async fn requests(&self, namespace: &str, outcome: &str) -> u64 {
+        let series = format!(
+            "wal_producer_requests_total{{namespace=\"{namespace}\",outcome=\"{outcome}\"}}"
+        );
+        let mut total = 0;
+        for producer in self.producers.iter().filter(|p| p.alive) {
+            let url = format!("http://{}/metrics", producer.metrics);
+            let text = match reqwest::get(&url).await {
+                Ok(response) => response.text().await.unwrap_or_default(),
+                Err(error) => panic!("scraping {url}: {error}"),
+            };
+            total += text
+                .lines()
+                .filter_map(|line| line.strip_prefix(series.as_str()))
+                .filter_map(|value| value.trim().parse::<f64>().ok())
+                .map(|value| value as u64)
+                .sum::<u64>();
+        }
+        total
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.folder);
+    }
+}
+
+/// A namespace on Kafka delivering to `target`, as the case wants it: its config and file text.
+fn config(target: &str, wanted: &NamespacePlan) -> (Namespace, String) {
+    let extra: Vec<String> = wanted
+        .extra
+        .iter()
+        .map(|(field, value)| format!("\"{field}\": {value}"))
+        .collect();
+    let mut text = namespace_json(Backend::Kafka, 1, target, &extra.join(", "));
+    if wanted.durable_storage {
+        text = with_durable_storage(&text, STAGING);
+    }
+    let namespace = wal_namespaces::parse(&text, "conformance")
+        .unwrap_or_else(|e| panic!("a case's namespace config: {e}"));
+    (namespace, text)
+}
