@@ -8,6 +8,8 @@
 //!   both sides paced at that rate;
 //! - WriteToLog with mTLS and authorization on (a second producer process, client certificates,
 //!   an `access.write` grant) against plaintext, at maximum throughput and at half of it;
+//! - the Rust client library (clients/rust: its batcher on) with the same number of writers,
+//!   against raw rdkafka, its CPU the producer's and this process's (the library's) together;
 //! - WriteToLog exporting its spans to the stack's Jaeger (`scripts/stack up jaeger`), every
 //!   write sampled and one in a hundred, against traces off.
 //!
@@ -21,7 +23,7 @@
 //!     scripts/stack up && scripts/stack up jaeger && cargo bench -p wal-producer --bench write_to_log
 //! Tunables (environment): BENCH_KAFKA_WRITES (30000), BENCH_SQS_WRITES (3000),
 //! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16), BENCH_PARTS (the sections to run,
-//! comma-separated: `unary,batch,tls,traces,sqs`, all by default; `unary` alone is the quick A/B of a
+//! comma-separated: `unary,batch,client,tls,traces,sqs`, all by default; `unary` alone is the quick A/B of a
 //! write-path change), BENCH_PACE (0.5: the share of WriteToLog's maximum at which the unary
 //! latency rounds pace both sides).
 
@@ -155,18 +157,23 @@ where
 enum Cpu {
     Process(u32),
     This,
+    /// The producer process and this one: a client library's side, whose library runs here.
+    Both(u32),
 }
 
 impl Cpu {
     fn pid(self) -> u32 {
         match self {
-            Self::Process(pid) => pid,
+            Self::Process(pid) | Self::Both(pid) => pid,
             Self::This => std::process::id(),
         }
     }
 
     fn seconds(self) -> f64 {
-        cpu_seconds_of(self.pid())
+        match self {
+            Self::Both(pid) => cpu_seconds_of(pid) + cpu_seconds_of(std::process::id()),
+            _ => cpu_seconds_of(self.pid()),
+        }
     }
 
     /// The process's threads' waits for a CPU so far.
@@ -185,7 +192,7 @@ async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run
     let mut run = run.await;
     let stalls = watch.stop();
     let watching = match cpu {
-        Cpu::This => stalls.cpu_seconds,
+        Cpu::This | Cpu::Both(_) => stalls.cpu_seconds,
         Cpu::Process(_) => 0.0,
     };
     run.stall = stalls.longest;
@@ -299,8 +306,8 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
     );
 }
 
-/// The producer's process and the port it serves its metrics on.
-struct ProducerProcess(Child, u16);
+/// The producer's process, the port it serves its metrics on, and its gRPC address.
+struct ProducerProcess(Child, u16, String);
 
 impl Drop for ProducerProcess {
     fn drop(&mut self) {
@@ -362,7 +369,7 @@ async fn start_producer(
         .stdout(Stdio::null())
         .spawn()
         .expect("start wal-producer");
-    let mut process = ProducerProcess(child, metrics_port);
+    let mut process = ProducerProcess(child, metrics_port, format!("127.0.0.1:{port}"));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(Some(status)) = process.0.try_wait() {
@@ -505,9 +512,9 @@ async fn main() {
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
     let rounds = env_usize("BENCH_ROUNDS", 3);
-    let parts =
-        std::env::var("BENCH_PARTS").unwrap_or_else(|_| "unary,batch,tls,traces,sqs".to_owned());
-    let known = ["unary", "batch", "tls", "traces", "sqs"];
+    let parts = std::env::var("BENCH_PARTS")
+        .unwrap_or_else(|_| "unary,batch,client,tls,traces,sqs".to_owned());
+    let known = ["unary", "batch", "client", "tls", "traces", "sqs"];
     if let Some(unknown) = parts.split(',').find(|p| !known.contains(&p.trim())) {
         panic!("BENCH_PARTS names '{unknown}'; expected some of {known:?}, comma-separated");
     }
@@ -646,6 +653,18 @@ async fn main() {
             &raw_batch_paced,
             "raw rdkafka",
         );
+    }
+
+    if part("client") {
+        client_library(
+            &process,
+            &raw_producer,
+            &raw_topic,
+            kafka_writes,
+            concurrency,
+            rounds,
+        )
+        .await;
     }
 
     // mTLS and authorization on, against plaintext: a second producer on the same topic.
@@ -886,4 +905,57 @@ fn share_within(before: &[(f64, f64)], after: &[(f64, f64)], bound: f64) -> Opti
     let all = count(after, f64::INFINITY)? - count(before, f64::INFINITY).unwrap_or(0.0);
     let within = count(after, bound)? - count(before, bound).unwrap_or(0.0);
     (all > 0.0).then(|| within / all)
+}
+
+/// The Rust client library with `concurrency` writers, each writing and awaiting its answer as a
+/// service would, its batcher gathering what they write at once, against raw rdkafka with as many
+/// in flight, in alternating rounds.
+async fn client_library(
+    producer: &ProducerProcess,
+    raw_producer: &FutureProducer,
+    raw_topic: &str,
+    writes: usize,
+    concurrency: usize,
+    rounds: usize,
+) {
+    let library = wal_client::Client::new(wal_client::Settings::new([producer.2.clone()]))
+        .expect("a client of the producer");
+    closed_loop(2_000, concurrency, library_call(&library, "bench_kafka")).await;
+    let (mut library_runs, mut raw_runs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let raw = closed_loop(writes, concurrency, kafka_call(raw_producer, raw_topic));
+        raw_runs.push(charged(Cpu::This, writes, raw).await);
+        let written = closed_loop(writes, concurrency, library_call(&library, "bench_kafka"));
+        library_runs.push(charged(Cpu::Both(producer.0.id()), writes, written).await);
+    }
+    print_pair(
+        &format!(
+            "Kafka, the Rust client library (batching on) with {concurrency} writers (CPU: producer + library)"
+        ),
+        &library_runs,
+        &raw_runs,
+        "raw rdkafka",
+    );
+}
+
+/// One write through the client library, which must answer TRUE at its first attempt's pace.
+fn library_call(
+    library: &wal_client::Client,
+    namespace: &str,
+) -> impl Fn(usize) -> Call + Send + Sync + 'static {
+    let (library, namespace) = (library.clone(), namespace.to_owned());
+    move |i| {
+        let library = library.clone();
+        let write = wal_client::Write::new(namespace.as_str(), vec![b'w'; PAYLOAD_BYTES])
+            .key(format!("key-{i}"));
+        Box::pin(async move {
+            let written = library.write(write).await.expect("not refused");
+            assert_eq!(
+                written.outcome,
+                wal_client::Outcome::True,
+                "{}",
+                written.message
+            );
+        })
+    }
 }
