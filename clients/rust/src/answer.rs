@@ -17,6 +17,8 @@ pub(crate) enum Answer<T> {
     /// No answer (the call failed in transport or timed out): the entry may be stored; retried
     /// with the same id, on another producer when there is one.
     Lost(String),
+    /// Never sent (its deadline ended while it waited for a batch): nothing stored by it.
+    Unsent(String),
     /// Over the namespace's limits, nothing stored: retried after `retry_after` when given.
     Shed {
         retry_after: Option<Duration>,

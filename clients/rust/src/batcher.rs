@@ -108,8 +108,8 @@ async fn send(batch: Vec<Pending>, producers: &Producers) {
     let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.deadline > now);
     for pending in late {
         // Never sent: the write's own loop ends at its deadline with what it knew before.
-        let _ = pending.reply.send(Answer::Lost(
-            "the deadline ended before the batch was sent".to_owned(),
+        let _ = pending.reply.send(Answer::Unsent(
+            "the deadline ended before its batch was sent".to_owned(),
         ));
     }
     let Some(left) = live.iter().map(|p| p.deadline - now).min() else {

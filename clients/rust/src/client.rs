@@ -174,6 +174,12 @@ pub(crate) fn finish(
             attempts,
             message,
         }),
+        Ended::NotStored(message) => Ok(Written {
+            outcome: Outcome::False,
+            entry_id: id,
+            attempts,
+            message,
+        }),
         Ended::Refused {
             code,
             field,

@@ -16,6 +16,8 @@ pub(crate) enum Ended<T> {
     Done(T),
     /// The deadline ended while the entry may have been stored.
     Unknown(String),
+    /// The deadline ended and no attempt stored anything: never sent, or not committed.
+    NotStored(String),
     Refused {
         code: Code,
         field: String,
@@ -38,6 +40,8 @@ pub(crate) struct Retry {
     pub attempts: u32,
     /// Whether an attempt may have stored the entry (an UNKNOWN or a lost call).
     maybe_stored: bool,
+    /// Whether an attempt was shed (and so, without `maybe_stored`, refused at the deadline).
+    shed: bool,
     last: String,
 }
 
@@ -49,6 +53,7 @@ impl Retry {
             max_step: settings.max_backoff,
             attempts: 0,
             maybe_stored: false,
+            shed: false,
             last: String::new(),
         }
     }
@@ -84,10 +89,15 @@ impl Retry {
                 self.last = message;
                 full_jitter(self.step)
             }
+            Answer::Unsent(message) => {
+                self.last = message;
+                full_jitter(self.step)
+            }
             Answer::Shed {
                 retry_after,
                 message,
             } => {
+                self.shed = true;
                 self.last = message;
                 // The producer's wait plus up to as much again, so that writes shed together
                 // come back spread out.
@@ -101,24 +111,22 @@ impl Retry {
         Next::Wait(wait)
     }
 
-    /// What the deadline leaves: UNKNOWN when an attempt may have stored the entry, otherwise
-    /// the refusal that kept it out.
+    /// What the deadline leaves: UNKNOWN when an attempt may have stored the entry, the refusal
+    /// when the producer shed every attempt, otherwise FALSE (nothing was sent).
     pub fn ended<T>(&mut self) -> Ended<T> {
         let last = std::mem::take(&mut self.last);
         if self.maybe_stored {
             Ended::Unknown(format!("the deadline ended; the last attempt: {last}"))
-        } else if last.is_empty() {
-            Ended::Refused {
-                code: Code::DeadlineExceeded,
-                field: String::new(),
-                message: "the deadline ended before the first attempt".to_owned(),
-            }
-        } else {
+        } else if self.shed {
             Ended::Refused {
                 code: Code::ResourceExhausted,
                 field: String::new(),
                 message: last,
             }
+        } else if last.is_empty() {
+            Ended::NotStored("the deadline ended before the first attempt".to_owned())
+        } else {
+            Ended::NotStored(last)
         }
     }
 }

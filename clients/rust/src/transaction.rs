@@ -71,7 +71,21 @@ impl Client {
                 .await;
             match ended {
                 Ended::Done(_) => {}
-                other => return finish(ended_as_write(other), transaction_id.to_owned(), attempts),
+                // Nothing is committed, so nothing will be applied: FALSE, and calling again
+                // with the same id and items resumes the staging.
+                Ended::Unknown(message) | Ended::NotStored(message) => {
+                    let message = format!(
+                        "not committed: staging ended at the deadline ({message}); call again with the same id and items to resume"
+                    );
+                    return finish(
+                        Ended::NotStored(message),
+                        transaction_id.to_owned(),
+                        attempts,
+                    );
+                }
+                refused => {
+                    return finish(ended_as_write(refused), transaction_id.to_owned(), attempts);
+                }
             }
         }
         self.commit_by(namespace, transaction_id, count, deadline)
@@ -173,6 +187,7 @@ fn ended_as_write<T>(ended: Ended<T>) -> Ended<WriteToLogResponse> {
     match ended {
         Ended::Done(_) => Ended::Done(WriteToLogResponse::default()),
         Ended::Unknown(message) => Ended::Unknown(message),
+        Ended::NotStored(message) => Ended::NotStored(message),
         Ended::Refused {
             code,
             field,

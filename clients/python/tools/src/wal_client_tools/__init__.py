@@ -1,0 +1,1 @@
+"""Programs built on wal_client: the conformance runner and the bench."""
