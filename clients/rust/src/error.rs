@@ -16,6 +16,9 @@ pub enum Error {
         /// The attempts made, the refused one included.
         attempts: u32,
     },
+    /// A call that must be answered to mean anything (an abort) got no answer by its deadline.
+    #[error("no answer by the deadline after {attempts} attempts: {message}")]
+    Unanswered { message: String, attempts: u32 },
     #[error("client settings: {0}")]
     Settings(String),
 }
@@ -25,7 +28,7 @@ impl Error {
     pub fn code(&self) -> Option<Code> {
         match self {
             Self::Refused { code, .. } => Some(*code),
-            Self::Settings(_) => None,
+            Self::Unanswered { .. } | Self::Settings(_) => None,
         }
     }
 }

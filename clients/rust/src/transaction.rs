@@ -58,6 +58,9 @@ impl Client {
             })
             .collect();
         for chunk in numbered.chunks(self.settings.chunk.max(1)) {
+            // An append to a transaction already committed (or aborted, or expired) is refused
+            // with FAILED_PRECONDITION: resuming after a commit whose answer was lost goes on to
+            // the commit, which answers TRUE for a committed transaction and names why otherwise.
             let request = AppendItemsRequest {
                 namespace: namespace.to_owned(),
                 transaction_id: transaction_id.to_owned(),
@@ -71,6 +74,10 @@ impl Client {
                 .await;
             match ended {
                 Ended::Done(_) => {}
+                Ended::Refused {
+                    code: tonic::Code::FailedPrecondition,
+                    ..
+                } => break,
                 // Nothing is committed, so nothing will be applied: FALSE, and calling again
                 // with the same id and items resumes the staging.
                 Ended::Unknown(message) | Ended::NotStored(message) => {
@@ -147,7 +154,19 @@ impl Client {
             .await;
         match ended {
             Ended::Done(_) => Ok(()),
-            other => finish(ended_as_write(other), transaction_id.to_owned(), attempts).map(drop),
+            Ended::Refused {
+                code,
+                field,
+                message,
+            } => Err(Error::Refused {
+                code,
+                field,
+                message,
+                attempts,
+            }),
+            Ended::Unknown(message) | Ended::NotStored(message) => {
+                Err(Error::Unanswered { message, attempts })
+            }
         }
     }
 

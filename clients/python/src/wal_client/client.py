@@ -192,7 +192,15 @@ class Client:
                 ),
                 Done,
             )
-            ended = await _retry.run(attempt, end, self._backoff(), clock=self._clock)
+            try:
+                ended = await _retry.run(attempt, end, self._backoff(), clock=self._clock)
+            except Refused as refused:
+                # An append to a transaction already committed (or aborted, or expired) is
+                # refused: resuming after a commit whose answer was lost goes on to the commit,
+                # which answers TRUE for a committed transaction and names why otherwise.
+                if refused.code != grpc.StatusCode.FAILED_PRECONDITION:
+                    raise
+                break
             if ended.done is None:
                 if ended.shed and not ended.maybe_stored:
                     raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "", ended.message, ended.attempts)

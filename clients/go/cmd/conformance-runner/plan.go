@@ -1,0 +1,46 @@
+package main
+
+// The plan of clients/conformance/README.md, read from standard input.
+
+type plan struct {
+	Producers []string `json:"producers"`
+	Steps     []step   `json:"steps"`
+}
+
+type step struct {
+	Op             string      `json:"op"` // write, transaction, commit, abort
+	Namespace      string      `json:"namespace"`
+	Concurrent     bool        `json:"concurrent"`
+	Batch          bool        `json:"batch"`
+	DeadlineMillis int64       `json:"deadline_millis"`
+	PaceMillis     int64       `json:"pace_millis"`
+	Writes         []planWrite `json:"writes"`
+	TransactionID  string      `json:"transaction_id"`
+	Chunk          int         `json:"chunk"`
+	Items          []planItem  `json:"items"`
+	ItemCount      uint64      `json:"item_count"`
+}
+
+type planWrite struct {
+	Key           string `json:"key"`
+	Payload       string `json:"payload"`
+	IdempotencyID string `json:"idempotency_id"`
+	DelayMillis   int64  `json:"delay_millis"`
+}
+
+type planItem struct {
+	Payload string `json:"payload"`
+}
+
+// result is one line of standard output.
+type result struct {
+	Step          int     `json:"step"`
+	Index         int     `json:"index"`
+	Outcome       string  `json:"outcome"`
+	EntryID       string  `json:"entry_id,omitempty"`
+	Attempts      int     `json:"attempts,omitempty"`
+	Code          string  `json:"code,omitempty"`
+	Field         *string `json:"field,omitempty"` // present (maybe empty) for REFUSED
+	ElapsedMillis int64   `json:"elapsed_millis"`
+	Message       string  `json:"message,omitempty"`
+}
