@@ -9,8 +9,8 @@
 //!   with the same id is answered truthfully (TRUE once stored again).
 //! - `unknown-always`: every write is stored, then answered UNKNOWN.
 //! - `false`: every write is answered FALSE, and nothing is stored.
-//! - `append-unavailable-once`: the first AppendItems call of each transaction that starts past
-//!   sequence 0 stages its items, then answers UNAVAILABLE.
+//! - `append-unavailable-once`: the first AppendItems call of each transaction and first
+//!   sequence (each chunk of a transaction, once) stages its items, then answers UNAVAILABLE.
 
 use std::collections::HashSet;
 use std::sync::Mutex;

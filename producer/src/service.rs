@@ -215,12 +215,11 @@ impl WriteService {
 
     /// Whether the faults fail this AppendItems call after it staged its items.
     pub(crate) fn append_fails(&self, namespace: &str, transaction: &str, first: u64) -> bool {
-        first > 0
-            && self.faults.hits(
-                Fault::AppendUnavailableOnce,
-                namespace,
-                &format!("{transaction}/{first}"),
-            )
+        self.faults.hits(
+            Fault::AppendUnavailableOnce,
+            namespace,
+            &format!("{transaction}/{first}"),
+        )
     }
 }
 

@@ -79,7 +79,8 @@ pub fn batch_result(status: &Status) -> WriteResult {
     let retry_after_millis = details
         .retry_info()
         .and_then(|info| info.retry_delay)
-        .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
+        // Rounded up: a wait under a millisecond is still a wait, and 0 means none was given.
+        .map(|delay| u64::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(u64::MAX))
         .unwrap_or_default();
     WriteResult {
         code: status.code() as i32,

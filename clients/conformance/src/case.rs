@@ -81,8 +81,11 @@ pub struct StepRef {
 pub struct Requests {
     pub namespace: String,
     pub outcome: String,
-    pub at_least: u64,
-    pub at_most: u64,
+    /// Bounds on the live producers' sum.
+    pub at_least: Option<u64>,
+    pub at_most: Option<u64>,
+    /// A bound on each live producer's own count: calls spread over the producers.
+    pub at_least_each: Option<u64>,
 }
 
 /// The cases folder beside this crate.

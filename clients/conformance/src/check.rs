@@ -20,6 +20,17 @@ pub async fn check(case_name: &str, case: &Case, results: &[Value], stage: &Stag
         Err(problems) => return problems,
     };
     for matcher in &case.expect.results {
+        let matched = by_place
+            .keys()
+            .filter(|(step, index)| {
+                *step == matcher.step && matcher.index.is_none_or(|i| i == *index)
+            })
+            .count();
+        if matched == 0 {
+            failures.push(format!(
+                "the case's matcher {matcher:?} matches no result: fix the case"
+            ));
+        }
         for ((step, index), result) in &by_place {
             if *step == matcher.step && matcher.index.is_none_or(|i| i == *index) {
                 failures.extend(
@@ -41,11 +52,22 @@ pub async fn check(case_name: &str, case: &Case, results: &[Value], stage: &Stag
     }
     for wanted in &case.expect.requests {
         let namespace = &stage.namespaces[&(case_name.to_owned(), wanted.namespace.clone())].name;
-        let counted = stage.requests(namespace, &wanted.outcome).await;
-        if counted < wanted.at_least || counted > wanted.at_most {
+        let each = stage.requests(namespace, &wanted.outcome).await;
+        let counted: u64 = each.iter().sum();
+        if wanted.at_least.is_some_and(|n| counted < n)
+            || wanted.at_most.is_some_and(|n| counted > n)
+        {
             failures.push(format!(
-                "the producers counted {counted} '{}' requests for '{}'; expected {} to {}",
+                "the producers counted {counted} '{}' requests for '{}'; expected {:?} to {:?}",
                 wanted.outcome, wanted.namespace, wanted.at_least, wanted.at_most
+            ));
+        }
+        if let Some(least) = wanted.at_least_each
+            && each.iter().any(|n| *n < least)
+        {
+            failures.push(format!(
+                "the producers counted {each:?} '{}' requests for '{}' each; expected at least {least} on every producer (round robin)",
+                wanted.outcome, wanted.namespace
             ));
         }
     }
@@ -165,6 +187,11 @@ async fn delivered(
     stage: &Stage,
 ) -> Vec<String> {
     let wanted = true_writes(case, step, by_place);
+    if wanted.is_empty() {
+        return vec![format!(
+            "step {step}: no write answered TRUE, so nothing can be delivered"
+        )];
+    }
     let ids_by_body = wait_for(stage, wanted.iter().map(|(p, _)| p.clone()).collect()).await;
     let mut failures = Vec::new();
     for (payload, id) in wanted {
@@ -268,6 +295,11 @@ async fn transaction_applied(case: &Case, step: usize, stage: &Stage) -> Vec<Str
         .iter()
         .map(|item| item["payload"].as_str().unwrap_or_default().to_owned())
         .collect();
+    if items.is_empty() {
+        return vec![format!(
+            "step {step} has no transaction items to check: fix the case"
+        )];
+    }
     wait_for(stage, items.clone()).await;
     let mut first = Vec::new();
     for body in stage.upstream.bodies() {

@@ -96,27 +96,28 @@ impl Stage {
         }
     }
 
-    /// What the live producers counted in `wal_producer_requests_total` for a namespace and
+    /// What each live producer counted in `wal_producer_requests_total` for a namespace and
     /// outcome.
-    pub async fn requests(&self, namespace: &str, outcome: &str) -> u64 {
+    pub async fn requests(&self, namespace: &str, outcome: &str) -> Vec<u64> {
         let series = format!(
             "wal_producer_requests_total{{namespace=\"{namespace}\",outcome=\"{outcome}\"}}"
         );
-        let mut total = 0;
+        let mut each = Vec::new();
         for producer in self.producers.iter().filter(|p| p.alive) {
             let url = format!("http://{}/metrics", producer.metrics);
             let text = match reqwest::get(&url).await {
                 Ok(response) => response.text().await.unwrap_or_default(),
                 Err(error) => panic!("scraping {url}: {error}"),
             };
-            total += text
-                .lines()
-                .filter_map(|line| line.strip_prefix(series.as_str()))
-                .filter_map(|value| value.trim().parse::<f64>().ok())
-                .map(|value| value as u64)
-                .sum::<u64>();
+            each.push(
+                text.lines()
+                    .filter_map(|line| line.strip_prefix(series.as_str()))
+                    .filter_map(|value| value.trim().parse::<f64>().ok())
+                    .map(|value| value as u64)
+                    .sum::<u64>(),
+            );
         }
-        total
+        each
     }
 }
 

@@ -14,9 +14,12 @@ pub(crate) enum Answer<T> {
     Done(T),
     /// The producer answered UNKNOWN: the entry may be stored; retried with the same id.
     Unknown(String),
-    /// No answer (the call failed in transport or timed out): the entry may be stored; retried
-    /// with the same id, on another producer when there is one.
+    /// No answer (the call failed in transport): the entry may be stored; retried with the same
+    /// id, on another producer when there is one, and the producer is paused.
     Lost(String),
+    /// No answer within the time the caller had left (DEADLINE_EXCEEDED): the entry may be
+    /// stored; the producer is not blamed, since the budget was the caller's.
+    TimedOut(String),
     /// Never sent (its deadline ended while it waited for a batch): nothing stored by it.
     Unsent(String),
     /// Over the namespace's limits, nothing stored: retried after `retry_after` when given.
@@ -69,6 +72,9 @@ pub(crate) fn of_status<T>(status: &Status) -> Answer<T> {
             field,
             message,
         };
+    }
+    if status.code() == Code::DeadlineExceeded {
+        return Answer::TimedOut(format!("{:?}: {message}", status.code()));
     }
     Answer::Lost(format!("{:?}: {message}", status.code()))
 }
@@ -123,15 +129,20 @@ mod tests {
         );
         for code in [
             Code::Unavailable,
-            Code::DeadlineExceeded,
             Code::Internal,
             Code::Cancelled,
+            Code::Aborted,
+            Code::DataLoss,
         ] {
             assert!(matches!(
                 of_status::<()>(&Status::new(code, "x")),
                 Answer::Lost(_)
             ));
         }
+        assert!(matches!(
+            of_status::<()>(&Status::new(Code::DeadlineExceeded, "x")),
+            Answer::TimedOut(_)
+        ));
         let shed = Status::with_error_details(
             Code::ResourceExhausted,
             "over the rate",

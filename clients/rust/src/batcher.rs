@@ -3,6 +3,7 @@
 //! made in), and answers each attempt on its own.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -20,9 +21,19 @@ use crate::settings::Batching;
 pub(crate) struct Pending {
     pub request: WriteToLogRequest,
     pub deadline: Instant,
-    pub traceparent: Option<String>,
+    pub trace: Trace,
     pub reply: oneshot::Sender<Answer<WriteToLogResponse>>,
+    /// [`QUEUED`], then [`SENT`] by the batcher or [`ABANDONED`] by a write whose deadline ended
+    /// first: whichever comes first decides whether the attempt may have stored the entry.
+    state: Arc<AtomicU8>,
 }
+
+/// The W3C trace context of a write, sent with its batch.
+pub(crate) type Trace = (Option<String>, Option<String>);
+
+const QUEUED: u8 = 0;
+const SENT: u8 = 1;
+const ABANDONED: u8 = 2;
 
 /// The handle writes send their attempts through; the task ends when the client is dropped.
 #[derive(Debug, Clone)]
@@ -37,26 +48,40 @@ impl Batcher {
         Self { queue }
     }
 
-    /// One attempt: queued for the next batch, answered when its batch is.
+    /// One attempt: queued for the next batch, answered when its batch is, or at the write's
+    /// own deadline, whatever the batch ahead of it is waiting for.
     pub async fn attempt(
         &self,
         request: WriteToLogRequest,
         deadline: Instant,
-        traceparent: Option<String>,
+        trace: Trace,
     ) -> Answer<WriteToLogResponse> {
         let (reply, answer) = oneshot::channel();
+        let state = Arc::new(AtomicU8::new(QUEUED));
         let pending = Pending {
             request,
             deadline,
-            traceparent,
+            trace,
             reply,
+            state: Arc::clone(&state),
         };
         if self.queue.send(pending).is_err() {
-            return Answer::Lost("the client's batcher has stopped".to_owned());
+            return Answer::Unsent("the client's batcher has stopped".to_owned());
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Answer::Lost("the client's batcher has stopped".to_owned()))
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Answer::Lost("the client's batcher has stopped".to_owned()),
+            Err(_) => {
+                let abandoned = state
+                    .compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                if abandoned {
+                    Answer::Unsent("the deadline ended before its batch was sent".to_owned())
+                } else {
+                    Answer::Lost("the deadline ended before its batch was answered".to_owned())
+                }
+            }
+        }
     }
 }
 
@@ -101,29 +126,43 @@ async fn gather(
     batch
 }
 
-/// One WriteToLogBatch call for the attempts whose deadline has not passed; each is answered
-/// with its own result, or all with the call's failure.
+/// One WriteToLogBatch call for the attempts still waiting (not abandoned at their deadline);
+/// each is answered with its own result, or all with the call's failure. The call may take as
+/// long as its latest write may: each write stops waiting at its own deadline.
 async fn send(batch: Vec<Pending>, producers: &Producers) {
+    let live: Vec<Pending> = batch
+        .into_iter()
+        .filter(|p| {
+            p.state
+                .compare_exchange(QUEUED, SENT, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+        .collect();
     let now = Instant::now();
-    let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.deadline > now);
-    for pending in late {
-        // Never sent: the write's own loop ends at its deadline with what it knew before.
-        let _ = pending.reply.send(Answer::Unsent(
-            "the deadline ended before its batch was sent".to_owned(),
-        ));
-    }
-    let Some(left) = live.iter().map(|p| p.deadline - now).min() else {
+    let Some(left) = live
+        .iter()
+        .map(|p| p.deadline.saturating_duration_since(now))
+        .max()
+    else {
         return;
     };
     let (replies, writes): (Vec<_>, Vec<_>) = live
         .into_iter()
-        .map(|p| ((p.reply, p.traceparent), p.request))
+        .map(|p| ((p.reply, p.trace), p.request))
         .unzip();
-    let traceparent = replies.iter().find_map(|(_, trace)| trace.clone());
+    // A batch call carries the trace context of its first write that has one.
+    let trace = replies
+        .iter()
+        .find(|(_, (parent, _))| parent.is_some())
+        .map(|(_, trace)| trace.clone());
     let mut request = tonic::Request::new(WriteToLogBatchRequest { writes });
     request.set_timeout(left.max(Duration::from_millis(1)));
-    if let Some(value) = traceparent.and_then(|t| MetadataValue::try_from(t).ok()) {
-        request.metadata_mut().insert("traceparent", value);
+    if let Some((parent, state)) = trace {
+        for (name, value) in [("traceparent", parent), ("tracestate", state)] {
+            if let Some(value) = value.and_then(|v| MetadataValue::try_from(v).ok()) {
+                request.metadata_mut().insert(name, value);
+            }
+        }
     }
     let (producer, channel) = producers.pick(None);
     match WriteAheadLogClient::new(channel)
@@ -143,11 +182,7 @@ async fn send(batch: Vec<Pending>, producers: &Producers) {
         }
         Err(status) => {
             let failed = answer::of_status::<WriteToLogResponse>(&status);
-            if matches!(failed, Answer::Lost(_)) {
-                producers.failed(producer);
-            } else {
-                producers.answered(producer);
-            }
+            producers.settle(producer, &failed);
             for (reply, _) in replies {
                 let _ = reply.send(failed.clone());
             }

@@ -75,9 +75,8 @@ impl Client {
             };
             let answer = match batcher {
                 Some(batcher) => {
-                    batcher
-                        .attempt(request.clone(), deadline, write.traceparent.clone())
-                        .await
+                    let trace = (write.traceparent.clone(), write.tracestate.clone());
+                    batcher.attempt(request.clone(), deadline, trace).await
                 }
                 None => {
                     self.attempt(request.clone(), &write, left, &mut avoid)
@@ -115,20 +114,16 @@ impl Client {
         answer
     }
 
-    /// Keeps the rotation's view of `producer` after its answer.
+    /// Keeps the rotation's view of `producer` after its answer; a retry after a lost call
+    /// avoids it.
     pub(crate) fn settled<T>(
         &self,
         producer: usize,
         answer: &Answer<T>,
         avoid: &mut Option<usize>,
     ) {
-        if matches!(answer, Answer::Lost(_)) {
-            self.producers.failed(producer);
-            *avoid = Some(producer);
-        } else {
-            self.producers.answered(producer);
-            *avoid = None;
-        }
+        self.producers.settle(producer, answer);
+        *avoid = matches!(answer, Answer::Lost(_)).then_some(producer);
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+use crate::answer::Answer;
 use crate::error::Error;
 use crate::settings::{Settings, Tls};
 
@@ -31,6 +32,16 @@ struct Health {
     paused_until: Option<Instant>,
     /// The pause after its next failure.
     pause: Duration,
+    /// Its pause has ended and one call is trying it: the others still skip it until that call
+    /// is answered.
+    probing: bool,
+}
+
+impl Health {
+    /// Whether a call may go to this producer now.
+    fn open(&self, now: Instant) -> bool {
+        !self.probing && self.paused_until.is_none_or(|until| until <= now)
+    }
 }
 
 impl Producers {
@@ -65,6 +76,7 @@ impl Producers {
                     health: Mutex::new(Health {
                         paused_until: None,
                         pause: settings.pause,
+                        probing: false,
                     }),
                 })
             })
@@ -78,7 +90,8 @@ impl Producers {
     }
 
     /// The next producer in the rotation that is not paused, other than `avoid` when there is
-    /// another; when all are paused, the one whose pause ends first.
+    /// another; when all are paused, the one whose pause ends first. A producer whose pause has
+    /// ended gets one call (its probe) until that call is answered.
     pub fn pick(&self, avoid: Option<usize>) -> (usize, Channel) {
         let count = self.all.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -87,9 +100,12 @@ impl Producers {
             .map(|k| (start + k) % count)
             .filter(|i| count == 1 || Some(*i) != avoid)
             .find(|i| {
-                self.health(*i)
-                    .paused_until
-                    .is_none_or(|until| until <= now)
+                let mut health = self.health(*i);
+                let open = health.open(now);
+                if open && health.paused_until.is_some() {
+                    health.probing = true;
+                }
+                open
             });
         let chosen = open.unwrap_or_else(|| {
             (0..count)
@@ -99,20 +115,43 @@ impl Producers {
         (chosen, self.all[chosen].channel.clone())
     }
 
+    /// Keeps the rotation's view of producer `i` after a call's answer: a lost call pauses it,
+    /// any answer puts it back; a call that ran out of the caller's time says nothing of it.
+    pub fn settle<T>(&self, i: usize, answer: &Answer<T>) {
+        match answer {
+            Answer::Lost(_) => self.failed(i),
+            Answer::TimedOut(_) | Answer::Unsent(_) => self.unprobed(i),
+            _ => self.answered(i),
+        }
+    }
+
     /// A call to producer `i` failed in transport: skip it for its pause, then double the pause.
+    /// Calls in flight together fail together: one more failure while it is paused changes
+    /// nothing.
     pub fn failed(&self, i: usize) {
         let mut health = self.health(i);
-        health.paused_until = Some(Instant::now() + health.pause);
+        let now = Instant::now();
+        if !health.probing && health.paused_until.is_some_and(|until| until > now) {
+            return;
+        }
+        health.probing = false;
+        health.paused_until = Some(now + health.pause);
         health.pause = (health.pause * 2).min(self.max_pause);
     }
 
     /// Producer `i` answered: back in the rotation.
     pub fn answered(&self, i: usize) {
         let mut health = self.health(i);
+        health.probing = false;
         if health.paused_until.is_some() {
             health.paused_until = None;
             health.pause = self.pause;
         }
+    }
+
+    /// A probe that told nothing (the caller's time ran out): the next call may probe again.
+    fn unprobed(&self, i: usize) {
+        self.health(i).probing = false;
     }
 
     fn health(&self, i: usize) -> std::sync::MutexGuard<'_, Health> {
@@ -159,6 +198,21 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(40)).await;
         let picks: Vec<usize> = (0..3).map(|_| producers.pick(None).0).collect();
         assert!(picks.contains(&1), "tried again after its pause: {picks:?}");
+        let picks: Vec<usize> = (0..4).map(|_| producers.pick(None).0).collect();
+        assert!(!picks.contains(&1), "one probe until it answers: {picks:?}");
+        producers.failed(0);
+        producers.failed(0);
+        assert!(
+            producers.health(0).pause == Duration::from_millis(60),
+            "failures while paused do not double the pause again"
+        );
+        producers.answered(1);
+        producers.answered(0);
+        let picks: Vec<usize> = (0..3).map(|_| producers.pick(None).0).collect();
+        assert!(
+            picks.contains(&1),
+            "back after its probe was answered: {picks:?}"
+        );
         for i in 0..3 {
             producers.failed(i);
         }

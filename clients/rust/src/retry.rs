@@ -84,7 +84,7 @@ impl Retry {
                     message,
                 });
             }
-            Answer::Unknown(message) | Answer::Lost(message) => {
+            Answer::Unknown(message) | Answer::Lost(message) | Answer::TimedOut(message) => {
                 self.maybe_stored = true;
                 self.last = message;
                 full_jitter(self.step)

@@ -112,10 +112,14 @@ impl TransactionService {
                 match staged.iter().find(|s| s.sequence == item.sequence) {
                     Some(same) if same == item => unchanged += 1,
                     Some(_) => {
-                        return Err(Status::already_exists(format!(
-                            "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
-                            item.sequence
-                        )));
+                        return Err(status::refused(
+                            tonic::Code::AlreadyExists,
+                            "items",
+                            format!(
+                                "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
+                                item.sequence
+                            ),
+                        ));
                     }
                     None => fresh.push(item.clone()),
                 }

@@ -39,13 +39,16 @@ async def run(
 ) -> Ended:
     """Calls `attempt(timeout)` until it is Done, raising `Refused` on a refusal.
 
-    The first attempt always starts; later ones only when their wait ends before `end` (the
-    monotonic deadline): when it would not, no attempt can start any more and the call ends at
-    once with what is known, rather than sleeping to the deadline for nothing."""
+    No attempt starts after `end` (the monotonic deadline): a call whose deadline has passed
+    before its first attempt ends at once with nothing sent, and a later attempt starts only
+    when its wait ends before `end`; when it would not, the call ends at once with what is
+    known, rather than sleeping to the deadline for nothing."""
     attempts = 0
     maybe_stored = shed = False
     message = entry_id = ""
     while True:
+        if clock() >= end:
+            return Ended(None, attempts, maybe_stored, shed, message, entry_id)
         attempts += 1
         outcome = await attempt(max(end - clock(), MIN_ATTEMPT_TIMEOUT))
         if isinstance(outcome, Done):

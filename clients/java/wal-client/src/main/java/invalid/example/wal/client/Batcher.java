@@ -192,8 +192,12 @@ final class Batcher {
       String message = Codes.message(status);
       switch (Codes.kind(status.getCode())) {
         case TRANSPORT -> {
-          runtime.pool().failed(producer);
-          avoid = producer;
+          // DEADLINE_EXCEEDED is the earliest write's budget running out, not the producer
+          // failing: the producer stays in the rotation.
+          if (status.getCode() != Status.Code.DEADLINE_EXCEEDED) {
+            runtime.pool().failed(producer);
+            avoid = producer;
+          }
           batch.forEach(w -> transport(w, status));
         }
         case SHED -> {

@@ -77,7 +77,10 @@ abstract class RetryLoop<Q, R> {
             : runtime.backoff().nanos(progress.retries++));
       }
       case TRANSPORT -> {
-        runtime.pool().failed(producer);
+        // DEADLINE_EXCEEDED is the caller's budget running out, not the producer failing.
+        if (status.getCode() != Status.Code.DEADLINE_EXCEEDED) {
+          runtime.pool().failed(producer);
+        }
         progress.transport(status.getCode(), message);
         avoid = producer;
         retryAfter(runtime.backoff().nanos(progress.retries++));
