@@ -63,7 +63,19 @@ impl ProducerProcess {
         write_timeout: Duration,
         env: &[(&str, String)],
     ) -> Self {
-        Self::launch_binary(binary, namespaces, write_timeout, None, env).await
+        Self::launch_binary(binary, namespaces, write_timeout, None, env, None).await
+    }
+
+    /// Like [`start_with_env`](Self::start_with_env), for a producer serving TLS (its flags in
+    /// `env`): its readiness is checked, and its channel made, over `tls`.
+    pub async fn start_secured(
+        namespaces: &Path,
+        write_timeout: Duration,
+        env: &[(&str, String)],
+        tls: tonic::transport::ClientTlsConfig,
+    ) -> Self {
+        let binary = cargo_bin("wal-producer");
+        Self::launch_binary(&binary, namespaces, write_timeout, None, env, Some(tls)).await
     }
 
     async fn launch(
@@ -73,7 +85,7 @@ impl ProducerProcess {
         env: &[(&str, String)],
     ) -> Self {
         let binary = cargo_bin("wal-producer");
-        Self::launch_binary(&binary, namespaces, write_timeout, log, env).await
+        Self::launch_binary(&binary, namespaces, write_timeout, log, env, None).await
     }
 
     async fn launch_binary(
@@ -82,6 +94,7 @@ impl ProducerProcess {
         write_timeout: Duration,
         log: Option<&Path>,
         env: &[(&str, String)],
+        tls: Option<tonic::transport::ClientTlsConfig>,
     ) -> Self {
         let stack = local_stack();
         let listen = refusing_address();
@@ -115,7 +128,13 @@ impl ProducerProcess {
             .stdout(Stdio::null())
             .spawn()
             .expect("start wal-producer");
-        let endpoint = Channel::from_shared(format!("http://{listen}")).unwrap();
+        let endpoint = match tls {
+            None => Channel::from_shared(format!("http://{listen}")).unwrap(),
+            Some(tls) => Channel::from_shared(format!("https://{listen}"))
+                .unwrap()
+                .tls_config(tls)
+                .unwrap(),
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = child.try_wait() {

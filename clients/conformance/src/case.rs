@@ -18,6 +18,10 @@ pub struct Case {
     pub steps: Vec<Value>,
     #[serde(default)]
     pub during: Vec<During>,
+    /// The case writes to the stage's mTLS producer, which authorizes writes by each
+    /// namespace's `access.write`, presenting the client certificate of the plan's `tls`.
+    #[serde(default)]
+    pub secured: bool,
     pub expect: Expect,
 }
 

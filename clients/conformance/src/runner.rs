@@ -39,6 +39,13 @@ pub fn plan(case_name: &str, case: &Case, stage: &Stage) -> Value {
             step
         })
         .collect();
+    if case.secured {
+        return serde_json::json!({
+            "producers": [stage.secured.address],
+            "tls": stage.tls,
+            "steps": steps,
+        });
+    }
     serde_json::json!({"producers": stage.live_producers(), "steps": steps})
 }
 

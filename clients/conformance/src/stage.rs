@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use wal_namespaces::Namespace;
+use wal_testkit::pki::{Named, Pki};
 use wal_testkit::{
     Backend, ConsumerHandle, ProducerProcess, Upstream, namespace_json, refusing_address,
     start_consumer, unique, with_durable_storage,
@@ -17,14 +18,23 @@ use crate::case::{Case, NamespacePlan};
 /// The keyspace two-phase namespaces stage their items in.
 const STAGING: &str = "wal_conformance";
 
+/// The principal the runners' client certificate names (its CN), granted writes by the secured
+/// case's namespaces.
+pub const PRINCIPAL: &str = "conformance";
+
 #[derive(Debug)]
 pub struct Stage {
     pub upstream: Upstream,
     /// By case name and alias.
     pub namespaces: BTreeMap<(String, String), Namespace>,
     pub producers: Vec<Producer>,
+    /// A third producer serving mTLS and authorizing writes, for the cases marked `secured`.
+    pub secured: Producer,
+    /// The files a runner's client presents to it (`tls` in the plan).
+    pub tls: serde_json::Value,
     _consumer: ConsumerHandle,
     folder: PathBuf,
+    _pki: Pki,
 }
 
 #[derive(Debug)]
@@ -70,13 +80,18 @@ impl Stage {
                 alive: true,
             });
         }
+        let pki = Pki::new("conformance CA");
+        let (secured, tls) = secured(&pki, &folder).await;
         let consumer = start_consumer(namespaces.values().cloned().collect()).await;
         Self {
             upstream,
             namespaces,
             producers,
+            secured,
+            tls,
             _consumer: consumer,
             folder,
+            _pki: pki,
         }
     }
 
@@ -125,6 +140,50 @@ impl Drop for Stage {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.folder);
     }
+}
+
+/// A producer serving the same namespaces over mTLS with authorization on, and the files (CA,
+/// client certificate and key, server name) a runner's client needs to write to it.
+async fn secured(pki: &Pki, folder: &std::path::Path) -> (Producer, serde_json::Value) {
+    let flags = pki.server_flags("secured-producer", "DEFAULT");
+    let path = |p: Option<PathBuf>| p.map(|p| p.display().to_string()).unwrap_or_default();
+    let metrics = refusing_address().to_string();
+    let env = [
+        ("WAL_TLS_CERT", path(flags.tls_cert)),
+        ("WAL_TLS_KEY", path(flags.tls_key)),
+        ("WAL_TLS_CLIENT_CA", path(flags.tls_client_ca)),
+        ("WAL_AUTHORIZE", "true".to_owned()),
+        ("WAL_PRODUCER_METRICS_LISTEN", metrics.clone()),
+    ];
+    let client = pki.client(Named::Cn(PRINCIPAL));
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(pki.ca_pem()))
+        .identity(tonic::transport::Identity::from_pem(
+            &client.cert,
+            &client.key,
+        ))
+        .domain_name("localhost");
+    let process = ProducerProcess::start_secured(folder, Duration::from_secs(5), &env, tls).await;
+    let (certificate, key) = (
+        folder.join("runner-client.pem"),
+        folder.join("runner-client.key"),
+    );
+    std::fs::write(&certificate, &client.cert).expect("write the client certificate");
+    std::fs::write(&key, &client.key).expect("write the client key");
+    let files = serde_json::json!({
+        "ca": pki.ca_path().display().to_string(),
+        "certificate": certificate.display().to_string(),
+        "key": key.display().to_string(),
+        "domain": "localhost",
+    });
+    let address = process.address.clone();
+    let producer = Producer {
+        process,
+        address,
+        metrics,
+        alive: true,
+    };
+    (producer, files)
 }
 
 /// A namespace on Kafka delivering to `target`, as the case wants it: its config and file text.

@@ -7,12 +7,22 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::json;
-use wal_client::{Client, Error, Item, Outcome, Settings, Write, Written};
+use wal_client::{Client, Error, Item, Outcome, Settings, Tls, Write, Written};
 
 #[derive(Deserialize)]
 struct Plan {
     producers: Vec<String>,
+    #[serde(default)]
+    tls: Option<PlannedTls>,
     steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+struct PlannedTls {
+    ca: std::path::PathBuf,
+    certificate: std::path::PathBuf,
+    key: std::path::PathBuf,
+    domain: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -70,7 +80,14 @@ async fn main() -> Result<(), String> {
         .read_to_string(&mut text)
         .map_err(|e| format!("reading the plan: {e}"))?;
     let plan: Plan = serde_json::from_str(&text).map_err(|e| format!("the plan: {e}"))?;
-    let client = Client::new(Settings::new(plan.producers)).map_err(|e| e.to_string())?;
+    let mut settings = Settings::new(plan.producers);
+    settings.tls = plan.tls.map(|tls| Tls {
+        ca: tls.ca,
+        certificate: tls.certificate,
+        key: tls.key,
+        domain: tls.domain,
+    });
+    let client = Client::new(settings).map_err(|e| e.to_string())?;
     for (step, planned) in plan.steps.into_iter().enumerate() {
         run(&client, step, planned).await?;
     }

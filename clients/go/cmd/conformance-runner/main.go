@@ -29,7 +29,11 @@ func run() error {
 	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
 		return fmt.Errorf("reading the plan: %w", err)
 	}
-	client, err := wal.New(p.Producers, wal.Options{})
+	var opts wal.Options
+	if p.TLS != nil {
+		opts.TLS = &wal.TLSFiles{CAFile: p.TLS.CA, CertFile: p.TLS.Certificate, KeyFile: p.TLS.Key, ServerName: p.TLS.Domain}
+	}
+	client, err := wal.New(p.Producers, opts)
 	if err != nil {
 		return err
 	}

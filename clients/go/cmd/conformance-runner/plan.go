@@ -4,7 +4,16 @@ package main
 
 type plan struct {
 	Producers []string `json:"producers"`
+	TLS       *planTLS `json:"tls"`
 	Steps     []step   `json:"steps"`
+}
+
+// planTLS is the plan's mTLS files, when the case writes to the secured producer.
+type planTLS struct {
+	CA          string `json:"ca"`
+	Certificate string `json:"certificate"`
+	Key         string `json:"key"`
+	Domain      string `json:"domain"`
 }
 
 type step struct {

@@ -19,18 +19,26 @@ def main() -> None:
         plan = json.load(sys.stdin)
         producers = plan["producers"]
         steps = plan["steps"]
+        files = plan.get("tls")
+        tls = (
+            wal_client.Tls.from_files(files["ca"], files["certificate"], files["key"], files.get("domain"))
+            if files
+            else None
+        )
     except (ValueError, KeyError, TypeError) as error:
         print(f"wal-conformance-runner: cannot read the plan: {error!r}", file=sys.stderr)
         sys.exit(2)
     try:
-        asyncio.run(_run(producers, steps))
+        asyncio.run(_run(producers, tls, steps))
     except Exception as error:  # a failure the result lines cannot say
         print(f"wal-conformance-runner: {error!r}", file=sys.stderr)
         sys.exit(1)
 
 
-async def _run(producers: list[str], steps: list[dict[str, Any]]) -> None:
-    async with wal_client.Client(producers) as client:
+async def _run(
+    producers: list[str], tls: "wal_client.Tls | None", steps: list[dict[str, Any]]
+) -> None:
+    async with wal_client.Client(producers, tls=tls) as client:
         for number, step in enumerate(steps):
             op = step["op"]
             log.info("step %d: %s", number, op)

@@ -50,7 +50,20 @@ public final class Runner {
         StandardCharsets.UTF_8);
     System.setOut(System.err);
     int status = 0;
-    try (WalClient client = WalClient.builder().producers(producers).build()) {
+    WalClient.Builder builder = WalClient.builder().producers(producers);
+    if (plan.has("tls") && !plan.get("tls").isJsonNull()) {
+      // The secured producer's mTLS files, for a case marked `secured`.
+      var files = plan.getAsJsonObject("tls");
+      var tls = invalid.example.wal.client.Tls.mutual(
+          java.nio.file.Path.of(files.get("ca").getAsString()),
+          java.nio.file.Path.of(files.get("certificate").getAsString()),
+          java.nio.file.Path.of(files.get("key").getAsString()));
+      if (files.has("domain")) {
+        tls = tls.serverName(files.get("domain").getAsString());
+      }
+      builder.tls(tls);
+    }
+    try (WalClient client = builder.build()) {
       var runner = new Runner(out, client);
       JsonArray steps = plan.getAsJsonArray("steps");
       for (int i = 0; i < steps.size(); i++) {
