@@ -10,6 +10,9 @@
 //!   an `access.write` grant) against plaintext, at maximum throughput and at half of it;
 //! - the Rust client library (clients/rust: its batcher on) with the same number of writers,
 //!   against raw rdkafka, its CPU the producer's and this process's (the library's) together;
+//!   then every client library paced at BENCH_LIBRARY_RATE (2000) writes/s against raw rdkafka
+//!   at that rate: the Go, Java and Python ones through their bench programs (built by
+//!   `clients/<language>/build`);
 //! - WriteToLog exporting its spans to the stack's Jaeger (`scripts/stack up jaeger`), every
 //!   write sampled and one in a hundred, against traces off.
 //!
@@ -43,6 +46,8 @@ use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
 use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
+
+mod libraries;
 
 const PAYLOAD_BYTES: usize = 1024;
 
@@ -656,7 +661,7 @@ async fn main() {
     }
 
     if part("client") {
-        client_library(
+        libraries::client_library(
             &process,
             &raw_producer,
             &raw_topic,
@@ -665,6 +670,11 @@ async fn main() {
             rounds,
         )
         .await;
+        let rate = std::env::var("BENCH_LIBRARY_RATE")
+            .ok()
+            .and_then(|rate| rate.parse::<f64>().ok())
+            .unwrap_or(2000.0);
+        libraries::paced(&process, &raw_producer, &raw_topic, rate, 5.0, rounds).await;
     }
 
     // mTLS and authorization on, against plaintext: a second producer on the same topic.
@@ -905,57 +915,4 @@ fn share_within(before: &[(f64, f64)], after: &[(f64, f64)], bound: f64) -> Opti
     let all = count(after, f64::INFINITY)? - count(before, f64::INFINITY).unwrap_or(0.0);
     let within = count(after, bound)? - count(before, bound).unwrap_or(0.0);
     (all > 0.0).then(|| within / all)
-}
-
-/// The Rust client library with `concurrency` writers, each writing and awaiting its answer as a
-/// service would, its batcher gathering what they write at once, against raw rdkafka with as many
-/// in flight, in alternating rounds.
-async fn client_library(
-    producer: &ProducerProcess,
-    raw_producer: &FutureProducer,
-    raw_topic: &str,
-    writes: usize,
-    concurrency: usize,
-    rounds: usize,
-) {
-    let library = wal_client::Client::new(wal_client::Settings::new([producer.2.clone()]))
-        .expect("a client of the producer");
-    closed_loop(2_000, concurrency, library_call(&library, "bench_kafka")).await;
-    let (mut library_runs, mut raw_runs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let raw = closed_loop(writes, concurrency, kafka_call(raw_producer, raw_topic));
-        raw_runs.push(charged(Cpu::This, writes, raw).await);
-        let written = closed_loop(writes, concurrency, library_call(&library, "bench_kafka"));
-        library_runs.push(charged(Cpu::Both(producer.0.id()), writes, written).await);
-    }
-    print_pair(
-        &format!(
-            "Kafka, the Rust client library (batching on) with {concurrency} writers (CPU: producer + library)"
-        ),
-        &library_runs,
-        &raw_runs,
-        "raw rdkafka",
-    );
-}
-
-/// One write through the client library, which must answer TRUE at its first attempt's pace.
-fn library_call(
-    library: &wal_client::Client,
-    namespace: &str,
-) -> impl Fn(usize) -> Call + Send + Sync + 'static {
-    let (library, namespace) = (library.clone(), namespace.to_owned());
-    move |i| {
-        let library = library.clone();
-        let write = wal_client::Write::new(namespace.as_str(), vec![b'w'; PAYLOAD_BYTES])
-            .key(format!("key-{i}"));
-        Box::pin(async move {
-            let written = library.write(write).await.expect("not refused");
-            assert_eq!(
-                written.outcome,
-                wal_client::Outcome::True,
-                "{}",
-                written.message
-            );
-        })
-    }
 }
