@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
@@ -21,6 +21,8 @@ use crate::settings::Batching;
 pub(crate) struct Pending {
     pub request: WriteToLogRequest,
     pub deadline: Instant,
+    /// When it was queued: its batch leaves by then plus the linger.
+    pub queued_at: Instant,
     pub trace: Trace,
     pub reply: oneshot::Sender<Answer<WriteToLogResponse>>,
     /// [`QUEUED`], then [`SENT`] by the batcher or [`ABANDONED`] by a write whose deadline ended
@@ -61,6 +63,7 @@ impl Batcher {
         let pending = Pending {
             request,
             deadline,
+            queued_at: Instant::now(),
             trace,
             reply,
             state: Arc::clone(&state),
@@ -90,21 +93,35 @@ async fn run(
     producers: Arc<Producers>,
     mut waiting: mpsc::UnboundedReceiver<Pending>,
 ) {
-    while let Some(first) = waiting.recv().await {
+    // A slot per batch that may be in flight; a batch is gathered only once it has one, so
+    // what arrives while every slot is taken goes out together in the next batch.
+    let slots = Arc::new(Semaphore::new(batching.max_in_flight.max(1)));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = waiting.recv().await else {
+            return;
+        };
         let batch = gather(first, &mut waiting, batching).await;
-        send(batch, &producers).await;
+        let producers = Arc::clone(&producers);
+        tokio::spawn(async move {
+            send(batch, &producers).await;
+            drop(slot);
+        });
     }
 }
 
-/// The first attempt and those that arrive within the linger, up to the size cap. Attempts
-/// already queued while the previous batch was in flight go at once.
+/// The first attempt and those that arrive until its linger ends (counted from when it was
+/// queued), up to the size cap: attempts that waited while the previous batch was in flight go
+/// at once.
 async fn gather(
     first: Pending,
     waiting: &mut mpsc::UnboundedReceiver<Pending>,
     batching: Batching,
 ) -> Vec<Pending> {
+    let linger = tokio::time::sleep_until(first.queued_at + batching.linger);
     let mut batch = vec![first];
-    let linger = tokio::time::sleep(batching.linger);
     tokio::pin!(linger);
     while batch.len() < batching.max_writes {
         match waiting.try_recv() {

@@ -49,6 +49,10 @@ pub struct Batching {
     pub linger: Duration,
     /// The most writes in one batch (the producer takes at most 1000).
     pub max_writes: usize,
+    /// Batch calls in flight at once. With one (the default) a key's writes reach the queue in
+    /// the order they were made; more raise the throughput of many concurrent writers and give
+    /// that order up across batches.
+    pub max_in_flight: usize,
 }
 
 impl Default for Batching {
@@ -56,6 +60,7 @@ impl Default for Batching {
         Self {
             linger: Duration::from_millis(1),
             max_writes: 500,
+            max_in_flight: 1,
         }
     }
 }

@@ -24,8 +24,16 @@ pub async fn client_library(
     concurrency: usize,
     rounds: usize,
 ) {
-    let library = wal_client::Client::new(wal_client::Settings::new([producer.2.clone()]))
-        .expect("a client of the producer");
+    // BENCH_CLIENT_IN_FLIGHT: the batch calls the library keeps in flight (1, its default).
+    let mut settings = wal_client::Settings::new([producer.2.clone()]);
+    if let Some(batching) = settings.batching.as_mut() {
+        batching.max_in_flight = std::env::var("BENCH_CLIENT_IN_FLIGHT")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+    }
+    let in_flight = settings.batching.map_or(0, |b| b.max_in_flight);
+    let library = wal_client::Client::new(settings).expect("a client of the producer");
     closed_loop(2_000, concurrency, library_call(&library, "bench_kafka")).await;
     let (mut library_runs, mut raw_runs) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
@@ -36,7 +44,7 @@ pub async fn client_library(
     }
     print_pair(
         &format!(
-            "Kafka, the Rust client library (batching on) with {concurrency} writers (CPU: producer + library)"
+            "Kafka, the Rust client library (batching on, {in_flight} batch call(s) in flight) with {concurrency} writers (CPU: producer + library)"
         ),
         &library_runs,
         &raw_runs,
