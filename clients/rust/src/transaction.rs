@@ -154,18 +154,11 @@ impl Client {
             .await;
         match ended {
             Ended::Done(_) => Ok(()),
-            Ended::Refused {
-                code,
-                field,
-                message,
-            } => Err(Error::Refused {
-                code,
-                field,
-                message,
-                attempts,
-            }),
             Ended::Unknown(message) | Ended::NotStored(message) => {
                 Err(Error::Unanswered { message, attempts })
+            }
+            refused => {
+                finish(ended_as_write(refused), transaction_id.to_owned(), attempts).map(drop)
             }
         }
     }
