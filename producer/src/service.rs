@@ -218,7 +218,7 @@ impl WriteService {
         self.faults.hits(
             Fault::AppendUnavailableOnce,
             namespace,
-            &format!("{transaction}/{first}"),
+            &format_args!("{transaction}/{first}"),
         )
     }
 }

@@ -70,7 +70,7 @@ impl Client {
         let mut retry = Retry::new(&self.settings, deadline);
         let mut avoid = None;
         let ended = loop {
-            let Some(left) = retry.left() else {
+            let Some(left) = retry.next_attempt() else {
                 break retry.ended();
             };
             let answer = match batcher {

@@ -58,9 +58,9 @@ impl Retry {
         }
     }
 
-    /// The time left for the next attempt; `None` once the deadline has passed (no attempt
-    /// starts after it).
-    pub fn left(&mut self) -> Option<Duration> {
+    /// Counts the next attempt and gives the time it has left; `None` once the deadline has
+    /// passed (no attempt starts after it).
+    pub fn next_attempt(&mut self) -> Option<Duration> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return None;
@@ -149,7 +149,7 @@ mod tests {
         let mut retry = Retry::new(&settings(), Instant::now() + Duration::from_secs(60));
         let mut step = Duration::from_millis(50);
         for _ in 0..8 {
-            retry.left();
+            retry.next_attempt();
             match retry.after::<()>(Answer::Unknown("u".into())) {
                 Next::Wait(wait) => assert!(wait <= step, "{wait:?} over {step:?}"),
                 Next::Return(ended) => panic!("returned early: {ended:?}"),
@@ -157,19 +157,23 @@ mod tests {
             step = (step * 2).min(Duration::from_secs(2));
         }
         let mut late = Retry::new(&settings(), Instant::now() + Duration::from_millis(1));
-        late.left();
+        late.next_attempt();
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert!(matches!(
             late.after::<()>(Answer::Lost("l".into())),
             Next::Return(Ended::Unknown(_))
         ));
-        assert_eq!(late.left(), None, "no attempt starts after the deadline");
+        assert_eq!(
+            late.next_attempt(),
+            None,
+            "no attempt starts after the deadline"
+        );
     }
 
     #[tokio::test]
     async fn shed_waits_the_producers_wait_and_ends_refused_when_nothing_was_stored() {
         let mut retry = Retry::new(&settings(), Instant::now() + Duration::from_millis(300));
-        retry.left();
+        retry.next_attempt();
         let wait = Duration::from_millis(100);
         match retry.after::<()>(Answer::Shed {
             retry_after: Some(wait),
@@ -186,7 +190,7 @@ mod tests {
             }
         ));
         let mut refused = Retry::new(&settings(), Instant::now() + Duration::from_secs(1));
-        refused.left();
+        refused.next_attempt();
         assert!(matches!(
             refused.after::<()>(Answer::Refused {
                 code: Code::NotFound,

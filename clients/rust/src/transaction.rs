@@ -177,7 +177,7 @@ impl Client {
         let mut retry = Retry::new(&self.settings, deadline);
         let mut avoid = None;
         loop {
-            let Some(left) = retry.left() else {
+            let Some(left) = retry.next_attempt() else {
                 return (retry.ended(), retry.attempts);
             };
             let (producer, channel) = self.producers.pick(avoid);
