@@ -160,6 +160,60 @@ async fn a_thousand_items_over_three_tables_appended_shuffled_end_as_their_last_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_item_stops_the_apply_at_it_with_every_item_before_it_applied_and_counted() {
+    const ITEMS: u64 = 100;
+    // Mid-window: CQL items are applied several at once, so items after it are in flight when
+    // it fails; the progress recorded is the prefix before it all the same.
+    const FAILS: u64 = 70;
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let fleet = Fleet::start(staged_namespace(&cql_target(&table))).await;
+    let mut client = client(&fleet);
+    let txn = Txn::new(&fleet.namespace.name);
+    let items = (0..ITEMS)
+        .map(|i| {
+            // A table that does not exist: a permanent failure, the marker to the DLQ.
+            let table = if i == FAILS { "no_such_table" } else { &table };
+            cql_item(i, table, put(&format!("k{i}"), "v"))
+        })
+        .collect();
+    client.append_items(txn.append(items)).await.unwrap();
+    txn.commit_stored(&mut client, ITEMS).await;
+
+    let nodes = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
+    let storage = wal_durable::DurableStorage::connect(&wal_durable::DurableSettings::new(
+        &[nodes.as_str()],
+        STAGING,
+    ))
+    .await
+    .unwrap();
+    let stopped = eventually(LIMIT, "the transaction dead-lettered", || async {
+        storage
+            .transaction(&txn.namespace, &txn.id)
+            .await
+            .unwrap()
+            .filter(|t| t.state == wal_durable::TxnState::DeadLettered)
+    })
+    .await;
+    let reason = stopped.reason.unwrap_or_default();
+    assert_eq!(stopped.applied_through, FAILS, "{reason}");
+    assert!(
+        reason.contains("applied items 0..70, stopped at item 70")
+            && reason.contains("no_such_table"),
+        "{reason}"
+    );
+    let rows = cql.rows(&table).await;
+    let missing: Vec<u64> = (0..FAILS)
+        .filter(|i| !rows.contains_key(&format!("k{i}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "items before the failed one not applied: {missing:?}"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice() {
     let (upstream, fleet, mut client, txn) = upstream_fleet().await;
 

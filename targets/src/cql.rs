@@ -37,6 +37,9 @@ pub enum WriteConsistency {
 
 impl Settings for CqlSettings {
     const KIND: Kind = Kind::Cql;
+    // Every statement carries the entry's write time as its timestamp (USING TIMESTAMP): the
+    // latest write wins whatever order the writes land in.
+    const ANY_ORDER: bool = true;
 
     fn check(&self) -> Result<(), JsonError> {
         for (field, name) in [("keyspace", &self.keyspace), ("table", &self.table)] {

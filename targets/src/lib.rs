@@ -48,6 +48,14 @@ macro_rules! kinds {
                 }
             }
 
+            /// Whether this kind's writes reach the same end state in any order they are
+            /// applied in ([`Settings::ANY_ORDER`]).
+            pub const fn any_order(self) -> bool {
+                match self {
+                    $(Self::$variant => <$settings as Settings>::ANY_ORDER,)+
+                }
+            }
+
             /// Checks settings JSON for this kind; empty text stands for `{}`.
             pub fn check(self, settings_json: &str) -> Result<(), Refusal> {
                 match self {
@@ -106,6 +114,10 @@ pub fn kind_names() -> String {
 /// A kind's settings: strict serde, plus the rules serde cannot say.
 pub trait Settings: DeserializeOwned + Send + 'static {
     const KIND: Kind;
+
+    /// Whether two writes of this kind reach the same end state in either order: the items of a
+    /// two-phase write are then applied several at once, the others one at a time, in order.
+    const ANY_ORDER: bool = false;
 
     /// Checks what the types do not: names, URLs, addresses. The error's path is the field's.
     fn check(&self) -> Result<(), JsonError>;
@@ -263,6 +275,17 @@ mod tests {
             &format!(r#"{{"topic": "{}"}}"#, "a".repeat(MAX_SETTINGS_BYTES)),
         );
         assert!(too_long.contains("expected at most 16384"), "{too_long}");
+    }
+
+    #[test]
+    fn only_writes_that_carry_their_timestamp_apply_in_any_order() {
+        let any_order: Vec<&str> = Kind::ALL
+            .iter()
+            .filter(|kind| kind.any_order())
+            .map(|kind| kind.name())
+            .collect();
+        // An http call, a Kafka record, a cache set or a replicated entry lands as it arrives.
+        assert_eq!(any_order, ["cql"]);
     }
 
     #[test]

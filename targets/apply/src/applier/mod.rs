@@ -3,6 +3,7 @@
 //! consumer's deliveries and walctl's replay both apply through an [`Applier`]; waiting, holding,
 //! retrying and acknowledging are the deliverer's.
 
+mod items;
 mod replay;
 mod transaction;
 

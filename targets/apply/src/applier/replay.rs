@@ -5,7 +5,7 @@ use wal_namespaces::Namespace;
 use wal_queue::entry::{Entry, Target as TargetSpec, TransactionMarker};
 
 use super::Applier;
-use super::transaction::item_entry;
+use super::items::item_entry;
 use crate::TargetError;
 
 impl Applier {

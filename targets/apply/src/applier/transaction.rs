@@ -1,6 +1,7 @@
 //! Applying a two-phase write: the consumer takes a transaction's commit marker from the queue,
 //! reads the staged items from the namespace's durable storage in sequence order, a page at a
-//! time, and applies each to its own target.
+//! time, and applies each to its own target (several at once where the target converges in any
+//! order: `items.rs`).
 //!
 //! Progress is recorded in the transaction's row after each page and at a failure, so a retry,
 //! a redrive or a restart resumes at the first item not known to be applied (an item may be
@@ -13,16 +14,15 @@
 //! of one transaction win over earlier ones (USING TIMESTAMP), however often a page is applied
 //! again.
 
-use futures::StreamExt as _;
 use std::sync::Arc;
-use tracing::Instrument as _;
-use wal_runtime::trace_context::{self, Carrier};
+use wal_runtime::trace_context::Carrier;
 
-use wal_durable::{DurableStorage, StagedItem, Txn, TxnState, staging_keep};
+use wal_durable::{DurableStorage, Txn, TxnState, staging_keep};
 use wal_namespaces::Namespace;
-use wal_queue::entry::{Body, Entry, Target as TargetSpec, TransactionMarker};
+use wal_queue::entry::{Entry, TransactionMarker};
 
 use super::Applier;
+use super::items::Items;
 use crate::TargetError;
 
 /// How long an apply holds a transaction without recording progress; a consumer that died
@@ -118,118 +118,6 @@ impl Applier {
         );
         Ok(())
     }
-
-    /// Applies the staged items from `progress.applied_through` on, recording progress as it
-    /// goes; a failure at an item is recorded with how far it got. The marker never applies a
-    /// part.
-    async fn apply_items(
-        &self,
-        items: &Items<'_>,
-        progress: &mut Progress<'_>,
-    ) -> Result<(), TargetError> {
-        let Items {
-            namespace,
-            marker_entry,
-            marker,
-            trace,
-        } = *items;
-        let id = marker.transaction_id.as_str();
-        let mut staged = match progress
-            .storage
-            .items_from(&namespace.name, id, progress.applied_through)
-            .await
-        {
-            Ok(staged) => staged,
-            Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
-        };
-        while let Some(item) = staged.next().await {
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
-            };
-            if item.sequence >= marker.item_count {
-                break;
-            }
-            if item.sequence != progress.applied_through {
-                let missing = TargetError::retryable(format!(
-                    "item {} of {} is not staged (yet); the commit saw it, so it is retried",
-                    progress.applied_through, marker.item_count
-                ));
-                return Err(progress.failed(missing).await);
-            }
-            let entry = item_entry(marker_entry, id, &item);
-            let applied = self
-                .apply_item(namespace, &entry, item.sequence, trace)
-                .await;
-            if let Err(error) = applied {
-                // The marker has no breaker of its own (its items' targets differ): an item's
-                // target that is away makes the whole marker wait its backoff and come back.
-                let error = match error {
-                    TargetError::Unavailable { reason, cause } => {
-                        TargetError::Retryable { reason, cause }
-                    }
-                    throttled @ TargetError::Throttled { .. } => {
-                        TargetError::retryable(throttled.reason())
-                    }
-                    other => other,
-                };
-                return Err(progress.failed(error).await);
-            }
-            progress.applied_through += 1;
-            // Recorded by count, and by time so the lease never runs out while items are slow.
-            if progress.applied_through - progress.recorded >= PROGRESS_EVERY
-                || progress.recorded_at.elapsed() >= LEASE / 3
-            {
-                progress.record().await?;
-            }
-        }
-        if progress.applied_through < marker.item_count {
-            let part = TargetError::retryable(format!(
-                "found items up to {} of {}; a marker never applies a part",
-                progress.applied_through, marker.item_count
-            ));
-            return Err(progress.failed(part).await);
-        }
-        Ok(())
-    }
-}
-
-impl Applier {
-    /// One item applied, as a span of the marker's attempt when spans are exported (the
-    /// item's target gets that span's trace context): a commit's trace shows every item.
-    async fn apply_item(
-        &self,
-        namespace: &Namespace,
-        entry: &Entry,
-        sequence: u64,
-        trace: Option<&Carrier>,
-    ) -> Result<(), TargetError> {
-        if !wal_runtime::process::exporting() {
-            return self
-                .apply(namespace, entry, entry.target.as_ref(), trace)
-                .await;
-        }
-        let span = tracing::info_span!("apply_item", sequence, outcome = tracing::field::Empty);
-        let onward = trace_context::onward(&span, trace.unwrap_or(&Carrier::new()));
-        let applied = self
-            .apply(namespace, entry, entry.target.as_ref(), Some(&onward))
-            .instrument(span.clone())
-            .await;
-        span.record(
-            "outcome",
-            if applied.is_ok() { "applied" } else { "failed" },
-        );
-        applied
-    }
-}
-
-/// What a transaction's items are applied as: parts of the marker's entry, in its trace.
-#[derive(Clone, Copy)]
-struct Items<'a> {
-    namespace: &'a Namespace,
-    marker_entry: &'a Entry,
-    marker: &'a TransactionMarker,
-    trace: Option<&'a Carrier>,
 }
 
 /// Takes the transaction's apply lease for `applier`: false when another attempt applied it
@@ -298,20 +186,28 @@ impl Applier {
 }
 
 /// How far a transaction's apply got, and what of it is recorded.
-struct Progress<'a> {
-    storage: &'a DurableStorage,
+pub(super) struct Progress<'a> {
+    pub(super) storage: &'a DurableStorage,
     namespace: &'a str,
     id: &'a str,
     applier: &'a str,
     keep: std::time::Duration,
-    applied_through: u64,
+    /// Items applied from the first: every item before this one is.
+    pub(super) applied_through: u64,
     recorded: u64,
     recorded_at: std::time::Instant,
 }
 
 impl Progress<'_> {
+    /// Whether to record now: by count, and by time so the lease never runs out while items
+    /// are slow.
+    pub(super) fn due(&self) -> bool {
+        self.applied_through - self.recorded >= PROGRESS_EVERY
+            || self.recorded_at.elapsed() >= LEASE / 3
+    }
+
     /// Records the progress and extends the lease; an apply whose lease was taken over stops.
-    async fn record(&mut self) -> Result<(), TargetError> {
+    pub(super) async fn record(&mut self) -> Result<(), TargetError> {
         let id = self.id;
         let held = self
             .storage
@@ -337,7 +233,7 @@ impl Progress<'_> {
 
     /// The error a failure at the current item ends the attempt with, naming how far it got;
     /// the progress is recorded first where the storage answers.
-    async fn failed(&mut self, error: TargetError) -> TargetError {
+    pub(super) async fn failed(&mut self, error: TargetError) -> TargetError {
         if self.applied_through > self.recorded {
             // Best effort: unrecorded, the next attempt re-applies from the last record.
             let _ = self.record().await;
@@ -375,23 +271,5 @@ impl Progress<'_> {
         error.map_reason(|reason| {
             format!("transaction {id}: applied items 0..{at}, stopped at item {at}: {reason}")
         })
-    }
-}
-
-/// One staged item as the entry its target applies.
-pub(super) fn item_entry(marker: &Entry, id: &str, item: &StagedItem) -> Entry {
-    Entry {
-        id: format!("{id}/{}", item.sequence),
-        key: id.to_owned(),
-        body: Some(Body::Payload(item.payload.clone())),
-        target: Some(TargetSpec {
-            kind: item.target_kind.clone(),
-            settings_json: item.target_settings.clone(),
-        }),
-        original_write_time_micros: marker
-            .original_write_time_micros
-            .saturating_add(item.sequence as i64),
-        trace_context: Default::default(),
-        ..marker.clone()
     }
 }
