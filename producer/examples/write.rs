@@ -1,5 +1,5 @@
-//! Sends one WriteToLog and prints the durable answer. `scripts/up` uses it because it builds
-//! with the producer; operators have `walctl write` (control-plane/), with more options.
+//! Sends one WriteToLog and prints the durable answer: the smallest client, built with the
+//! producer. Operators have `walctl write` (control-plane/), with more options.
 //!
 //!     cargo run -p wal-producer --example write -- NAMESPACE PAYLOAD [--delay-ms N] [--key K]
 //!         [--id ID] [--target-kind KIND --target-settings JSON] [--addr http://127.0.0.1:50051]

@@ -1,6 +1,7 @@
 //! A tour of the queue layer on the local stack: for each backend, provision a namespace's queue
 //! and DLQ, enqueue an entry, receive it, acknowledge it, and print what happened and how long
-//! each step took. `scripts/up` runs it; the addresses come from `scripts/stack env`.
+//! each step took (`cargo run -p wal-queue --example queue_tour`); the addresses come from
+//! `scripts/stack env`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
