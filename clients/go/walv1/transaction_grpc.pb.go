@@ -4,16 +4,17 @@
 // the namespace needs durable storage (its `durable_storage` names the CQL keyspace and shard).
 //
 // Order and isolation: "in sequence order" means each target ends as if the items had been
-// applied one at a time from the lowest sequence to the highest. Items for http, kafka and cache
-// targets are applied so: one at a time, each after every item before it has been. CQL items may
-// be applied several at once and land in any order among themselves, which ends the same: each is
-// written with USING TIMESTAMP = the commit time plus the item's sequence in microseconds, so
-// within a transaction a later item wins over an earlier one on the same row whatever order they
-// land in and however often one is applied again. There is no isolation: a reader of the targets
-// sees the items land one by one, as with Cassandra's logged batches across partitions. Across
-// transactions the later commit wins, provided the commits are further apart than the earlier
-// transaction's item count in microseconds (1,000 items: 1 ms). Nothing orders two transactions'
-// applies otherwise, whatever keys they share.
+// applied one at a time from the lowest sequence to the highest. Items of every kind but cql are
+// applied so: one at a time, each after every item before it has been. CQL items may be applied
+// several at once and land in any order among themselves, which ends the same: each is written
+// with USING TIMESTAMP = the commit time plus the item's sequence in microseconds, so within a
+// transaction a later item wins over an earlier one on the same row whatever order they land in
+// and however often one is applied again. An apply that stops at a failed item has applied every
+// item before it; CQL items after it may have landed too. There is no isolation: a reader of the
+// targets sees the items land one by one, as with Cassandra's logged batches across partitions.
+// Across transactions the later commit wins, provided the commits are further apart than the
+// earlier transaction's item count in microseconds (1,000 items: 1 ms). Nothing orders two
+// transactions' applies otherwise, whatever keys they share.
 //
 // Lifetime: a transaction not committed within its namespace's `durable_storage.
 // transaction_lifetime_secs` (an hour unless set) of its first append expires: its commit is

@@ -5,8 +5,8 @@
 //! Progress counts only the contiguous prefix applied: the window answers in sequence order, so
 //! an item counts once it and every item before it are applied. A failure ends the attempt at
 //! the first item that failed; items after it that landed meanwhile are applied again by the
-//! next attempt, which their timestamps make harmless, as for a page applied again after a
-//! crash.
+//! next attempt (a retry, or a redrive of a marker dead-lettered there), which their timestamps
+//! make harmless, as for a page applied again after a crash.
 
 use std::future::Future;
 
@@ -153,8 +153,19 @@ where
             break;
         };
         if let Err(error) = applied {
+            // Items after it that were in flight may have landed: the reason says so, since a
+            // marker dead-lettered here leaves them in place until a redrive applies them again.
+            let after = window.len();
             *window = FuturesOrdered::new();
-            return Err(progress.failed(as_the_markers(error)).await);
+            let error = as_the_markers(error);
+            let error = if after == 0 {
+                error
+            } else {
+                error.map_reason(|reason| {
+                    format!("{reason} ({after} items after it were in flight and may have landed)")
+                })
+            };
+            return Err(progress.failed(error).await);
         }
         progress.applied_through += 1;
         if progress.due() {
