@@ -60,7 +60,6 @@ impl Applier {
             Err(e) => return Err(progress.failed(TargetError::retryable(e)).await),
         };
         let mut window = FuturesOrdered::new();
-        let mut next = progress.applied_through;
         while let Some(item) = staged.next().await {
             let item = match item {
                 Ok(item) => item,
@@ -72,6 +71,8 @@ impl Applier {
             if item.sequence >= marker.item_count {
                 break;
             }
+            // Every item before the window's is applied; the window holds the next ones.
+            let next = progress.applied_through + window.len() as u64;
             if item.sequence != next {
                 settle(&mut window, progress, 0).await?;
                 let missing = TargetError::retryable(format!(
@@ -97,7 +98,6 @@ impl Applier {
             if !any_order {
                 settle(&mut window, progress, 0).await?;
             }
-            next += 1;
         }
         settle(&mut window, progress, 0).await?;
         if progress.applied_through < marker.item_count {
