@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use wal_namespaces::Backend;
 use wal_testkit::{
-    TestProducer, Upstream, assert_quiet, consumer_process_logging_to, eventually, namespace_json,
-    unique, write_through_kafka_restarts,
+    ShowLogOnFailure, TestProducer, Upstream, assert_quiet, consumer_process_logging_to,
+    eventually, namespace_json, unique, write_through_kafka_restarts,
 };
 
 /// The most lines at WARN or above the three restarts may leave.
@@ -31,6 +31,7 @@ async fn three_broker_restarts_under_load_leave_fewer_than_20_warnings_in_the_co
     let log = dir.join("consumer.log");
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let mut consumer = consumer_process_logging_to(&dir, &log);
+    let _shown = ShowLogOnFailure(&log);
 
     let written = write_through_kafka_restarts(producer.client.clone(), &namespace.name).await;
     assert!(!written.is_empty(), "writes were answered TRUE meanwhile");

@@ -14,7 +14,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::Trilean;
 use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_testkit::{
-    ProducerProcess, assert_quiet, eventually, namespace_json, unique, write,
+    ProducerProcess, ShowLogOnFailure, assert_quiet, eventually, namespace_json, unique, write,
     write_through_kafka_restarts,
 };
 
@@ -36,6 +36,7 @@ async fn three_broker_restarts_under_load_leave_fewer_than_20_warnings_in_the_pr
     let log = dir.join("producer.log");
     let mut producer = ProducerProcess::start_logging_to(&dir, Duration::from_secs(2), &log).await;
     let client = WriteAheadLogClient::new(producer.channel.clone());
+    let _shown = ShowLogOnFailure(&log);
 
     let written = write_through_kafka_restarts(client.clone(), &namespace.name).await;
     assert!(!written.is_empty(), "writes were answered TRUE meanwhile");

@@ -55,8 +55,8 @@ mod upstream;
 mod writer;
 
 pub use stack::{
-    KilledWhenDropped, Restart, SECOND_CLUSTER, arrival, assert_quiet, cargo_bin, cql_nodes,
-    env_u64, eventually, jaeger, kafka_bootstrap, kafka2_bootstrap, memcached, outage,
+    KilledWhenDropped, Restart, SECOND_CLUSTER, ShowLogOnFailure, arrival, assert_quiet, cargo_bin,
+    cql_nodes, env_u64, eventually, jaeger, kafka_bootstrap, kafka2_bootstrap, memcached, outage,
     refusing_address, restart_kafka, sqs_endpoint, stack, unique, warnings, with_second_cluster,
 };
 /// The queue backends, for [`on_each_backend!`] and the tests that name one.

@@ -256,6 +256,34 @@ pub fn assert_quiet(log: &Path, most: usize) {
     );
 }
 
+/// Prints the last lines of a process's log file `log` if the test fails while this is alive:
+/// a child process's log is where a failure through an outage is explained, and CI shows the
+/// test's output, not the files it left in the temporary folder.
+#[derive(Debug)]
+#[must_use = "the log is shown when this guard is dropped by a failing test"]
+pub struct ShowLogOnFailure<'a>(pub &'a Path);
+
+impl Drop for ShowLogOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let text = std::fs::read_to_string(self.0).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(without_colours).collect();
+        let shown = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+        eprintln!(
+            "the last {} of {} lines of {}:\n{}",
+            shown.len(),
+            lines.len(),
+            self.0.display(),
+            shown.join("\n")
+        );
+    }
+}
+
+/// How many lines of a child's log a failed test shows.
+const LOG_TAIL: usize = 80;
+
 /// The lines at WARN or above in a process's log file, their colours removed.
 pub fn warnings(log: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(log).unwrap_or_default();

@@ -75,6 +75,8 @@ impl ConsumerContext for OutageContext {}
 /// A consumer's context: its outage, and the offsets of revoked partitions dropped, so a late
 /// acknowledgement never stores an offset for a partition another consumer now owns.
 pub(super) struct TrackingContext {
+    /// The topic the consumer reads, for its log lines.
+    pub(super) queue: String,
     pub(super) tracker: Arc<Mutex<OffsetTracker>>,
     pub(super) outage: Arc<Outage>,
     /// Whether the queue is held (paused): partitions a rebalance assigns meanwhile are paused
@@ -104,6 +106,9 @@ impl ConsumerContext for TrackingContext {
                 .iter()
                 .map(|p| p.partition())
                 .collect();
+            // At DEBUG: when a consumer got and lost its partitions is what a slow recovery
+            // after an outage is read from (scripts/test runs the outage programs so).
+            tracing::debug!(queue = %self.queue, partitions = ?revoked, "partitions revoked");
             {
                 let mut tracker = lock(&self.tracker);
                 for partition in &revoked {
@@ -117,6 +122,12 @@ impl ConsumerContext for TrackingContext {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(partitions) = rebalance {
+            let assigned: Vec<i32> = partitions
+                .elements()
+                .iter()
+                .map(|p| p.partition())
+                .collect();
+            tracing::debug!(queue = %self.queue, partitions = ?assigned, "partitions assigned");
             let mut tracker = lock(&self.tracker);
             for partition in partitions.elements() {
                 tracker.assign(partition.partition());

@@ -174,6 +174,7 @@ impl KafkaQueue {
         let held = Arc::new(AtomicBool::new(false));
         let kept = Arc::new(Mutex::new(Vec::new()));
         let context = TrackingContext {
+            queue: self.spec.name.clone(),
             tracker: Arc::clone(&tracker),
             outage: Arc::clone(&outage),
             held: Arc::clone(&held),
