@@ -1,7 +1,9 @@
 //! WriteToLog against its baselines, side by side in one run on the local stack:
 //!
 //! - Kafka: WriteToLog (durable TRUE, 1 KiB payloads) against a raw rdkafka producer with the
-//!   same payload size, acks=all, idempotence, linger and concurrency;
+//!   same payload size, acks=all, idempotence, linger and concurrency, and against a hand-built
+//!   forwarder (forwarder.rs: a gRPC server of its own that hands the payload to rdkafka and
+//!   nothing else, what a team would write instead), unary, batched and paced;
 //! - SQS: WriteToLog on an SQS namespace against raw SendMessage with the same concurrency;
 //! - the batch path (WriteToLogBatch) with the same number of writes in flight;
 //! - latency at half of WriteToLog's measured maximum throughput (BENCH_PACE sets another share),
@@ -47,6 +49,7 @@ use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
 use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
 
+mod forwarder;
 mod libraries;
 
 const PAYLOAD_BYTES: usize = 1024;
@@ -311,6 +314,17 @@ fn print_labeled(title: &str, (wal_name, wal): (&str, &[Run]), (raw_name, raw): 
     );
 }
 
+/// The unary latency rounds' baselines: raw rdkafka's producer and topic, and the forwarder's
+/// clients and CPU.
+type Baselines<'a> = (
+    &'a FutureProducer,
+    &'a str,
+    (&'a [WriteAheadLogClient<Channel>], Cpu),
+);
+
+/// The hand-built forwarder's row in the tables (forwarder.rs).
+const FORWARDER: &str = "hand-built forwarder";
+
 /// The producer's process, the port it serves its metrics on, and its gRPC address.
 struct ProducerProcess(Child, u16, String);
 
@@ -513,6 +527,9 @@ fn sqs_call(
 
 #[tokio::main]
 async fn main() {
+    if forwarder::serve_if_asked().await {
+        return;
+    }
     let kafka_writes = env_usize("BENCH_KAFKA_WRITES", 30_000);
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
@@ -569,6 +586,10 @@ async fn main() {
         .set("message.timeout.ms", "5000")
         .create()
         .unwrap();
+    // The hand-built forwarder on the raw topic: a gRPC hop and a process of its own, like
+    // WriteToLog, and nothing else (forwarder.rs).
+    let (forwarder_process, forwarder) = forwarder::start(&raw_topic).await;
+    let forwarder_cpu = Cpu::Process(forwarder_process.0.id());
 
     println!(
         "WriteToLog benchmark: {PAYLOAD_BYTES} B payloads, {concurrency} in flight, median of {rounds} rounds"
@@ -583,12 +604,13 @@ async fn main() {
     // Warm both paths (connections, metadata, JIT of the brokers).
     closed_loop(2_000, concurrency, wal_call(&client, "bench_kafka")).await;
     closed_loop(2_000, concurrency, kafka_call(&raw_producer, &raw_topic)).await;
+    closed_loop(2_000, concurrency, wal_call(&forwarder, "bench_kafka")).await;
 
     // Whose CPU each side's writes cost: the producer process's, and this process's (the raw
     // client's) for the baselines.
     let wal_cpu = Cpu::Process(process.0.id());
     let raw_cpu = Cpu::This;
-    let (mut wal_runs, mut raw_runs) = (Vec::new(), Vec::new());
+    let (mut wal_runs, mut raw_runs, mut forwarded_runs) = (Vec::new(), Vec::new(), Vec::new());
     // Half of WriteToLog's maximum, where the TLS section's latency rounds pace their writes.
     let mut half = None;
     if part("unary") {
@@ -596,6 +618,8 @@ async fn main() {
             let raw_call = kafka_call(&raw_producer, &raw_topic);
             let raw = closed_loop(kafka_writes, concurrency, raw_call);
             raw_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+            let forwarded = closed_loop(kafka_writes, concurrency, wal_call(&forwarder, ""));
+            forwarded_runs.push(charged(forwarder_cpu, kafka_writes, forwarded).await);
             let wal = closed_loop(kafka_writes, concurrency, wal_call(&client, "bench_kafka"));
             wal_runs.push(charged(wal_cpu, kafka_writes, wal).await);
         }
@@ -605,11 +629,22 @@ async fn main() {
             &raw_runs,
             "raw rdkafka",
         );
+        print_pair(
+            "Kafka, maximum throughput (closed loop), against the hand-built forwarder",
+            &wal_runs,
+            &forwarded_runs,
+            FORWARDER,
+        );
         let max = summarize(&wal_runs).0;
         half = Some(max / 2.0);
         let producer = (wal_cpu, process.1);
         let pace = (max, unary_pace);
-        unary_paced(&client, (&raw_producer, &raw_topic), pace, rounds, producer).await;
+        let baselines = (
+            &raw_producer,
+            raw_topic.as_str(),
+            (&forwarder[..], forwarder_cpu),
+        );
+        unary_paced(&client, baselines, pace, rounds, producer).await;
     }
 
     // The batch path with the same number of writes in flight: `concurrency / batch` calls.
@@ -617,24 +652,29 @@ async fn main() {
         let calls_in_flight = (concurrency / batch).max(1);
         let batch_call = || wal_batch_call(&client, "bench_kafka", batch);
         closed_loop(2_000 / batch, calls_in_flight, batch_call()).await;
+        let forwarded_call = || wal_batch_call(&forwarder, "", batch);
+        closed_loop(2_000 / batch, calls_in_flight, forwarded_call()).await;
         let (mut batch_runs, mut raw_batch_runs) = (Vec::new(), Vec::new());
+        let mut forwarded_batch_runs = Vec::new();
         for _ in 0..rounds {
             let raw_call = kafka_call(&raw_producer, &raw_topic);
             let raw = closed_loop(kafka_writes, calls_in_flight * batch, raw_call);
             raw_batch_runs.push(charged(raw_cpu, kafka_writes, raw).await);
+            let calls = closed_loop(kafka_writes / batch, calls_in_flight, forwarded_call());
+            let mut run = charged(forwarder_cpu, kafka_writes / batch * batch, calls).await;
+            run.per_second *= batch as f64;
+            forwarded_batch_runs.push(run);
             let calls = closed_loop(kafka_writes / batch, calls_in_flight, batch_call());
             let mut run = charged(wal_cpu, kafka_writes / batch * batch, calls).await;
             run.per_second *= batch as f64;
             batch_runs.push(run);
         }
-        print_pair(
-            &format!(
-                "Kafka, WriteToLogBatch of {batch} with {calls_in_flight} calls in flight (latency per call)"
-            ),
-            &batch_runs,
-            &raw_batch_runs,
-            "raw rdkafka",
+        let title = format!(
+            "Kafka, WriteToLogBatch of {batch} with {calls_in_flight} calls in flight (latency per call)"
         );
+        print_pair(&title, &batch_runs, &raw_batch_runs, "raw rdkafka");
+        let title = format!("{title}, against the hand-built forwarder (its batches of {batch})");
+        print_pair(&title, &batch_runs, &forwarded_batch_runs, FORWARDER);
 
         // The batch path paced at half of its own maximum, calls at a fixed rate.
         let half_calls = summarize(&batch_runs).0 / batch as f64 / 2.0;
@@ -820,7 +860,7 @@ async fn traces(
 /// writes per second (open loop).
 async fn unary_paced(
     client: &[WriteAheadLogClient<Channel>],
-    (raw_producer, raw_topic): (&FutureProducer, &str),
+    (raw_producer, raw_topic, (forwarder, forwarder_cpu)): Baselines<'_>,
     (max, share): (f64, f64),
     rounds: usize,
     (wal_cpu, metrics_port): (Cpu, u16),
@@ -828,11 +868,13 @@ async fn unary_paced(
     let raw_cpu = Cpu::This;
     let rate = max * share;
     let paced = (rate * 5.0) as usize; // five seconds at that rate
-    let (mut wal_paced, mut raw_paced) = (Vec::new(), Vec::new());
+    let (mut wal_paced, mut raw_paced, mut forwarded_paced) = (Vec::new(), Vec::new(), Vec::new());
     let before = write_buckets(metrics_port).await;
     for _ in 0..rounds {
         let raw = open_loop(paced, rate, kafka_call(raw_producer, raw_topic));
         raw_paced.push(charged(raw_cpu, paced, raw).await);
+        let forwarded = open_loop(paced, rate, wal_call(forwarder, ""));
+        forwarded_paced.push(charged(forwarder_cpu, paced, forwarded).await);
         let wal = open_loop(paced, rate, wal_call(client, "bench_kafka"));
         wal_paced.push(charged(wal_cpu, paced, wal).await);
     }
@@ -841,12 +883,11 @@ async fn unary_paced(
         0.5 => "half".to_owned(),
         _ => format!("{:.0}%", share * 100.0),
     };
-    print_pair(
-        &format!("Kafka, latency at {at} of WriteToLog's maximum ({rate:.0} writes/s, open loop)"),
-        &wal_paced,
-        &raw_paced,
-        "raw rdkafka",
-    );
+    let title =
+        format!("Kafka, latency at {at} of WriteToLog's maximum ({rate:.0} writes/s, open loop)");
+    print_pair(&title, &wal_paced, &raw_paced, "raw rdkafka");
+    let title = format!("{title}, against the hand-built forwarder");
+    print_pair(&title, &wal_paced, &forwarded_paced, FORWARDER);
     // Where a WriteToLog's tail is spent: the producer's own histogram times a write from the
     // moment its handler starts to its answer (the entry, the enqueue, the broker's
     // acknowledgement); decoding, the wait for a runtime thread and HTTP/2 are outside it.
