@@ -9,7 +9,7 @@
 //! the benchmark starts its own program again with `BENCH_FORWARDER_LISTEN` set.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -22,7 +22,7 @@ use wal_proto::v1::{
     WriteToLogResponse,
 };
 
-use super::{CONNECTIONS, ProducerProcess, free_port, stack};
+use super::{ProducerProcess, connect_once_up, free_port, stack};
 
 const LISTEN: &str = "BENCH_FORWARDER_LISTEN";
 const TOPIC: &str = "BENCH_FORWARDER_TOPIC";
@@ -69,21 +69,8 @@ pub async fn start(topic: &str) -> (ProducerProcess, Vec<WriteAheadLogClient<Cha
         .expect("start the forwarder");
     let mut process = ProducerProcess(child, 0, address.clone());
     let endpoint = Channel::from_shared(format!("http://{address}")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(Some(status)) = process.0.try_wait() {
-            panic!("the forwarder exited at start-up with {status} (its error is above)");
-        }
-        if endpoint.connect().await.is_ok() {
-            let mut clients = Vec::new();
-            for _ in 0..CONNECTIONS {
-                clients.push(WriteAheadLogClient::new(endpoint.connect().await.unwrap()));
-            }
-            return (process, clients);
-        }
-        assert!(Instant::now() < deadline, "the forwarder did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let clients = connect_once_up(&mut process, &endpoint, "the forwarder").await;
+    (process, clients)
 }
 
 struct Forwarder {

@@ -389,19 +389,30 @@ async fn start_producer(
         .spawn()
         .expect("start wal-producer");
     let mut process = ProducerProcess(child, metrics_port, format!("127.0.0.1:{port}"));
+    let clients = connect_once_up(&mut process, &endpoint, "wal-producer").await;
+    (process, clients)
+}
+
+/// [`CONNECTIONS`] clients of `endpoint` once the process `what` behind it answers; panics if it
+/// exits first or does not answer within a minute.
+async fn connect_once_up(
+    process: &mut ProducerProcess,
+    endpoint: &tonic::transport::Endpoint,
+    what: &str,
+) -> Vec<WriteAheadLogClient<Channel>> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(Some(status)) = process.0.try_wait() {
-            panic!("wal-producer exited at start-up with {status} (its error is above)");
+            panic!("{what} exited at start-up with {status} (its error is above)");
         }
         if endpoint.connect().await.is_ok() {
             let mut clients = Vec::new();
             for _ in 0..CONNECTIONS {
                 clients.push(WriteAheadLogClient::new(endpoint.connect().await.unwrap()));
             }
-            return (process, clients);
+            return clients;
         }
-        assert!(Instant::now() < deadline, "wal-producer did not start");
+        assert!(Instant::now() < deadline, "{what} did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

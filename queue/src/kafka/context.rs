@@ -16,6 +16,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message as _, OwnedMessage};
+use rdkafka::topic_partition_list::TopicPartitionList;
 
 use super::classify::broker_away;
 use super::offsets::OffsetTracker;
@@ -101,11 +102,7 @@ impl ClientContext for TrackingContext {
 impl ConsumerContext for TrackingContext {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(partitions) = rebalance {
-            let revoked: Vec<i32> = partitions
-                .elements()
-                .iter()
-                .map(|p| p.partition())
-                .collect();
+            let revoked = numbers(partitions);
             // At DEBUG: when a consumer got and lost its partitions is what a slow recovery
             // after an outage is read from (scripts/test runs the outage programs so).
             tracing::debug!(queue = %self.queue, partitions = ?revoked, "partitions revoked");
@@ -122,15 +119,11 @@ impl ConsumerContext for TrackingContext {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(partitions) = rebalance {
-            let assigned: Vec<i32> = partitions
-                .elements()
-                .iter()
-                .map(|p| p.partition())
-                .collect();
+            let assigned = numbers(partitions);
             tracing::debug!(queue = %self.queue, partitions = ?assigned, "partitions assigned");
             let mut tracker = lock(&self.tracker);
-            for partition in partitions.elements() {
-                tracker.assign(partition.partition());
+            for partition in assigned {
+                tracker.assign(partition);
             }
             if self.held.load(Ordering::SeqCst)
                 && let Err(error) = consumer.pause(partitions)
@@ -139,6 +132,15 @@ impl ConsumerContext for TrackingContext {
             }
         }
     }
+}
+
+/// The partition numbers of a rebalance's list (one topic: a consumer reads one queue).
+fn numbers(partitions: &TopicPartitionList) -> Vec<i32> {
+    partitions
+        .elements()
+        .iter()
+        .map(|p| p.partition())
+        .collect()
 }
 
 /// A lock whose holders change its value in one step (a push, a take): a poisoned one is still
