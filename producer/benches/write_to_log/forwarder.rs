@@ -34,6 +34,12 @@ pub async fn serve_if_asked() -> bool {
         return false;
     };
     let topic = std::env::var(TOPIC).expect("BENCH_FORWARDER_TOPIC names the topic");
+    // Gone with the benchmark however it ends (a kill skips its cleanup): its end closes this
+    // process's stdin.
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(0);
+    });
     // The platform's producer settings (queue/src/kafka/backend.rs), as the raw baseline's.
     let producer: FutureProducer = ClientConfig::new()
         .set(
@@ -64,6 +70,7 @@ pub async fn start(topic: &str) -> (ProducerProcess, Vec<WriteAheadLogClient<Cha
     let child = Command::new(std::env::current_exe().expect("the benchmark's own program"))
         .env(LISTEN, &address)
         .env(TOPIC, topic)
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .expect("start the forwarder");

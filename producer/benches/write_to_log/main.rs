@@ -612,7 +612,7 @@ async fn main() {
             .unwrap_or(0)
     );
 
-    // Warm both paths (connections, metadata, JIT of the brokers).
+    // Warm the three paths (connections, metadata, JIT of the brokers).
     closed_loop(2_000, concurrency, wal_call(&client, "bench_kafka")).await;
     closed_loop(2_000, concurrency, kafka_call(&raw_producer, &raw_topic)).await;
     closed_loop(2_000, concurrency, wal_call(&forwarder, "bench_kafka")).await;

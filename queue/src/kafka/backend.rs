@@ -80,7 +80,8 @@ impl KafkaSettings {
         // Java client: 1 s), each client on its own schedule: after a minute-long outage the
         // consumers of one namespace first reached the returned broker 1.8 to 7.4 s after it
         // opened its port, and a late one held its queue's entries that much longer. With 1 s,
-        // all ten within 0.1 to 0.9 s. A map's client properties may still set it.
+        // all ten within 0.1 to 0.9 s. A map's client properties may still set it, and must
+        // when they set reconnect.backoff.ms above it (librdkafka refuses a maximum below it).
         config.set("reconnect.backoff.max.ms", millis(RECONNECT_BACKOFF_MAX));
         for (key, value) in &self.client {
             config.set(key, value);
