@@ -11,7 +11,6 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tonic::transport::{Channel, Server};
 use tonic::{Request, Response, Status};
@@ -22,7 +21,7 @@ use wal_proto::v1::{
     WriteToLogResponse,
 };
 
-use super::{ProducerProcess, connect_once_up, free_port, stack};
+use super::{ProducerProcess, connect_once_up, free_port, raw_config, stack};
 
 const LISTEN: &str = "BENCH_FORWARDER_LISTEN";
 const TOPIC: &str = "BENCH_FORWARDER_TOPIC";
@@ -40,16 +39,7 @@ pub async fn serve_if_asked() -> bool {
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
         std::process::exit(0);
     });
-    // The platform's producer settings (queue/src/kafka/backend.rs), as the raw baseline's.
-    let producer: FutureProducer = ClientConfig::new()
-        .set(
-            "bootstrap.servers",
-            stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
-        )
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "1")
-        .set("message.timeout.ms", "5000")
+    let producer: FutureProducer = raw_config(&stack("WAL_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
         .create()
         .expect("the forwarder's Kafka producer");
     Server::builder()

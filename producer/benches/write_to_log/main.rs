@@ -210,6 +210,19 @@ async fn charged(cpu: Cpu, writes: usize, run: impl Future<Output = Run>) -> Run
     run
 }
 
+/// The baselines' Kafka producer settings (raw rdkafka's and the forwarder's): the ones the
+/// platform's producer uses (queue/src/kafka/backend.rs).
+fn raw_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "1")
+        .set("message.timeout.ms", "5000");
+    config
+}
+
 /// The raw baseline's queue `name`, with its DLQ.
 fn raw_spec(name: &str) -> wal_queue::QueueSpec {
     wal_queue::QueueSpec::new("raw", name, &format!("{name}-dlq"))
@@ -588,15 +601,7 @@ async fn main() {
     let raw = wal_queue::kafka::KafkaBackend::new(wal_queue::kafka::KafkaSettings::new(&bootstrap))
         .unwrap();
     provision_raw(raw.queue(raw_spec(&raw_topic))).await;
-    // The same settings the platform's producer uses (queue/src/kafka/backend.rs).
-    let raw_producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "1")
-        .set("message.timeout.ms", "5000")
-        .create()
-        .unwrap();
+    let raw_producer: FutureProducer = raw_config(&bootstrap).create().unwrap();
     // The hand-built forwarder on the raw topic: a gRPC hop and a process of its own, like
     // WriteToLog, and nothing else (forwarder.rs).
     let (forwarder_process, forwarder) = forwarder::start(&raw_topic).await;
