@@ -6,6 +6,7 @@ pub mod admission;
 pub mod expiry;
 pub mod faults;
 mod finish;
+mod fit;
 pub mod live;
 pub mod metrics;
 pub mod options;

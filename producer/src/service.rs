@@ -10,14 +10,13 @@ use futures::FutureExt as _;
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, field};
-use wal_durable::CLAIM_CHECK_MARGIN;
 use wal_namespaces::Action;
 use wal_proto::v1::write_ahead_log_server::WriteAheadLog;
 use wal_proto::v1::{
     Trilean, WriteResult, WriteToLogBatchRequest, WriteToLogBatchResponse, WriteToLogRequest,
     WriteToLogResponse,
 };
-use wal_queue::entry::{Body, Entry, now_micros};
+use wal_queue::entry::{Entry, now_micros};
 use wal_queue::{Durability, Produce};
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -25,6 +24,7 @@ use wal_runtime::trace_context;
 
 use crate::faults::{Fault, Faults};
 use crate::finish::Finishing;
+use crate::fit::{Fitted, fit};
 use crate::live::LiveRegistry;
 use crate::metrics::{self, NamespaceMetrics, Outcome};
 use crate::registry::NamespaceRuntime;
@@ -228,57 +228,6 @@ fn answer(durable: Trilean, message: String, entry_id: String) -> WriteToLogResp
         durable: durable as i32,
         message,
         entry_id,
-    }
-}
-
-enum Fitted {
-    Entry(Box<Entry>),
-    /// The claim check could not be written, so nothing went on the queue.
-    NotStored(String),
-}
-
-/// Makes the entry fit its queue: as it is, or with its payload moved to durable storage and a
-/// claim check in its place.
-async fn fit(
-    runtime: &NamespaceRuntime,
-    queue: &dyn Produce,
-    write: request::Write,
-) -> Result<Fitted, Status> {
-    let mut entry = write.entry;
-    let size = prost::Message::encoded_len(&entry);
-    let limit = queue.max_entry_bytes();
-    if size <= limit {
-        return Ok(Fitted::Entry(Box::new(entry)));
-    }
-    let Some(durable) = &runtime.durable else {
-        let envelope = size - write.payload_len;
-        return Err(status::too_large_for_queue(
-            &runtime.config.name,
-            &queue.spec().name,
-            write.payload_len,
-            limit.saturating_sub(envelope),
-        ));
-    };
-    let Some(Body::Payload(payload)) = entry.body.take() else {
-        return Ok(Fitted::Entry(Box::new(entry)));
-    };
-    // The body must outlive the entry: its delay, every retry, then time to inspect the DLQ.
-    let until_due = entry.deliver_at_micros.saturating_sub(now_micros()).max(0);
-    let keep = Duration::from_micros(until_due.unsigned_abs())
-        + runtime.config.retry.horizon()
-        + CLAIM_CHECK_MARGIN;
-    match durable
-        .put_claim_check(&entry.namespace, &entry.id, &payload, keep)
-        .await
-    {
-        Ok(check) => {
-            runtime.metrics.claim_check();
-            entry.body = Some(Body::ClaimCheck(check));
-            Ok(Fitted::Entry(Box::new(entry)))
-        }
-        Err(error) => Ok(Fitted::NotStored(format!(
-            "storing the payload in durable storage failed: {error}"
-        ))),
     }
 }
 

@@ -11,10 +11,9 @@
 
 use std::sync::Arc;
 use tracing::Instrument as _;
-use wal_runtime::trace_context::{self, Carrier};
 
 use tonic::{Request, Response, Status};
-use wal_durable::{DurableStorage, TxnState, staging_keep};
+use wal_durable::{DurableStorage, staging_keep};
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
     AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
@@ -26,12 +25,14 @@ use crate::registry::NamespaceRuntime;
 use crate::service::WriteService;
 use crate::status;
 
+mod abort;
 mod checks;
+mod commit;
 mod marker;
 
-use self::checks::*;
+use self::checks::{check_id, check_items, refuse_unless_open, unavailable};
+use self::commit::{commit_span, counted};
 pub(crate) use self::marker::queue_marker;
-use self::marker::*;
 
 /// The most items one call may carry.
 pub const MAX_ITEMS_PER_CALL: usize = 1000;
@@ -57,18 +58,21 @@ impl TransactionService {
         Self { writes }
     }
 
-    /// The namespace's runtime and durable storage, or why a transaction cannot use it.
-    fn namespace(
+    /// The call, its namespace's runtime and durable storage, or why a transaction cannot use
+    /// them (an unknown namespace, a caller without the write grant, no durable storage, a bad
+    /// transaction id).
+    fn open<T: Named>(
         &self,
-        peer: Option<&Peer>,
-        name: &str,
-        id: &str,
-    ) -> Result<(Arc<NamespaceRuntime>, Arc<DurableStorage>), Status> {
+        request: Request<T>,
+    ) -> Result<(T, Arc<NamespaceRuntime>, Arc<DurableStorage>), Status> {
+        let peer = request.extensions().get::<Peer>().cloned();
+        let call = request.into_inner();
+        let name = call.namespace();
         let runtime = self
             .writes
             .runtime(name)
             .ok_or_else(|| status::unknown_namespace(name))?;
-        self.writes.authorize(peer, &runtime)?;
+        self.writes.authorize(peer.as_ref(), &runtime)?;
         let durable = runtime.durable.clone().ok_or_else(|| {
             status::refused(
                 tonic::Code::FailedPrecondition,
@@ -78,8 +82,8 @@ impl TransactionService {
                 ),
             )
         })?;
-        check_id(id)?;
-        Ok((runtime, durable))
+        check_id(call.transaction_id())?;
+        Ok((call, runtime, durable))
     }
 
     async fn append(
@@ -140,112 +144,6 @@ impl TransactionService {
             "transaction '{id}': other appends kept staging the same sequences ({APPEND_TRIES} tries); send this call again"
         )))
     }
-
-    async fn commit(
-        &self,
-        runtime: &NamespaceRuntime,
-        durable: &Arc<DurableStorage>,
-        id: &str,
-        item_count: u64,
-        trace: Carrier,
-    ) -> Result<WriteToLogResponse, Status> {
-        let namespace = &runtime.config;
-        let name = &namespace.name;
-        if item_count == 0 || item_count > MAX_ITEMS_PER_TRANSACTION {
-            return Err(status::refused(
-                tonic::Code::InvalidArgument,
-                "item_count",
-                format!(
-                    "item_count is {item_count}; expected 1 to {MAX_ITEMS_PER_TRANSACTION} (the transaction item limit)"
-                ),
-            ));
-        }
-        let keep = staging_keep(namespace);
-        let txn = durable
-            .transaction(name, id)
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(|| {
-                status::refused(
-                    tonic::Code::NotFound,
-                    "transaction_id",
-                    format!("transaction '{id}' of namespace '{name}' has no staged item"),
-                )
-            })?;
-        let txn = if txn.state == TxnState::Open {
-            if expired(namespace, &txn) {
-                durable
-                    .move_transaction(
-                        name,
-                        id,
-                        TxnState::Open,
-                        TxnState::Expired,
-                        Some("not committed within its lifetime"),
-                        keep,
-                    )
-                    .await
-                    .map_err(unavailable)?;
-                return Err(refused(namespace, id, TxnState::Expired));
-            }
-            check_complete(durable, name, id, item_count).await?;
-            let committing = durable
-                .begin_commit(name, id, &txn, item_count, keep)
-                .await
-                .map_err(unavailable)?;
-            match committing {
-                Some(committing) => committing,
-                None => {
-                    tracing::debug!(namespace = %name, transaction = %id, "commit raced another change");
-                    durable
-                        .transaction(name, id)
-                        .await
-                        .map_err(unavailable)?
-                        .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
-                }
-            }
-        } else {
-            txn
-        };
-        if !txn.state.committed() {
-            return Err(refused(namespace, id, txn.state));
-        }
-        let committed_count = txn.item_count.unwrap_or(item_count);
-        if committed_count != item_count {
-            return Err(status::refused(
-                tonic::Code::FailedPrecondition,
-                "item_count",
-                format!(
-                    "transaction '{id}' was committed with {committed_count} items, not {item_count}"
-                ),
-            ));
-        }
-        // The marker is sent again only while the commit may not have reached the broker.
-        if txn.state != TxnState::Committing {
-            return Ok(WriteToLogResponse {
-                durable: wal_proto::v1::Trilean::True as i32,
-                message: String::new(),
-                entry_id: marker_id(id),
-            });
-        }
-        queue_marker(&self.writes, runtime, durable, id, item_count, &txn, trace).await
-    }
-}
-
-/// `answer`, counted in the commit metric.
-fn counted(
-    namespace: &str,
-    answer: Result<WriteToLogResponse, Status>,
-) -> Result<WriteToLogResponse, Status> {
-    let outcome = match &answer {
-        Ok(response) => match response.durable() {
-            wal_proto::v1::Trilean::True => "true",
-            wal_proto::v1::Trilean::False => "false",
-            _ => "unknown",
-        },
-        Err(_) => "refused",
-    };
-    crate::metrics::transaction_committed(namespace, outcome);
-    answer
 }
 
 #[tonic::async_trait]
@@ -254,10 +152,7 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AppendItemsRequest>,
     ) -> Result<Response<AppendItemsResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
-        let request = request.into_inner();
-        let (runtime, durable) =
-            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
+        let (request, runtime, durable) = self.open(request)?;
         let first = request.items.iter().map(|item| item.sequence).min();
         let appended = self
             .append(&runtime, &durable, &request.transaction_id, request.items)
@@ -278,11 +173,8 @@ impl Transactions for TransactionService {
         &self,
         request: Request<CommitTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
         let (span, trace) = commit_span(&request);
-        let request = request.into_inner();
-        let (runtime, durable) =
-            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
+        let (request, runtime, durable) = self.open(request)?;
         let answer = self
             .commit(
                 &runtime,
@@ -300,11 +192,8 @@ impl Transactions for TransactionService {
         &self,
         request: Request<WriteTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
         let (span, trace) = commit_span(&request);
-        let request = request.into_inner();
-        let (runtime, durable) =
-            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
+        let (request, runtime, durable) = self.open(request)?;
         let count = request.items.len() as u64;
         if let Some(item) = request.items.iter().find(|i| i.sequence >= count) {
             return Err(status::refused(
@@ -338,90 +227,35 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AbortTransactionRequest>,
     ) -> Result<Response<AbortTransactionResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
-        let request = request.into_inner();
-        let (runtime, durable) =
-            self.namespace(peer.as_ref(), &request.namespace, &request.transaction_id)?;
-        let (name, id) = (&runtime.config.name, &request.transaction_id);
-        let keep = staging_keep(&runtime.config);
-        let txn = match durable.transaction(name, id).await.map_err(unavailable)? {
-            Some(txn) => txn,
-            None => {
-                // Recorded as aborted, so an append still on its way cannot open it afterwards.
-                if durable
-                    .abort_unknown(name, id, keep)
-                    .await
-                    .map_err(unavailable)?
-                {
-                    return Ok(Response::new(AbortTransactionResponse {}));
-                }
-                // Opened meanwhile: aborted as an open one.
-                durable
-                    .transaction(name, id)
-                    .await
-                    .map_err(unavailable)?
-                    .ok_or_else(|| Status::unavailable("the transaction's row vanished"))?
-            }
-        };
-        if txn.state.committed() {
-            return Err(refused(&runtime.config, id, txn.state));
-        }
-        if txn.state == TxnState::Open {
-            let moved = durable
-                .move_transaction(name, id, TxnState::Open, TxnState::Aborted, None, keep)
-                .await
-                .map_err(unavailable)?;
-            if moved {
-                let _ = durable.unindex_open(name, id, &txn).await;
-            } else {
-                // A commit won the race.
-                let now = durable.transaction(name, id).await.map_err(unavailable)?;
-                if let Some(txn) = now.filter(|t| t.state.committed()) {
-                    return Err(refused(&runtime.config, id, txn.state));
-                }
-            }
-        }
-        durable.drop_items(name, id).await.map_err(unavailable)?;
+        let (request, runtime, durable) = self.open(request)?;
+        self.abort(&runtime, &durable, &request.transaction_id)
+            .await?;
         Ok(Response::new(AbortTransactionResponse {}))
     }
 }
 
-/// A commit as a span of the caller's trace (`commit_transaction`, whichever call commits),
-/// and the trace context its marker carries on, so the consumer's apply of every item is in
-/// the same trace.
-fn commit_span<T: Named>(request: &Request<T>) -> (tracing::Span, Carrier) {
-    let call = request.get_ref();
-    let span = tracing::info_span!(
-        "commit_transaction",
-        namespace = %call.namespace(),
-        transaction_id = %call.transaction_id(),
-    );
-    let caller = crate::service::trace_context(request);
-    trace_context::follow(&span, &caller);
-    let carried = trace_context::carried(&span, caller);
-    (span, carried)
-}
-
-/// What a commit call names: its namespace and transaction.
+/// What every transaction call names: its namespace and transaction.
 trait Named {
     fn namespace(&self) -> &str;
     fn transaction_id(&self) -> &str;
 }
 
-impl Named for CommitTransactionRequest {
-    fn namespace(&self) -> &str {
-        &self.namespace
-    }
-    fn transaction_id(&self) -> &str {
-        &self.transaction_id
-    }
+macro_rules! named {
+    ($($call:ty),*) => {$(
+        impl Named for $call {
+            fn namespace(&self) -> &str {
+                &self.namespace
+            }
+            fn transaction_id(&self) -> &str {
+                &self.transaction_id
+            }
+        }
+    )*};
 }
 
-impl Named for WriteTransactionRequest {
-    fn namespace(&self) -> &str {
-        &self.namespace
-    }
-    fn transaction_id(&self) -> &str {
-        &self.transaction_id
-    }
-}
+named!(
+    AppendItemsRequest,
+    CommitTransactionRequest,
+    WriteTransactionRequest,
+    AbortTransactionRequest
+);
