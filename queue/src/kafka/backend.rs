@@ -1,6 +1,6 @@
 //! How to reach a Kafka cluster, and the clients one process shares across its Kafka queues.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use super::QueueSpec;
 use super::context::OutageContext;
 use super::delay;
-use super::{KafkaQueue, PRODUCER_BUFFER_MESSAGES, TIER_PREFETCH_KIB};
+use super::{KafkaQueue, TIER_PREFETCH_KIB};
 use wal_runtime::outage::Outage;
 
 /// The longest librdkafka waits between attempts to reach a broker that is away (see
@@ -93,7 +93,9 @@ impl KafkaSettings {
 /// The clients one process shares across all its Kafka queues.
 pub struct KafkaBackend {
     pub(super) settings: KafkaSettings,
-    pub(super) producer: FutureProducer<OutageContext>,
+    /// The idempotent producer in use: replaced when librdkafka declares it unusable (see
+    /// `renew_if_fatal`).
+    pub(super) producer: RwLock<Arc<FutureProducer<OutageContext>>>,
     /// The producer's view of its brokers, shared with its context: a delivered record says
     /// they answer again.
     pub(super) producer_outage: Arc<Outage>,
@@ -117,30 +119,23 @@ impl KafkaBackend {
         let context = OutageContext::new("producer");
         let producer_outage = context.outage();
         let producer_refusal = context.refusal();
-        let producer = settings
-            .client_config()
-            .set("client.id", "wal")
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", millis(settings.delivery_timeout))
-            .set("linger.ms", millis(settings.linger))
-            .set("message.max.bytes", "1048576")
-            .set(
-                "queue.buffering.max.messages",
-                PRODUCER_BUFFER_MESSAGES.to_string(),
-            )
-            .create_with_context(context)?;
+        let producer = super::renew::create_producer(&settings, context)?;
         let admin = settings
             .client_config()
             .set("client.id", "wal-admin")
             .create_with_context(OutageContext::new("admin"))?;
         Ok(Arc::new(Self {
             settings,
-            producer,
+            producer: RwLock::new(Arc::new(producer)),
             producer_outage,
             producer_refusal,
             admin,
         }))
+    }
+
+    /// The producer to send with now.
+    pub(super) fn producer(&self) -> Arc<FutureProducer<OutageContext>> {
+        Arc::clone(&self.producer.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// A handle on one queue of a namespace, with the delay tiers its longest wait needs.

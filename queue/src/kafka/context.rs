@@ -42,6 +42,15 @@ impl OutageContext {
         }
     }
 
+    /// A context for a client that takes the place of another (a renewed producer): the same
+    /// outage and the same place for refusals, so what was counted goes on being counted.
+    pub(super) fn sharing(outage: &Arc<Outage>, refusal: &Arc<Refusal>) -> Self {
+        Self {
+            outage: Arc::clone(outage),
+            refusal: Arc::clone(refusal),
+        }
+    }
+
     /// The client's view of its brokers, to say they answered (a record delivered): keep it
     /// before the context moves into the client.
     pub fn outage(&self) -> Arc<Outage> {

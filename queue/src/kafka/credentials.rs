@@ -60,7 +60,7 @@ impl KafkaBackend {
             // fetch_metadata blocks on the network; keep it off the async workers.
             let answered = tokio::task::spawn_blocking(move || {
                 backend
-                    .producer
+                    .producer()
                     .client()
                     .fetch_metadata(None, ATTEMPT_TIMEOUT)
                     .is_ok()

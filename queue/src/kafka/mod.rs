@@ -33,6 +33,7 @@ mod offsets;
 mod produce;
 mod provision;
 mod receiver;
+mod renew;
 mod replication;
 pub mod scan;
 

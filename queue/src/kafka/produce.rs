@@ -42,11 +42,11 @@ impl KafkaQueue {
             let record = FutureRecord::to(topic).key(key).payload(&value);
             // send_result fails only when librdkafka refuses the record outright (its queue is
             // full, for example): then this send did not leave the process.
-            let delivery = self
-                .backend
-                .producer
-                .send_result(record)
-                .map_err(|(error, _)| refused(error.to_string()).caused_by(error))?;
+            let producer = self.backend.producer();
+            let delivery = producer.send_result(record).map_err(|(error, _)| {
+                self.backend.renew_if_fatal(&producer);
+                refused(error.to_string()).caused_by(error)
+            })?;
             match delivery.await {
                 Ok(Ok(delivered)) if delivered.offset >= 0 => {
                     self.backend.producer_outage.answered();
@@ -69,6 +69,7 @@ impl KafkaQueue {
                     );
                 }
                 Ok(Err((error, _))) => {
+                    self.backend.renew_if_fatal(&producer);
                     let failure = match classify::durability_of(&error) {
                         Durability::NotStored => refused(error.to_string()),
                         Durability::Unknown => unknown(error.to_string()),

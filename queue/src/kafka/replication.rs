@@ -52,7 +52,7 @@ impl KafkaBackend {
         // fetch_metadata blocks on the network; keep it off the async workers.
         let known = tokio::task::spawn_blocking(move || {
             let metadata = backend
-                .producer
+                .producer()
                 .client()
                 .fetch_metadata(None, CHECK_TIMEOUT)?;
             let serving = metadata.brokers().iter().map(|b| b.id());
