@@ -57,10 +57,10 @@ def producer(monkeypatch):
     async def close():
         pass
 
-    def endpoint(self, address):
-        return client_module._Endpoint(address, SimpleNamespace(close=close), stub, None)
+    def endpoint(address, settings, tls):
+        return client_module.Endpoint(address, SimpleNamespace(close=close), stub, None)
 
-    monkeypatch.setattr(client_module.Client, "_endpoint", endpoint)
+    monkeypatch.setattr(client_module, "open_endpoint", endpoint)
     return fake
 
 

@@ -4,7 +4,6 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from . import _attempt, _codes, _retry
 from ._attempt import Again, Done, Outcome
 from ._backoff import Backoff
 from ._batcher import Batcher, Pending
+from ._channels import Endpoint, open_endpoint
 from ._producers import Pool, Slot
 from ._requests import (
     Metadata,
@@ -25,32 +25,12 @@ from ._requests import (
     trace,
     transaction_item,
 )
-from ._proto.wal.v1 import (
-    transaction_pb2,
-    transaction_pb2_grpc,
-    write_pb2,
-    write_pb2_grpc,
-)
+from ._proto.wal.v1 import transaction_pb2, write_pb2
+from ._results import result as _result
 from ._uuid7 import uuid7
 from .errors import DeadlineExceeded, Refused
 from .model import Item, Outcome as Answer, Target, WriteResult
 from .settings import Settings, Tls
-
-_ANSWERS = {
-    write_pb2.TRILEAN_TRUE: Answer.TRUE,
-    write_pb2.TRILEAN_FALSE: Answer.FALSE,
-}
-
-
-@dataclass
-class _Endpoint:
-    """One producer: its channel and the stubs of both services on it."""
-
-    address: str
-    channel: grpc.aio.Channel
-    write: write_pb2_grpc.WriteAheadLogStub
-    transactions: transaction_pb2_grpc.TransactionsStub
-
 
 class Client:
     """A client of one or more producers, used from one asyncio event loop::
@@ -75,7 +55,7 @@ class Client:
         self._addresses = addresses
         self._settings = dataclasses.replace(settings or Settings(), **overrides)
         self._tls = tls
-        self._pool: Pool[_Endpoint] | None = None
+        self._pool: Pool[Endpoint] | None = None
         self._batcher: Batcher | None = None
         self._closed = False
         self._clock = time.monotonic
@@ -263,7 +243,7 @@ class Client:
 
     async def _commit(
         self,
-        pool: Pool[_Endpoint],
+        pool: Pool[Endpoint],
         namespace: str,
         transaction_id: str,
         item_count: int,
@@ -285,13 +265,13 @@ class Client:
 
     def _unary(
         self,
-        pool: Pool[_Endpoint],
-        invoke: Callable[[_Endpoint, float], Awaitable[Any]],
+        pool: Pool[Endpoint],
+        invoke: Callable[[Endpoint, float], Awaitable[Any]],
         answer: Callable[[Any], Outcome],
     ) -> Callable[[float], Awaitable[Outcome]]:
         """One call per attempt, each to the next producer; after a transport failure, to
         another producer than the one that failed when there is one."""
-        failed_on: Slot[_Endpoint] | None = None
+        failed_on: Slot[Endpoint] | None = None
 
         async def attempt(timeout: float) -> Outcome:
             nonlocal failed_on
@@ -388,12 +368,12 @@ class Client:
     def _backoff(self) -> Backoff:
         return Backoff(self._settings.backoff_initial, self._settings.backoff_max)
 
-    def _open(self) -> Pool[_Endpoint]:
+    def _open(self) -> Pool[Endpoint]:
         """Opens the channels on first use: grpc.aio channels belong to the running loop."""
         if self._closed:
             raise RuntimeError("the client is closed")
         if self._pool is None:
-            endpoints = [self._endpoint(address) for address in self._addresses]
+            endpoints = [open_endpoint(address, self._settings, self._tls) for address in self._addresses]
             self._pool = Pool(
                 endpoints,
                 pause=self._settings.producer_pause,
@@ -408,42 +388,3 @@ class Client:
                 clock=self._clock,
             )
         return self._pool
-
-    def _endpoint(self, address: str) -> _Endpoint:
-        options = list(self._settings.channel_options)
-        if self._tls is None:
-            channel = grpc.aio.insecure_channel(address, options=options)
-        else:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=self._tls.ca,
-                private_key=self._tls.key,
-                certificate_chain=self._tls.cert,
-            )
-            if self._tls.server_name:
-                options.append(("grpc.ssl_target_name_override", self._tls.server_name))
-            channel = grpc.aio.secure_channel(address, credentials, options=options)
-        return _Endpoint(
-            address,
-            channel,
-            write_pb2_grpc.WriteAheadLogStub(channel),
-            transaction_pb2_grpc.TransactionsStub(channel),
-        )
-
-
-def _result(ended: _retry.Ended, entry_id: str, unsent: str) -> WriteResult:
-    """The caller's answer: the final Trilean, or at the deadline what is known (UNKNOWN if any
-    attempt may have stored it, RESOURCE_EXHAUSTED if every attempt was shed, FALSE when no
-    attempt ever left)."""
-    if ended.done is not None:
-        response = ended.done.value
-        return WriteResult(
-            _ANSWERS[response.durable],
-            response.entry_id or entry_id,
-            ended.attempts,
-            response.message,
-        )
-    if ended.maybe_stored:
-        return WriteResult(Answer.UNKNOWN, entry_id or ended.entry_id, ended.attempts, ended.message)
-    if ended.shed:
-        raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "", ended.message, ended.attempts)
-    return WriteResult(Answer.FALSE, entry_id, ended.attempts, unsent)

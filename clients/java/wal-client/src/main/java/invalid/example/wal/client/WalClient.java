@@ -1,10 +1,6 @@
 package invalid.example.wal.client;
 
-import io.grpc.ChannelCredentials;
 import io.grpc.Deadline;
-import io.grpc.Grpc;
-import io.grpc.InsecureChannelCredentials;
-import io.grpc.ManagedChannel;
 import io.grpc.stub.StreamObserver;
 import invalid.example.wal.v1.WriteToLogRequest;
 import invalid.example.wal.v1.WriteToLogResponse;
@@ -267,19 +263,6 @@ public final class WalClient implements AutoCloseable {
     return e;
   }
 
-  private static ManagedChannel channel(String address, Tls tls) {
-    ChannelCredentials credentials =
-        tls == null ? InsecureChannelCredentials.create() : tls.credentials();
-    // "host:port" is not a URI: name it for the DNS resolver (which takes IPs too).
-    String target = address.contains("://") || address.contains(":///") ? address
-        : "dns:///" + address;
-    var builder = Grpc.newChannelBuilder(target, credentials).userAgent("wal-client-java/0.1");
-    if (tls != null && tls.serverName() != null) {
-      builder.overrideAuthority(tls.serverName());
-    }
-    return builder.build();
-  }
-
   /** Settings of a {@link WalClient}; the defaults are those of every WAL client library. */
   public static final class Builder {
     private List<String> producers = List.of();
@@ -390,7 +373,7 @@ public final class WalClient implements AutoCloseable {
       }
       List<Endpoint> endpoints = new ArrayList<>();
       for (String address : producers) {
-        endpoints.add(new Endpoint(address, channel(address, tls)));
+        endpoints.add(Endpoint.open(address, tls));
       }
       return new WalClient(this, endpoints);
     }
