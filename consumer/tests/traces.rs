@@ -38,6 +38,8 @@ struct Span {
     name: String,
     service: String,
     parent: Option<String>,
+    /// The spans this one links to (Jaeger's FOLLOWS_FROM references).
+    links: Vec<String>,
     tags: BTreeMap<String, String>,
 }
 
@@ -134,6 +136,20 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
             "an attempt is a child of a delivery: {attempt:?}"
         );
     }
+    // The retry copy's delivery links to the delivery whose failure made it.
+    let delivery_of = |attempt: &Span| {
+        deliveries
+            .iter()
+            .find(|d| attempt.parent.as_ref() == Some(&d.id))
+            .map(|d| (*d).clone())
+    };
+    let (failed, retried) = (
+        delivery_of(attempts[0]).unwrap(),
+        delivery_of(attempts[1]).unwrap(),
+    );
+    assert_ne!(failed.id, retried.id, "two deliveries: {spans:#?}");
+    assert_eq!(retried.links, std::slice::from_ref(&failed.id), "{spans:#?}");
+    assert!(failed.links.is_empty(), "{spans:#?}");
     // The upstream's request is the applied attempt's child.
     assert_eq!(
         sent,
@@ -436,6 +452,12 @@ async fn trace(url: &str) -> Option<Vec<Span>> {
             .find(|r| r["refType"] == "CHILD_OF")
             .and_then(|r| r["spanID"].as_str())
             .map(str::to_owned);
+        let links = span["references"]
+            .as_array()?
+            .iter()
+            .filter(|r| r["refType"] == "FOLLOWS_FROM")
+            .filter_map(|r| Some(r["spanID"].as_str()?.to_owned()))
+            .collect();
         let tags = span["tags"]
             .as_array()?
             .iter()
@@ -452,6 +474,7 @@ async fn trace(url: &str) -> Option<Vec<Span>> {
             name: span["operationName"].as_str()?.to_owned(),
             service: services.get(span["processID"].as_str()?)?.to_string(),
             parent,
+            links,
             tags,
         })
     });

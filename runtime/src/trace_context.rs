@@ -79,6 +79,47 @@ pub fn link(span: &tracing::Span, carrier: &Carrier) {
     }
 }
 
+/// The key under which a retry copy's or a DLQ copy's carrier names the delivery that failed
+/// before it.
+const RETRY_OF: &str = "wal-retry-of";
+
+/// Names on a retry copy's carrier (or a DLQ copy's, for its redrive) the delivery that made
+/// it (`span`, when exported and recorded), so the copy's delivery links to it
+/// ([`link_retry`]): in the write's trace its deliveries read as a chain, each retry pointing
+/// at the failure it repeats. Without spans exported the carrier names none, and an older
+/// copy's is dropped: only the delivery just before is named.
+pub fn mark_retry(carrier: &mut Carrier, span: &tracing::Span) {
+    carrier.remove(RETRY_OF);
+    if !exporting() {
+        return;
+    }
+    let context = span.context();
+    let failed = context.span().span_context().clone();
+    if failed.is_valid() {
+        let parent = format!(
+            "00-{}-{}-{:02x}",
+            failed.trace_id(),
+            failed.span_id(),
+            failed.trace_flags().to_u8()
+        );
+        carrier.insert(RETRY_OF.to_owned(), parent);
+    }
+}
+
+/// Links `span`, a delivery of a retry copy, to the delivery whose failure made the copy, when
+/// its carrier names one ([`mark_retry`]).
+pub fn link_retry(span: &tracing::Span, carrier: &Carrier) {
+    if !exporting() {
+        return;
+    }
+    if let Some(failed) = carrier.get(RETRY_OF) {
+        link(
+            span,
+            &Carrier::from([("traceparent".to_owned(), failed.clone())]),
+        );
+    }
+}
+
 /// What the next hop is given: `span`'s own context when spans are exported and it is
 /// recorded, else the trace `carrier` names as a new span of it (a fresh span id, the caller's
 /// `tracestate` as it came), else nothing.

@@ -256,5 +256,6 @@ fn deliver_span(entry: &Entry, kind: &str) -> tracing::Span {
         trace_id = trace_id.as_deref().unwrap_or_default(),
     );
     trace_context::follow(&span, &entry.trace_context);
+    trace_context::link_retry(&span, &entry.trace_context);
     span
 }

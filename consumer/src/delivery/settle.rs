@@ -9,6 +9,7 @@ use wal_queue::entry::{self, ErrorClass};
 use wal_queue::{
     Delivery, EnqueueError, Failure, Operation, QueueError, dead_letter_copy, retry_copy,
 };
+use wal_runtime::trace_context;
 
 use crate::metrics::KindMetrics;
 
@@ -68,6 +69,8 @@ impl Deliverer {
         }
         let mut dead = dead_letter_copy(queue.spec(), &counted, &failure);
         context.destination.mark_dead_letter(&mut dead);
+        // A redrive's delivery of it links back to this delivery, the one that gave up.
+        trace_context::mark_retry(&mut dead.trace_context, &tracing::Span::current());
         // The DLQ is the last resort: a refusal is logged loudly and tried again, never skipped.
         loop {
             let enqueue = || queue.enqueue_dead_letter(&dead);
@@ -113,7 +116,9 @@ impl Deliverer {
         let deliver_at =
             entry::now_micros().saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
         tracing::debug!(attempt = entry.attempt, ?wait, reason, "retrying later");
-        let copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
+        let mut copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
+        // Settled inside the delivery's span: the copy's delivery links back to it.
+        trace_context::mark_retry(&mut copy.trace_context, &tracing::Span::current());
         let queue = &context.queue;
         let enqueue = || queue.requeue(&copy);
         let written = persist_enqueue(context, Operation::Release, shutdown, enqueue).await;
