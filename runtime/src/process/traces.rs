@@ -110,8 +110,15 @@ where
         .with_span_processor(processor)
         .with_resource(resource.build())
         .build();
+    // A span is entered at every poll of its future. By default the layer activates the span's
+    // OpenTelemetry context at each entry, times busy and idle between them and records the
+    // thread's name: work for every span, sampled or not, that nothing here reads (trace_context
+    // passes contexts explicitly; a span's start and end say how long it took).
     let layer = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("wal"))
+        .with_context_activation(false)
+        .with_tracked_inactivity(false)
+        .with_threads(false)
         .with_filter(Targets::new().with_target("wal", Level::INFO));
     EXPORTING.store(true, Ordering::Relaxed);
     let traces = Traces {
