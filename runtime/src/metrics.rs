@@ -8,7 +8,7 @@ pub const BROKER_ERRORS: &str = "wal_broker_errors_total";
 pub const BROKER_AWAY: &str = "wal_broker_away";
 pub const BROKER_OUTAGES: &str = "wal_broker_outages_total";
 pub const GAP_ENTRIES: &str = "wal_queue_gap_entries_total";
-pub const KAFKA_PRODUCER_RENEWED: &str = "wal_kafka_producer_renewed_total";
+pub const KAFKA_PRODUCER_REPLACED: &str = "wal_kafka_producer_replaced_total";
 
 /// Describes the metrics; the binaries call it once with their own.
 pub fn describe() {
@@ -29,13 +29,13 @@ pub fn describe() {
         "Entries a reader never received because the queue no longer held them (Kafka retention removed them before it read them): data loss for that reader, by topic and consumer group."
     );
     describe_counter!(
-        KAFKA_PRODUCER_RENEWED,
-        "Times the Kafka producer failed for good (a librdkafka fatal error) and a new one took its place; the writes in flight on it were answered UNKNOWN."
+        KAFKA_PRODUCER_REPLACED,
+        "Times the Kafka producer failed for good (a librdkafka fatal error) and a new one took its place; the writes still on it were answered UNKNOWN, or FALSE where they had certainly not left."
     );
 }
 
-pub fn kafka_producer_renewed() -> Counter {
-    counter!(KAFKA_PRODUCER_RENEWED)
+pub fn kafka_producer_replaced() -> Counter {
+    counter!(KAFKA_PRODUCER_REPLACED)
 }
 
 pub fn gap_entries(topic: &str, group: &str) -> Counter {

@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use super::QueueSpec;
 use super::context::OutageContext;
 use super::delay;
-use super::{KafkaQueue, TIER_PREFETCH_KIB};
+use super::{KafkaQueue, PRODUCER_BUFFER_MESSAGES, TIER_PREFETCH_KIB};
 use wal_runtime::outage::Outage;
 
 /// The longest librdkafka waits between attempts to reach a broker that is away (see
@@ -94,8 +94,10 @@ impl KafkaSettings {
 pub struct KafkaBackend {
     pub(super) settings: KafkaSettings,
     /// The idempotent producer in use: replaced when librdkafka declares it unusable (see
-    /// `renew_if_fatal`).
+    /// `replace`).
     pub(super) producer: RwLock<Arc<FutureProducer<OutageContext>>>,
+    /// When it was last replaced.
+    pub(super) replaced: super::replace::Replaced,
     /// The producer's view of its brokers, shared with its context: a delivered record says
     /// they answer again.
     pub(super) producer_outage: Arc<Outage>,
@@ -119,7 +121,9 @@ impl KafkaBackend {
         let context = OutageContext::new("producer");
         let producer_outage = context.outage();
         let producer_refusal = context.refusal();
-        let producer = super::renew::create_producer(&settings, context)?;
+        let producer = create_producer(&settings, context)?;
+        // At 0 from the start, so the first replacement is an increase an alert sees.
+        wal_runtime::metrics::kafka_producer_replaced().increment(0);
         let admin = settings
             .client_config()
             .set("client.id", "wal-admin")
@@ -127,6 +131,7 @@ impl KafkaBackend {
         Ok(Arc::new(Self {
             settings,
             producer: RwLock::new(Arc::new(producer)),
+            replaced: Default::default(),
             producer_outage,
             producer_refusal,
             admin,
@@ -175,6 +180,26 @@ impl KafkaBackend {
     pub fn settings(&self) -> &KafkaSettings {
         &self.settings
     }
+}
+
+/// The platform's idempotent producer: acks from every in-sync copy, ordered per partition.
+pub(super) fn create_producer(
+    settings: &KafkaSettings,
+    context: OutageContext,
+) -> Result<FutureProducer<OutageContext>, KafkaError> {
+    settings
+        .client_config()
+        .set("client.id", "wal")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", millis(settings.delivery_timeout))
+        .set("linger.ms", millis(settings.linger))
+        .set("message.max.bytes", "1048576")
+        .set(
+            "queue.buffering.max.messages",
+            PRODUCER_BUFFER_MESSAGES.to_string(),
+        )
+        .create_with_context(context)
 }
 
 pub(super) fn millis(duration: Duration) -> String {

@@ -46,13 +46,14 @@ fn refused_before_append(code: RDKafkaErrorCode) -> bool {
     use RDKafkaErrorCode as C;
     matches!(
         code,
-        // librdkafka refused the record locally, or purged it before sending.
+        // librdkafka refused the record locally. Not a record purged from its queue
+        // (PurgeQueue: a producer closed, or failed for good): a retry waits in that queue
+        // after its first send, which the broker may have stored.
         C::QueueFull
             | C::InvalidArgument
             | C::BadMessage
             | C::UnknownTopic
             | C::UnknownPartition
-            | C::PurgeQueue
             // The broker rejected the produce request without appending.
             | C::MessageSizeTooLarge
             | C::InvalidMessageSize
@@ -82,6 +83,8 @@ mod tests {
         );
         let after_append = RDKafkaErrorCode::NotEnoughReplicasAfterAppend;
         assert_eq!(produced(after_append), Durability::Unknown);
+        // Purged from librdkafka's queue: it may hold a retry of a record already sent.
+        assert_eq!(produced(RDKafkaErrorCode::PurgeQueue), Durability::Unknown);
     }
 
     #[test]

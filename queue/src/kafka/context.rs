@@ -42,7 +42,7 @@ impl OutageContext {
         }
     }
 
-    /// A context for a client that takes the place of another (a renewed producer): the same
+    /// A context for a client that takes the place of another (a replaced producer's successor): the same
     /// outage and the same place for refusals, so what was counted goes on being counted.
     pub(super) fn sharing(outage: &Arc<Outage>, refusal: &Arc<Refusal>) -> Self {
         Self {

@@ -33,7 +33,7 @@ mod offsets;
 mod produce;
 mod provision;
 mod receiver;
-mod renew;
+mod replace;
 mod replication;
 pub mod scan;
 

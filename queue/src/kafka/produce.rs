@@ -44,7 +44,7 @@ impl KafkaQueue {
             // full, for example): then this send did not leave the process.
             let producer = self.backend.producer();
             let delivery = producer.send_result(record).map_err(|(error, _)| {
-                self.backend.renew_if_fatal(&producer);
+                self.backend.replace_if_fatal(&producer);
                 refused(error.to_string()).caused_by(error)
             })?;
             match delivery.await {
@@ -69,7 +69,7 @@ impl KafkaQueue {
                     );
                 }
                 Ok(Err((error, _))) => {
-                    self.backend.renew_if_fatal(&producer);
+                    self.backend.replace_if_fatal(&producer);
                     let failure = match classify::durability_of(&error) {
                         Durability::NotStored => refused(error.to_string()),
                         Durability::Unknown => unknown(error.to_string()),
