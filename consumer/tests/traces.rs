@@ -148,7 +148,11 @@ async fn a_write_retried_once_is_one_trace_in_jaeger_and_every_log_line_is_json(
         delivery_of(attempts[1]).unwrap(),
     );
     assert_ne!(failed.id, retried.id, "two deliveries: {spans:#?}");
-    assert_eq!(retried.links, std::slice::from_ref(&failed.id), "{spans:#?}");
+    assert_eq!(
+        retried.links,
+        std::slice::from_ref(&failed.id),
+        "{spans:#?}"
+    );
     assert!(failed.links.is_empty(), "{spans:#?}");
     // The upstream's request is the applied attempt's child.
     assert_eq!(

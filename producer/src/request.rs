@@ -243,3 +243,20 @@ fn micros(duration: Duration) -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+/// W3C trace context from the request's metadata, carried on the entry for the consumer.
+pub(crate) fn trace_context<T>(
+    request: &tonic::Request<T>,
+) -> std::collections::HashMap<String, String> {
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = request.metadata().get(key)?.to_str().ok()?;
+            // W3C caps tracestate at 512 characters; anything longer is not a trace context.
+            (value.len() <= MAX_TRACE_HEADER_BYTES).then(|| (key.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// The longest traceparent or tracestate value carried onto an entry.
+const MAX_TRACE_HEADER_BYTES: usize = 512;

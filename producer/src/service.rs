@@ -155,10 +155,15 @@ impl WriteService {
     ) -> WriteToLogResponse {
         let id = entry.id.clone();
         let deadline = self.write_timeout + TIMEOUT_GRACE;
-        // The broker's part of the write, timed on its own in a trace.
-        let span = wal_runtime::process::trace_span(
-            || tracing::info_span!("enqueue", queue = %queue.spec().name),
-        );
+        // The broker's part of the write, timed on its own in a trace: only when the write's
+        // own span was sampled (the entry carries its decision), as nothing else would read it.
+        let span = if trace_context::sampled(&entry.trace_context) {
+            wal_runtime::process::trace_span(
+                || tracing::info_span!("enqueue", queue = %queue.spec().name),
+            )
+        } else {
+            tracing::Span::none()
+        };
         let sent = Finishing::new(
             AssertUnwindSafe(
                 async move {
@@ -229,18 +234,6 @@ fn answer(durable: Trilean, message: String, entry_id: String) -> WriteToLogResp
         message,
         entry_id,
     }
-}
-
-/// W3C trace context from the request's metadata, carried on the entry for the consumer.
-pub(crate) fn trace_context<T>(request: &Request<T>) -> HashMap<String, String> {
-    ["traceparent", "tracestate"]
-        .into_iter()
-        .filter_map(|key| {
-            let value = request.metadata().get(key)?.to_str().ok()?;
-            // W3C caps tracestate at 512 characters; anything longer is not a trace context.
-            (value.len() <= MAX_TRACE_HEADER_BYTES).then(|| (key.to_owned(), value.to_owned()))
-        })
-        .collect()
 }
 
 fn outcome_of(result: &Result<WriteToLogResponse, Status>) -> Outcome {
@@ -338,9 +331,6 @@ impl WriteService {
 /// Namespace names are at most 64 bytes (see the namespace model).
 const MAX_NAMESPACE_BYTES: usize = 64;
 
-/// The longest traceparent or tracestate value carried onto an entry.
-const MAX_TRACE_HEADER_BYTES: usize = 512;
-
 /// The most writes one WriteToLogBatch call may carry.
 pub const MAX_BATCH: usize = 1000;
 
@@ -350,7 +340,7 @@ impl WriteAheadLog for WriteService {
         &self,
         request: Request<WriteToLogRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
-        let trace = trace_context(&request);
+        let trace = request::trace_context(&request);
         let peer = request.extensions().get::<Peer>().cloned();
         self.handle(request.into_inner(), trace, peer.as_ref())
             .await
@@ -361,7 +351,7 @@ impl WriteAheadLog for WriteService {
         &self,
         request: Request<WriteToLogBatchRequest>,
     ) -> Result<Response<WriteToLogBatchResponse>, Status> {
-        let trace = trace_context(&request);
+        let trace = request::trace_context(&request);
         let peer = request.extensions().get::<Peer>().cloned();
         let writes = request.into_inner().writes;
         if writes.is_empty() || writes.len() > MAX_BATCH {

@@ -56,6 +56,19 @@ pub fn trace_id(carrier: &Carrier) -> Option<String> {
     well_formed(carrier).map(|parent| parent[3..35].to_owned())
 }
 
+/// Whether the trace `carrier` names is sampled (its traceparent's sampled flag): a write whose
+/// own span was not sampled makes none of the spans only a trace reads.
+pub fn sampled(carrier: &Carrier) -> bool {
+    well_formed(carrier).is_some_and(|parent| {
+        u8::from_str_radix(&parent[53..55], 16).is_ok_and(|flags| flags & 1 == 1)
+    })
+}
+
+/// Whether `span` is exported: spans are exported and its sampler kept it.
+pub fn recorded(span: &tracing::Span) -> bool {
+    exporting() && span.context().span().span_context().is_sampled()
+}
+
 /// Makes the trace `carrier` names the parent of `span`, which must not have started (call it
 /// before the span is entered). Nothing happens when the carrier names no valid trace or
 /// spans are not exported.
@@ -95,7 +108,7 @@ pub fn mark_retry(carrier: &mut Carrier, span: &tracing::Span) {
     }
     let context = span.context();
     let failed = context.span().span_context().clone();
-    if failed.is_valid() {
+    if failed.is_sampled() {
         let parent = format!(
             "00-{}-{}-{:02x}",
             failed.trace_id(),
@@ -103,6 +116,14 @@ pub fn mark_retry(carrier: &mut Carrier, span: &tracing::Span) {
             failed.trace_flags().to_u8()
         );
         carrier.insert(RETRY_OF.to_owned(), parent);
+    }
+}
+
+/// Keeps `from`'s mark of a failed delivery ([`mark_retry`]) on `to`, a carrier made anew for
+/// the same entry (a redrive's, which carries the redrive's own span on).
+pub fn keep_retry_mark(from: &Carrier, to: &mut Carrier) {
+    if let Some(failed) = from.get(RETRY_OF) {
+        to.insert(RETRY_OF.to_owned(), failed.clone());
     }
 }
 
@@ -208,7 +229,19 @@ mod tests {
                 "{parent}"
             );
             assert_eq!(trace_id(&carrier(parent)), None, "{parent}");
+            assert!(!sampled(&carrier(parent)), "{parent}");
         }
         assert!(onward(&tracing::Span::none(), &Carrier::new()).is_empty());
+    }
+
+    #[test]
+    fn the_sampled_flag_is_read_from_the_traceparent() {
+        assert!(sampled(&carrier(PARENT)));
+        let unsampled = PARENT.replace("-01", "-00");
+        assert!(!sampled(&carrier(&unsampled)));
+        // Flags other than "sampled" do not make a trace sampled, nor unsampled.
+        assert!(sampled(&carrier(&PARENT.replace("-01", "-03"))));
+        assert!(!sampled(&carrier(&PARENT.replace("-01", "-02"))));
+        assert!(!sampled(&Carrier::new()));
     }
 }

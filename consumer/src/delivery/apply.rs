@@ -33,8 +33,9 @@ impl Deliverer {
         span: &tracing::Span,
     ) -> Applied {
         let started = Instant::now();
-        // A span of its own in a trace (the target's request is its child), else the delivery's.
-        let span = if wal_runtime::process::exporting() {
+        // A span of its own in a trace (the target's request is its child), else the delivery's:
+        // when the delivery is not sampled, nothing would read an attempt's.
+        let span = if trace_context::recorded(span) {
             tracing::info_span!(
                 parent: span,
                 "attempt",

@@ -133,9 +133,8 @@ impl Target for RegionTarget {
             destination_region: self.region.clone(),
             ..mutation.entry.clone()
         };
-        if let Some(trace) = mutation.trace.filter(|trace| !trace.is_empty()) {
-            entry.trace_context = trace.clone();
-        }
+        // Only that: none of the platform's own marks (a retry's) travel to another region.
+        entry.trace_context = mutation.trace.cloned().unwrap_or_default();
         let (outcome, answer) = oneshot::channel();
         let gone =
             || TargetError::unavailable(format!("the sender to region '{}' stopped", self.region));

@@ -310,6 +310,11 @@ impl Run<'_> {
         if !span.is_none() {
             wal_runtime::trace_context::link(&span, &entry.trace_context);
             copy.trace_context = wal_runtime::trace_context::onward(&span, &entry.trace_context);
+            // Its delivery still links to the one that dead-lettered it.
+            wal_runtime::trace_context::keep_retry_mark(
+                &entry.trace_context,
+                &mut copy.trace_context,
+            );
         }
         home.requeue(&copy).instrument(span).await.map_err(|e| {
             Failure::broker(format!(
