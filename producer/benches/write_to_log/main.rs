@@ -851,6 +851,7 @@ async fn traces(
     for traced in [&all, &some] {
         closed_loop(2_000, concurrency, wal_call(traced, "bench_kafka")).await;
     }
+    tokio::time::sleep(JAEGER_SETTLE).await;
     let (all_cpu, some_cpu) = (
         Cpu::Process(all_process.0.id()),
         Cpu::Process(some_process.0.id()),

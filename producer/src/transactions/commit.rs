@@ -1,6 +1,5 @@
-//! A commit: the transaction moves `open` -> `committing` with a compare-and-set, then its
-//! marker goes on the queue. A commit of a transaction already committing sends the marker
-//! again; one already applied answers TRUE at once.
+//! A commit: the transaction's state change and, while it may not have reached the broker, its
+//! marker (see the module above for why a commit never answers FALSE).
 
 use std::sync::Arc;
 
@@ -148,7 +147,7 @@ pub(super) fn commit_span<T: super::Named>(request: &Request<T>) -> (tracing::Sp
         namespace = %call.namespace(),
         transaction_id = %call.transaction_id(),
     );
-    let caller = crate::service::trace_context(request);
+    let caller = crate::request::trace_context(request);
     trace_context::follow(&span, &caller);
     let carried = trace_context::carried(&span, caller);
     (span, carried)

@@ -61,7 +61,7 @@ impl TransactionService {
     /// The call, its namespace's runtime and durable storage, or why a transaction cannot use
     /// them (an unknown namespace, a caller without the write grant, no durable storage, a bad
     /// transaction id).
-    fn open<T: Named>(
+    fn resolve<T: Named>(
         &self,
         request: Request<T>,
     ) -> Result<(T, Arc<NamespaceRuntime>, Arc<DurableStorage>), Status> {
@@ -152,7 +152,7 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AppendItemsRequest>,
     ) -> Result<Response<AppendItemsResponse>, Status> {
-        let (request, runtime, durable) = self.open(request)?;
+        let (request, runtime, durable) = self.resolve(request)?;
         let first = request.items.iter().map(|item| item.sequence).min();
         let appended = self
             .append(&runtime, &durable, &request.transaction_id, request.items)
@@ -174,7 +174,7 @@ impl Transactions for TransactionService {
         request: Request<CommitTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let (span, trace) = commit_span(&request);
-        let (request, runtime, durable) = self.open(request)?;
+        let (request, runtime, durable) = self.resolve(request)?;
         let answer = self
             .commit(
                 &runtime,
@@ -193,7 +193,7 @@ impl Transactions for TransactionService {
         request: Request<WriteTransactionRequest>,
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let (span, trace) = commit_span(&request);
-        let (request, runtime, durable) = self.open(request)?;
+        let (request, runtime, durable) = self.resolve(request)?;
         let count = request.items.len() as u64;
         if let Some(item) = request.items.iter().find(|i| i.sequence >= count) {
             return Err(status::refused(
@@ -227,7 +227,7 @@ impl Transactions for TransactionService {
         &self,
         request: Request<AbortTransactionRequest>,
     ) -> Result<Response<AbortTransactionResponse>, Status> {
-        let (request, runtime, durable) = self.open(request)?;
+        let (request, runtime, durable) = self.resolve(request)?;
         self.abort(&runtime, &durable, &request.transaction_id)
             .await?;
         Ok(Response::new(AbortTransactionResponse {}))

@@ -19,7 +19,7 @@ class Endpoint:
 
 
 def open_endpoint(address: str, settings: Settings, tls: Tls | None) -> Endpoint:
-    """A channel to `address` (grpc.aio channels belong to the running loop: open on first use)."""
+    """A channel to `address`; grpc.aio channels belong to the loop running when they are made."""
     options = list(settings.channel_options)
     if tls is None:
         channel = grpc.aio.insecure_channel(address, options=options)
