@@ -1,7 +1,7 @@
 //! How to reach a Kafka cluster, and the clients one process shares across its Kafka queues.
 
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::AdminClient;
 use rdkafka::config::ClientConfig;
@@ -96,8 +96,8 @@ pub struct KafkaBackend {
     /// The idempotent producer in use: replaced when librdkafka declares it unusable (see
     /// `replace`).
     pub(super) producer: RwLock<Arc<FutureProducer<OutageContext>>>,
-    /// When it was last replaced.
-    pub(super) replaced: super::replace::Replaced,
+    /// When it was last replaced; held while it is being replaced.
+    pub(super) replaced: Mutex<Option<Instant>>,
     /// The producer's view of its brokers, shared with its context: a delivered record says
     /// they answer again.
     pub(super) producer_outage: Arc<Outage>,

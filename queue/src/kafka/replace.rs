@@ -6,7 +6,7 @@
 //! every write would be answered FALSE until someone restarted the process. A new producer (a
 //! new producer id) takes writes at once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{FutureProducer, Producer as _};
@@ -22,9 +22,6 @@ const REPLACE_EVERY: Duration = Duration::from_secs(30);
 /// How long a replaced producer waits for the writes still holding it before it is closed
 /// regardless (each has its answer well before: its delivery timeout is shorter).
 const RETIRE_WAIT: Duration = Duration::from_secs(150);
-
-/// When the producer was last replaced; held while one is being replaced.
-pub(super) type Replaced = Mutex<Option<Instant>>;
 
 impl KafkaBackend {
     /// Replaces `used` with a new producer when librdkafka has declared it unusable (see above);
