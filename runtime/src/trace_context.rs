@@ -103,19 +103,11 @@ const RETRY_OF: &str = "wal-retry-of";
 /// copy's is dropped: only the delivery just before is named.
 pub fn mark_retry(carrier: &mut Carrier, span: &tracing::Span) {
     carrier.remove(RETRY_OF);
-    if !exporting() {
-        return;
-    }
-    let context = span.context();
-    let failed = context.span().span_context().clone();
-    if failed.is_sampled() {
-        let parent = format!(
-            "00-{}-{}-{:02x}",
-            failed.trace_id(),
-            failed.span_id(),
-            failed.trace_flags().to_u8()
-        );
-        carrier.insert(RETRY_OF.to_owned(), parent);
+    // The propagator writes the traceparent, as for any next hop.
+    if recorded(span)
+        && let Some(failed) = onward(span, &Carrier::new()).remove("traceparent")
+    {
+        carrier.insert(RETRY_OF.to_owned(), failed);
     }
 }
 
