@@ -48,6 +48,13 @@ impl Plan {
                     target.settings =
                         serde_json::from_str(&target.settings_json).unwrap_or_default();
                 }
+                // Each crew sees its own destination alone, so adding or changing a store
+                // restarts that store's reader and no other.
+                view.destinations
+                    .retain(|d| destination.store().is_some_and(|s| s.name == d.name));
+                if destination.store().is_some() {
+                    view.default_target = None;
+                }
                 Plan {
                     key: destination.label(&namespace.name),
                     namespace: Arc::new(view),
@@ -132,7 +139,7 @@ impl Crew {
                 metrics: Arc::new(QueueMetrics::new(
                     &namespace.name,
                     &destination.label(&queue.spec().name),
-                    destination.region().map(|replica| replica.region.as_str()),
+                    destination.series_label(),
                 )),
                 queue,
                 default_target: default_target.clone(),

@@ -13,6 +13,7 @@ pub mod options;
 pub mod replica;
 pub mod service;
 pub mod settings;
+pub mod store;
 pub mod tier;
 pub mod worker;
 

@@ -110,9 +110,10 @@ pub fn describe() {
 #[derive(Debug)]
 pub struct QueueMetrics {
     namespace: String,
-    /// The destination region of a replicating reader's queue: its series carry it, and end
-    /// with the reader (the region removed).
-    region: Option<String>,
+    /// The destination of a reader with a group of its own, as its series' label:
+    /// `("region", region)` or `("destination", store)`. Its series end with the reader (the
+    /// region or store removed).
+    destination: Option<(&'static str, String)>,
     _series: Option<SeriesGuard>,
     pub in_flight: Gauge,
     pub held: Gauge,
@@ -137,18 +138,18 @@ pub struct KindMetrics {
 }
 
 impl QueueMetrics {
-    /// The handles of `queue`, read for destination `region` when it replicates.
-    pub fn new(namespace: &str, queue: &str, region: Option<&str>) -> Self {
+    /// The handles of `queue`, read for `destination` (see `Destination::series_label`).
+    pub fn new(namespace: &str, queue: &str, destination: Option<(&'static str, &str)>) -> Self {
         let mut labels = vec![
             ("namespace", namespace.to_owned()),
             ("queue", queue.to_owned()),
         ];
-        labels.extend(region.map(|region| ("region", region.to_owned())));
+        labels.extend(destination.map(|(label, value)| (label, value.to_owned())));
         Self {
             namespace: namespace.to_owned(),
-            region: region.map(str::to_owned),
-            _series: region
-                .map(|region| series::hold(&[("namespace", namespace), ("region", region)])),
+            destination: destination.map(|(label, value)| (label, value.to_owned())),
+            _series: destination
+                .map(|(label, value)| series::hold(&[("namespace", namespace), (label, value)])),
             in_flight: gauge!(IN_FLIGHT, &labels),
             held: gauge!(HELD, &labels),
             backlog: gauge!(BACKLOG, &labels),
@@ -170,7 +171,7 @@ impl QueueMetrics {
             ("namespace", self.namespace.clone()),
             ("target", kind.to_owned()),
         ];
-        labels.extend(self.region.clone().map(|region| ("region", region)));
+        labels.extend(self.destination.clone());
         let dead = |class: &str| {
             let mut labels = labels.to_vec();
             labels.push(("class", class.to_owned()));

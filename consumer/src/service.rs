@@ -85,12 +85,16 @@ impl Consumer {
         check_cql(&self.settings, &mine)?;
         let next: Vec<Namespace> = mine
             .into_iter()
-            .filter(|ns| match &ns.default_target {
-                Some(target) if !self.deliverer.targets().knows(target.kind.name()) => {
-                    tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");
-                    false
+            .filter(|ns| {
+                let stores = ns.destinations.iter().map(|d| (d.name.as_str(), &d.target));
+                let targets = ns.default_target.iter().map(|t| ("default", t)).chain(stores);
+                for (destination, target) in targets {
+                    if !self.deliverer.targets().knows(target.kind.name()) {
+                        tracing::warn!(namespace = %ns.name, destination, kind = %target.kind, "this consumer does not deliver the kind of one of the namespace's targets; its queues are not consumed");
+                        return false;
+                    }
                 }
-                _ => true,
+                true
             })
             .collect();
         // By namespace, for the feed's report; crews are compared by their own plans below.

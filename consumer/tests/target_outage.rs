@@ -279,3 +279,137 @@ async fn a_dead_target_holds_the_queue_entries_for_a_healthy_target_wait_behind_
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+/// How long memcached stays away in the several-stores test: a minute unless
+/// `WAL_STORES_AWAY_SECS` says otherwise.
+fn store_away() -> Duration {
+    Duration::from_secs(wal_testkit::env_u64("WAL_STORES_AWAY_SECS", 60))
+}
+
+/// One namespace, three destinations: its table (the default target), a cache of the table's
+/// rows and an events topic, each read by a reader of its own. While memcached is down the
+/// table and the topic take every write at their own pace, the cache's reader holds its
+/// entries (its breaker open, no attempt used); once memcached is back every row reaches the
+/// cache too, and nothing was retried or dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_is_down_holds_back_no_other_destination() {
+    let writes = wal_testkit::cql_rows::env_usize("WAL_STORES_WRITES", 10_000);
+    let cql = wal_testkit::Cql::connect().await;
+    let table = cql.table().await;
+    let topic = wal_testkit::unique("order-events");
+    let prefix = format!("{table}:");
+    let extra = format!(
+        r#"{SHORT}, "destinations": [
+            {{"name": "cache", "start_from": "earliest", "target": {{"kind": "cache",
+              "settings": {{"ttl_seconds": 600, "rows": {{"key": ["id"], "prefix": "{prefix}"}}}}}}}},
+            {{"name": "events", "start_from": "earliest", "target": {{"kind": "kafka",
+              "settings": {{"topic": "{topic}"}}}}}}]"#
+    );
+    let namespace =
+        namespace_with_target(Backend::Kafka, 2, &wal_testkit::cql_target(&table), &extra);
+    provision_topic(&topic).await;
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let stats = consumer.deliverer().stats();
+
+    stack("down", "memcached");
+    let restart = Restart("memcached");
+    let down_at = std::time::Instant::now();
+    let requests = (0..writes)
+        .map(|i| wal_proto::v1::WriteToLogRequest {
+            key: format!("o{i}"),
+            ..write(
+                &namespace.name,
+                &wal_testkit::put(&format!("o{i}"), &format!("v{i}")),
+            )
+        })
+        .collect();
+    wal_testkit::write_all_durably(&producer.client, requests, 100, 4).await;
+    // The table and the topic keep their pace while the cache is away.
+    let kept_pace = eventually(store_away(), "the table and the topic hold every write", || async {
+        let rows = cql.rows(&table).await.len();
+        let records = topic_records(&topic).await;
+        eprintln!("memcached down {:>4.1} s: table {rows}/{writes}, topic {records}/{writes}, cache held {}", down_at.elapsed().as_secs_f64(), stats.held.load(Ordering::Relaxed));
+        (rows == writes && records >= writes).then(|| down_at.elapsed())
+    })
+    .await;
+    let servers = wal_testkit::memcached();
+    let open = consumer.deliverer().targets().open_breakers();
+    assert!(
+        open.iter()
+            .any(|b| b.endpoint == format!("cache/{}", servers.join(","))),
+        "the cache's breaker is open while memcached is down: {open:?}"
+    );
+    assert_eq!(
+        stats.delivered.load(Ordering::Relaxed),
+        2 * writes as u64,
+        "the table and the topic took every entry, the cache none"
+    );
+    eprintln!(
+        "the table and the topic held all {writes} writes {kept_pace:?} after memcached went down"
+    );
+    tokio::time::sleep(store_away().saturating_sub(down_at.elapsed())).await;
+    drop(restart);
+
+    let back_at = std::time::Instant::now();
+    eventually(
+        Duration::from_secs(120),
+        "every entry in all three destinations",
+        || async { (stats.delivered.load(Ordering::Relaxed) == 3 * writes as u64).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "the cache caught up {:?} after memcached returned",
+        back_at.elapsed()
+    );
+    let client = AsyncMetaClient::connect(servers[0].as_str()).await.unwrap();
+    for i in 0..writes {
+        let cached = wal_testkit::cached(&client, &format!("{prefix}o{i}")).await;
+        let row: serde_json::Value = serde_json::from_str(&cached.unwrap_or_default())
+            .unwrap_or_else(|e| panic!("row o{i} in the cache as JSON: {e}"));
+        assert_eq!(
+            row,
+            serde_json::json!({"id": format!("o{i}"), "value": format!("v{i}")})
+        );
+    }
+    assert_eq!(
+        topic_records(&topic).await,
+        writes,
+        "one record per write on the topic, no repeats"
+    );
+    assert_nothing_retried(&consumer);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+async fn provision_topic(topic: &str) {
+    use wal_queue::Produce as _;
+    let settings = wal_queue::kafka::KafkaSettings::new(&wal_testkit::kafka_bootstrap());
+    let backend = wal_queue::kafka::KafkaBackend::new(settings).unwrap();
+    let spec = wal_queue::QueueSpec::new("test", topic, &format!("{topic}-dlq"));
+    backend.queue(spec).provision().await.unwrap();
+}
+
+/// How many records `topic` holds, from its partitions' watermarks.
+async fn topic_records(topic: &str) -> usize {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", wal_testkit::kafka_bootstrap())
+            .create()
+            .unwrap();
+        let timeout = Duration::from_secs(10);
+        let metadata = consumer.fetch_metadata(Some(&topic), timeout).unwrap();
+        metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| {
+                let (low, high) = consumer.fetch_watermarks(&topic, p.id(), timeout).unwrap();
+                usize::try_from(high - low).unwrap()
+            })
+            .sum()
+    })
+    .await
+    .unwrap()
+}

@@ -43,6 +43,39 @@ pub struct NamespaceFile {
     /// deployment's super-users.
     #[serde(default)]
     pub access: Option<AccessFile>,
+    /// Further stores every entry is delivered to, besides the default target (or the write's
+    /// own target): a database and its backup, a table and a cache, a table and a topic. Each
+    /// is read with a Kafka consumer group of its own, so each has its own position, breaker,
+    /// retries and DLQ copies, and a slow or dead one holds back no other. Kafka queues only
+    /// (an SQS message is received by one reader); at most 8.
+    #[serde(default)]
+    pub destinations: Vec<DestinationFile>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationFile {
+    /// The destination's name, unique in the namespace: a lowercase letter, then lowercase
+    /// letters, digits or '-', 32 characters at most. It names the destination's consumer group
+    /// (`<topic>.destination-<name>`), its metrics and its DLQ copies. `default` is taken: it is
+    /// the namespace's own target.
+    pub name: String,
+    /// Where it delivers every entry, whatever target the write named: a cql, cache, kafka or
+    /// http target (a region target replicates through the default target instead).
+    pub target: TargetFile,
+    /// Where its reader starts the first time it runs, said explicitly because a namespace may
+    /// already hold entries: `earliest` (everything its queues still hold) or `now` (what is
+    /// written from then on; `latest` is the same).
+    #[serde(alias = "startFrom")]
+    pub start_from: StartFromFile,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StartFromFile {
+    Earliest,
+    #[serde(alias = "latest")]
+    Now,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]

@@ -19,7 +19,7 @@ pub use access::{Access, Action, Grant};
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{ConfigText, load_dir, load_file, parse, parse_all, parse_stored, read_dir};
 pub use model::*;
-pub use validate::KAFKA_TOPIC_MAX;
+pub use validate::{KAFKA_TOPIC_MAX, MAX_DESTINATIONS};
 
 mod schema;
 

@@ -24,7 +24,23 @@ pub struct Namespace {
     pub contacts: Option<String>,
     /// Who may write, replicate and administer it, once authorization is on.
     pub access: crate::Access,
+    /// Further stores every entry is delivered to, each by a reader of its own.
+    pub destinations: Vec<DestinationConfig>,
 }
+
+/// A further store a namespace delivers every entry to, read with a position of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DestinationConfig {
+    /// Unique in the namespace, never [`DEFAULT_DESTINATION`].
+    pub name: String,
+    /// Never a region target.
+    pub target: TargetConfig,
+    pub start_from: wal_targets::region::StartFrom,
+}
+
+/// The name of the destination that delivers to each entry's own target or the namespace's
+/// default target, read by the namespace's own consumer group.
+pub const DEFAULT_DESTINATION: &str = "default";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {

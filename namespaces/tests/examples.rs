@@ -77,7 +77,35 @@ fn multi_partition_mutations_have_durable_storage_and_no_default_target() {
 fn the_examples_folder_loads_as_a_whole() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let namespaces = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(namespaces.len(), 3);
+    assert_eq!(namespaces.len(), 4);
+}
+
+/// One write, three stores: the default target (a table) and two further destinations, each
+/// read by a reader of its own from where it says.
+#[test]
+fn several_stores_name_their_destinations_and_where_each_starts() {
+    use wal_targets::region::StartFrom;
+    let ns = example("several-stores-orders.json");
+    assert_eq!(
+        ns.default_target.as_ref().map(|t| t.kind.name()),
+        Some("cql")
+    );
+    let destinations: Vec<(&str, &str, StartFrom)> = ns
+        .destinations
+        .iter()
+        .map(|d| (d.name.as_str(), d.target.kind.name(), d.start_from))
+        .collect();
+    assert_eq!(
+        destinations,
+        [
+            ("cache", "cache", StartFrom::Now),
+            ("events", "kafka", StartFrom::Earliest)
+        ]
+    );
+    assert_eq!(
+        ns.destinations[1].target.settings_json,
+        r#"{"topic":"order-events"}"#
+    );
 }
 
 #[test]

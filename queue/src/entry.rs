@@ -147,6 +147,7 @@ mod tests {
                     redrives: attempt % 4,
                     destination_region: String::new(),
                     heartbeat: false,
+                    destination: String::new(),
                 },
             )
     }

@@ -108,6 +108,22 @@ fn corpus() -> Vec<(&'static str, Entry)> {
             },
         ),
         (
+            "destination_dlq_copy",
+            Entry {
+                body: Some(Body::Payload(b"{\"id\":\"o-1\"}".to_vec())),
+                target: Some(Target {
+                    kind: "cache".to_owned(),
+                    settings_json: r#"{"ttl_seconds":600}"#.to_owned(),
+                }),
+                destination: "cache".to_owned(),
+                attempt: 5,
+                last_error: "gave up after 5 attempts: memcached timed out".to_owned(),
+                last_error_class: ErrorClass::Retryable as i32,
+                dead_lettered_at_micros: 1_764_000_095_000_000,
+                ..base("01937e4a-0000-7000-8000-000000000007")
+            },
+        ),
+        (
             "from_a_newer_build",
             Entry {
                 body: Some(Body::Payload(b"written by a newer build".to_vec())),

@@ -1,7 +1,8 @@
 //! The cache kind: sets and deletes in memcached.
-//! Settings: `{"servers": ["host:port"], "ttl_seconds": 3600, "ttl_spread_seconds": 360}`, all
-//! optional: servers default to the consumer's `--memcached`, the TTL to one hour, the spread to
-//! a tenth of the TTL.
+//! Settings: `{"servers": ["host:port"], "ttl_seconds": 3600, "ttl_spread_seconds": 360,
+//! "rows": {"key": ["id"], "prefix": "orders:"}}`, all optional: servers default to the
+//! consumer's `--memcached`, the TTL to one hour, the spread to a tenth of the TTL. With `rows`
+//! the cache keeps the rows of cql payloads (a table's cache, fed by the table's own writes).
 
 use serde::Deserialize;
 
@@ -17,6 +18,22 @@ pub struct CacheSettings {
     pub ttl_seconds: u64,
     #[serde(default)]
     pub ttl_spread_seconds: Option<u64>,
+    /// Read the payload as the cql kind's (`{"mutations": [...]}`) and keep its rows: each put
+    /// sets `<prefix><key values joined by ':'>` to the row it wrote, as JSON; each delete (of
+    /// the row or of some of its columns) removes the key.
+    #[serde(default)]
+    pub rows: Option<RowsSettings>,
+}
+
+/// How a cache keeps a table's rows.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowsSettings {
+    /// The primary key's columns, in the order their values make the cache key.
+    pub key: Vec<String>,
+    /// Put before the key values, so two tables' rows do not share keys.
+    #[serde(default)]
+    pub prefix: String,
 }
 
 fn default_ttl() -> u64 {
@@ -27,6 +44,20 @@ impl Settings for CacheSettings {
     const KIND: Kind = Kind::Cache;
 
     fn check(&self) -> Result<(), JsonError> {
+        if let Some(rows) = &self.rows {
+            if rows.key.is_empty() {
+                return Err(JsonError::at(
+                    "rows.key",
+                    "expected the primary key's column names, found an empty list",
+                ));
+            }
+            if let Some(i) = rows.key.iter().position(String::is_empty) {
+                return Err(JsonError::at(
+                    format!("rows.key[{i}]"),
+                    "expected a column name, found an empty string",
+                ));
+            }
+        }
         for (i, server) in self.servers.iter().enumerate() {
             // host:port only: the consumer's client resolves the text as an address.
             let valid = server

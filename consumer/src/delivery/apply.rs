@@ -53,7 +53,8 @@ impl Deliverer {
             .applier
             .apply(&context.namespace, entry, spec, Some(&onward));
         // A heartbeat is the platform's own, not a mutation to keep.
-        let archive = archive_of(&context.namespace).filter(|_| !entry.heartbeat);
+        let archive = archive_of(&context.namespace)
+            .filter(|_| !entry.heartbeat && context.destination.archives());
         let applied = match archive {
             None => applied.instrument(span.clone()).await,
             // The archive is written beside the apply, and the attempt succeeds only when both

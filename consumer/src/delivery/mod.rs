@@ -120,7 +120,7 @@ impl Deliverer {
         if !context.destination.takes(entry) {
             // A copy for another destination alone (a redriven DLQ copy): that destination's
             // reader applies it; here it is done.
-            tracing::debug!(namespace = %entry.namespace, entry_id = %entry.id, region = context.destination.region().map_or("", |r| r.region.as_str()), for_region = %entry.destination_region, "not for this destination");
+            tracing::debug!(namespace = %entry.namespace, entry_id = %entry.id, destination = %context.destination.name(), for_destination = %entry.destination, for_region = %entry.destination_region, "not for this destination");
             self.acknowledge(context, &delivery, shutdown).await;
             return;
         }

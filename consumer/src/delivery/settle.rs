@@ -117,6 +117,7 @@ impl Deliverer {
             entry::now_micros().saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
         tracing::debug!(attempt = entry.attempt, ?wait, reason, "retrying later");
         let mut copy = retry_copy(entry, deliver_at, &Failure::retryable(reason));
+        context.destination.mark(&mut copy);
         // Settled inside the delivery's span: the copy's delivery links back to it.
         trace_context::mark_retry(&mut copy.trace_context, &tracing::Span::current());
         let queue = &context.queue;

@@ -90,7 +90,10 @@ impl Deliverer {
         shutdown: &CancellationToken,
     ) -> bool {
         let queue = &context.queue;
-        let enqueue = || queue.requeue(entry);
+        // The parked copy comes back for this destination alone: the others had the original.
+        let mut parked = entry.clone();
+        context.destination.mark(&mut parked);
+        let enqueue = || queue.requeue(&parked);
         let written = persist_enqueue(context, Operation::Park, shutdown, enqueue).await;
         match written {
             Settled::Done => {}

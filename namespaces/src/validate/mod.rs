@@ -4,11 +4,14 @@
 use std::time::Duration;
 
 mod access;
+mod destinations;
 mod limits;
 mod queues;
 mod target;
 
 use self::access::access;
+pub use self::destinations::MAX_DESTINATIONS;
+use self::destinations::destinations;
 use self::limits::{
     delay_limits, durable_storage, in_range, payload_limit, rate_limit, retry_policy,
 };
@@ -85,6 +88,8 @@ pub(crate) fn validate(
         &queues,
     );
 
+    let destinations = destinations(&mut problems, spelling, file.destinations, &queues);
+
     let namespace = Namespace {
         name: file.namespace,
         queues,
@@ -110,6 +115,7 @@ pub(crate) fn validate(
         context: shared.context,
         contacts: shared.contacts,
         access: access(&mut problems, file.access.unwrap_or_default()),
+        destinations,
     };
     problems.finish(namespace)
 }

@@ -10,6 +10,11 @@
 //! {"set": {"key": "user:1", "value_base64": "AAEC"}}
 //! {"delete": {"key": "user:1"}}
 //! ```
+//! With `rows` in its settings, the payload is the cql kind's instead (`{"mutations": [...]}`),
+//! so one write feeds a table and its cache: each put sets `<prefix><key values joined by ':'>`
+//! to the row it wrote (its JSON, as written), each delete removes the key. A put that writes
+//! some of a row's columns caches those columns only: a service that writes rows in parts
+//! should cache them elsewhere.
 //! Each set's TTL is lengthened by a random share of the spread, so keys written together do not
 //! expire together and send a stampede to the database behind the cache.
 //!
@@ -27,7 +32,7 @@ use memcache::MemcacheError;
 use memcache::exp::MutationStatus;
 use rand::Rng as _;
 use serde::Deserialize;
-use wal_targets::cache::CacheSettings;
+use wal_targets::cache::{CacheSettings, RowsSettings};
 
 use super::{Mutation, Target, TargetError, TargetKind};
 use crate::clients::{Clients, Memcached};
@@ -146,10 +151,59 @@ pub fn command(payload: &[u8], settings: &CacheSettings) -> Result<Command, Targ
     }
 }
 
-#[async_trait]
-impl Target for CacheTarget {
-    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
-        match command(mutation.payload, &self.settings)? {
+/// The commands a cql payload's mutations ask of a cache that keeps `rows`, in order.
+pub fn row_commands(
+    payload: &[u8],
+    rows: &RowsSettings,
+    settings: &CacheSettings,
+) -> Result<Vec<Command>, TargetError> {
+    let parsed = crate::cql::payload::parse(payload)?;
+    let key_of = |index: usize, values: &serde_json::Map<String, serde_json::Value>| {
+        let mut parts = Vec::with_capacity(rows.key.len());
+        for column in &rows.key {
+            let part = match values.get(column) {
+                Some(serde_json::Value::String(text)) => text.clone(),
+                Some(serde_json::Value::Null) | None => {
+                    return Err(TargetError::permanent(format!(
+                        "cache rows: mutations[{index}] has no value for key column '{column}'; the cache's rows.key names {:?}",
+                        rows.key
+                    )));
+                }
+                Some(other) => other.to_string(),
+            };
+            parts.push(part);
+        }
+        let key = format!("{}{}", rows.prefix, parts.join(":"));
+        check_key(&key)?;
+        Ok(key)
+    };
+    let mut commands = Vec::with_capacity(parsed.mutations.len());
+    for (index, mutation) in parsed.mutations.into_iter().enumerate() {
+        commands.push(match mutation {
+            crate::cql::payload::Mutation::Put(put) => {
+                let row: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(put.row.get()).map_err(|e| {
+                        TargetError::permanent(format!(
+                            "cache rows: mutations[{index}].put.row is not a JSON object: {e}"
+                        ))
+                    })?;
+                Command::Set {
+                    key: key_of(index, &row)?,
+                    value: put.row.get().as_bytes().to_vec(),
+                    ttl_seconds: settings.ttl_seconds,
+                }
+            }
+            crate::cql::payload::Mutation::Delete(delete) => Command::Delete {
+                key: key_of(index, &delete.key)?,
+            },
+        });
+    }
+    Ok(commands)
+}
+
+impl CacheTarget {
+    async fn send(&self, command: Command) -> Result<(), TargetError> {
+        match command {
             Command::Set {
                 key,
                 value,
@@ -182,6 +236,20 @@ impl Target for CacheTarget {
                 }
             }
         }
+    }
+}
+
+#[async_trait]
+impl Target for CacheTarget {
+    async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        let Some(rows) = &self.settings.rows else {
+            return self.send(command(mutation.payload, &self.settings)?).await;
+        };
+        // In order: a put then a delete of one key in one entry leaves it deleted.
+        for command in row_commands(mutation.payload, rows, &self.settings)? {
+            self.send(command).await?;
+        }
+        Ok(())
     }
 }
 
@@ -236,4 +304,60 @@ fn is_timeout(error: &std::io::Error) -> bool {
         error.kind(),
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CacheSettings {
+        wal_targets::parse(
+            r#"{"ttl_seconds": 60, "rows": {"key": ["shop", "id"], "prefix": "orders:"}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    fn rows(payload: &str) -> Result<Vec<Command>, TargetError> {
+        let settings = settings();
+        let rows = settings.rows.clone().unwrap_or_else(|| panic!("rows"));
+        row_commands(payload.as_bytes(), &rows, &settings)
+    }
+
+    #[test]
+    fn a_table_cache_sets_each_put_row_and_removes_each_deleted_one_in_order() {
+        let commands = rows(
+            r#"{"mutations": [
+                {"put": {"row": {"shop": "s1", "id": 7, "total": 12.5}}},
+                {"delete": {"key": {"shop": "s1", "id": 8}, "columns": ["total"]}},
+                {"delete": {"table": "orders", "key": {"shop": "s2", "id": 9}}}
+            ]}"#,
+        );
+        let commands = commands.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            commands,
+            [
+                Command::Set {
+                    key: "orders:s1:7".to_owned(),
+                    value: br#"{"shop": "s1", "id": 7, "total": 12.5}"#.to_vec(),
+                    ttl_seconds: 60,
+                },
+                Command::Delete {
+                    key: "orders:s1:8".to_owned()
+                },
+                Command::Delete {
+                    key: "orders:s2:9".to_owned()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_without_a_key_column_is_refused_naming_the_column() {
+        let refused = rows(r#"{"mutations": [{"put": {"row": {"shop": "s1", "total": 1}}}]}"#);
+        let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("mutations[0]"), "{message}");
+        assert!(message.contains("'id'"), "{message}");
+        let not_cql = rows(r#"{"set": {"key": "k", "value": "v"}}"#);
+        assert!(not_cql.is_err(), "a cache payload is not a row payload");
+    }
 }
