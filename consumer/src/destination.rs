@@ -111,7 +111,7 @@ impl Destination {
         match self {
             Self::Targets => None,
             Self::Region(replica) => Some(replica.reader()),
-            Self::Store(store) => Some(store.reader()),
+            Self::Store(store) => Some(store.reader.clone()),
         }
     }
 

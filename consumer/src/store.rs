@@ -19,7 +19,6 @@ use std::sync::Arc;
 use wal_namespaces::{DestinationConfig, Namespace};
 use wal_queue::Reader;
 use wal_queue::entry::{Body, Entry, Target as TargetSpec};
-use wal_targets::region::StartFrom;
 
 use crate::lanes::KeyLanes;
 
@@ -28,7 +27,7 @@ pub struct Store {
     /// The destination's name in the namespace's config.
     pub name: String,
     pub target: TargetSpec,
-    pub start_from: StartFrom,
+    pub reader: Reader,
     pub lanes: Arc<KeyLanes>,
 }
 
@@ -42,16 +41,8 @@ impl Store {
         Self {
             name: config.name.clone(),
             target: config.target.entry_target(),
-            start_from: config.start_from,
+            reader: Reader::of_destination(config),
             lanes: Arc::default(),
-        }
-    }
-
-    /// The reader of the namespace's queues that delivers to this store.
-    pub fn reader(&self) -> Reader {
-        Reader {
-            name: format!("destination-{}", self.name),
-            from_oldest: self.start_from == StartFrom::Earliest,
         }
     }
 
@@ -68,12 +59,15 @@ mod tests {
     use super::*;
 
     fn store() -> Store {
-        Store {
+        Store::new(&DestinationConfig {
             name: "cache".to_owned(),
-            target: TargetSpec::default(),
-            start_from: StartFrom::Now,
-            lanes: Arc::default(),
-        }
+            target: wal_namespaces::TargetConfig {
+                kind: wal_targets::Kind::Cache,
+                settings: serde_json::Map::new(),
+                settings_json: "{}".to_owned(),
+            },
+            start_from: wal_targets::region::StartFrom::Now,
+        })
     }
 
     #[test]
@@ -114,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_store_reads_with_a_group_of_its_own_from_where_it_says() {
-        let reader = store().reader();
+        let reader = store().reader;
         assert_eq!(reader.name, "destination-cache");
         assert!(!reader.from_oldest);
     }

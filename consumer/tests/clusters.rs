@@ -85,6 +85,7 @@ async fn names_the_cluster_map_does_not_have_are_refused_with_the_known_ones() {
         let request = || ApplyRequest {
             config_json: config.clone(),
             author: "test".into(),
+            ..Default::default()
         };
         for refused in [
             registry.validate(request()).await.unwrap_err(),

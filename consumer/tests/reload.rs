@@ -75,6 +75,7 @@ async fn control_plane_changes_reach_a_running_producer_and_consumer() {
                 .apply(ApplyRequest {
                     config_json: config.to_owned(),
                     author: "reload-test".into(),
+                    ..Default::default()
                 })
                 .await
                 .unwrap();

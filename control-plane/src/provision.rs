@@ -6,8 +6,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use wal_clusters::ClusterMap;
 use wal_clusters::{Backends, ConnectError};
-use wal_namespaces::{Namespace, QueueConfig};
-use wal_queue::{Queue, QueueSpec};
+use wal_namespaces::{DestinationConfig, Namespace, QueueConfig};
+use wal_queue::{Queue, QueueSpec, Reader};
 
 #[derive(Debug)]
 pub struct Provisioner {
@@ -106,5 +106,31 @@ impl Provisioner {
             .unfinished()
             .await
             .with_context(|| format!("counting the entries on '{name}'"))
+    }
+
+    /// How many entries of the queue `config` of `namespace` are still owed to `destination`:
+    /// its reader's lag, counted from the oldest entry held when it has read nothing yet and
+    /// starts there (nothing, when it starts from what is written next).
+    pub async fn owed(
+        &self,
+        namespace: &Namespace,
+        config: &QueueConfig,
+        destination: &DestinationConfig,
+    ) -> anyhow::Result<u64> {
+        let reader = Reader::of_destination(destination);
+        let spec = QueueSpec::of(namespace, config).read_by(reader.clone());
+        let queue = self.handle(config, spec)?;
+        let positions = queue.positions().await.with_context(|| {
+            format!(
+                "reading destination '{}''s position on '{}'",
+                destination.name, config.name
+            )
+        })?;
+        Ok(positions
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| p.committed.is_some() || reader.from_oldest)
+            .map(wal_queue::Position::lag)
+            .sum())
     }
 }

@@ -17,6 +17,7 @@ fn apply(config_json: String) -> ApplyRequest {
     ApplyRequest {
         config_json,
         author: "laptop-user".into(),
+        ..Default::default()
     }
 }
 

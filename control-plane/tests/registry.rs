@@ -20,6 +20,7 @@ fn apply(config: String) -> ApplyRequest {
     ApplyRequest {
         config_json: config,
         author: "test-operator".into(),
+        ..Default::default()
     }
 }
 
@@ -391,4 +392,43 @@ async fn a_queue_moves_to_another_kafka_cluster_only_once_it_is_empty() {
     );
     let applied = applied(&mut client, moved).await;
     assert!(applied.created.contains(&queue), "{:?}", applied.created);
+}
+
+/// A destination read from the oldest entry that has not read what the queue holds is owed it:
+/// removing the destination is refused, naming it, the queue and the count, unless the apply
+/// gives those entries up. One that starts from what is written next and never ran owes nothing.
+#[tokio::test]
+async fn a_destination_still_owed_entries_is_removed_only_when_the_apply_gives_them_up() {
+    let mut client = control_plane().await;
+    let name = unique("cp");
+    let queue = format!("{name}-q0");
+    let store = |name: &str, start: &str| {
+        format!(r#"{{"name": "{name}", "start_from": "{start}", "target": {{"kind": "cache"}}}}"#)
+    };
+    let with = |stores: &[String]| {
+        let extra = format!(r#", "destinations": [{}]"#, stores.join(", "));
+        config(&name, "KAFKA", &[&queue], &extra)
+    };
+    let (cache, events) = (store("cache", "earliest"), store("events", "now"));
+    applied(&mut client, with(&[cache.clone(), events])).await;
+    put_entry(&name, &queue, &format!("{queue}-dlq")).await;
+    let (before, _) = stored_version(&mut client, &name).await;
+
+    // Dropping the one that never ran and starts from now: nothing was owed to it.
+    applied(&mut client, with(std::slice::from_ref(&cache))).await;
+    let rule = format!("destination 'cache' is still owed 1 entries on queue '{queue}'");
+    refused(&mut client, with(&[]), Code::FailedPrecondition, &rule).await;
+    let validated = client
+        .validate(apply(with(&[])))
+        .await
+        .expect_err("refused");
+    wal_testkit::assert_refused(&validated, Code::FailedPrecondition, &[&rule]);
+    assert_eq!(stored_version(&mut client, &name).await.0, before + 1);
+
+    let given_up = ApplyRequest {
+        drop_owed_destinations: true,
+        ..apply(with(&[]))
+    };
+    let dropped = client.apply(given_up).await.unwrap().into_inner();
+    assert_eq!(dropped.version.unwrap().version, before + 2);
 }

@@ -23,6 +23,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 ApplyRequest {
                     config_json,
                     author: "fuzz".into(),
+                    ..Default::default()
                 }
                 .encode_to_vec()
             })

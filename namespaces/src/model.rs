@@ -38,6 +38,13 @@ pub struct DestinationConfig {
     pub start_from: wal_targets::region::StartFrom,
 }
 
+impl DestinationConfig {
+    /// Whether its reader starts from the oldest entry the queues hold, the first time it runs.
+    pub fn from_oldest(&self) -> bool {
+        self.start_from == wal_targets::region::StartFrom::Earliest
+    }
+}
+
 /// The name of the destination that delivers to each entry's own target or the namespace's
 /// default target, read by the namespace's own consumer group.
 pub const DEFAULT_DESTINATION: &str = "default";

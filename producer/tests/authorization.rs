@@ -376,6 +376,7 @@ async fn a_producer_follows_a_control_plane_that_requires_client_certificates() 
         .apply(ApplyRequest {
             config_json: config,
             author: "test".into(),
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -79,13 +79,25 @@ impl Position {
 }
 
 /// A reader of a queue with a position of its own: one destination region of a replicated
-/// namespace. On Kafka its consumer group is `<group_prefix><topic>.<name>`.
+/// namespace, or one further store. On Kafka its consumer group is
+/// `<group_prefix><topic>.<name>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reader {
     pub name: String,
     /// Where a reader with no position yet starts: the oldest entry the queue holds, or the
     /// next one written.
     pub from_oldest: bool,
+}
+
+impl Reader {
+    /// The reader that delivers to `destination`, one of a namespace's further stores: on
+    /// Kafka, the group `<group_prefix><topic>.destination-<name>`.
+    pub fn of_destination(destination: &wal_namespaces::DestinationConfig) -> Self {
+        Self {
+            name: format!("destination-{}", destination.name),
+            from_oldest: destination.from_oldest(),
+        }
+    }
 }
 
 impl QueueSpec {

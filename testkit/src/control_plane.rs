@@ -106,6 +106,7 @@ pub async fn apply_config(
     let request = wal_proto::v1::ApplyRequest {
         config_json,
         author,
+        ..Default::default()
     };
     registry.apply(request).await.unwrap();
     wal_namespaces::parse(config, "test").unwrap()

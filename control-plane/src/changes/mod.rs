@@ -44,6 +44,14 @@ pub enum Forbidden {
         entries: u64,
     },
     #[error(
+        "destination '{destination}' is still owed {entries} entries on queue '{queue}'; removing it would leave them undelivered there. Let its reader catch up (its lag is wal_consumer_backlog with destination=\"{destination}\"), or apply with --drop-owed-destinations (drop_owed_destinations) to give them up"
+    )]
+    DestinationOwed {
+        destination: String,
+        queue: String,
+        entries: u64,
+    },
+    #[error(
         "delay tier '{tier}' still holds {entries} entries parked for a later deliver-at; the new delay limits need no such tier, so it would no longer be read and they would be stranded. Keep the limits until the tier is empty (its entries come due within its wait), then apply again"
     )]
     TierHolds { tier: String, entries: u64 },
@@ -275,6 +283,18 @@ pub fn dropped_tiers<'a>(old: &'a Namespace, new: &Namespace) -> Vec<(&'a QueueC
         }
     }
     dropped
+}
+
+/// The destinations `old` names and `new` does not: their readers stop, so whatever is still
+/// owed to them is never delivered there.
+pub fn dropped_destinations<'a>(
+    old: &'a Namespace,
+    new: &Namespace,
+) -> Vec<&'a wal_namespaces::DestinationConfig> {
+    old.destinations
+        .iter()
+        .filter(|d| !new.destinations.iter().any(|n| n.name == d.name))
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ impl NamespaceRegistry for RegistryService {
         let stated = author_of(&request.author)?;
         let principal = self.may_apply(peer.as_ref(), &request.config_json).await?;
         let _one_at_a_time = self.changing.lock().await;
-        let plan = self.plan(&request.config_json).await?;
+        let plan = self
+            .plan(&request.config_json, request.drop_owed_destinations)
+            .await?;
         self.check_admins_left(principal.as_deref(), &plan)?;
         let author = author(principal.as_deref(), stated);
         let author = author.as_str();
@@ -61,7 +63,10 @@ impl NamespaceRegistry for RegistryService {
         &self,
         request: Request<ApplyRequest>,
     ) -> Result<Response<ValidateResponse>, Status> {
-        let plan = self.plan(&request.into_inner().config_json).await?;
+        let request = request.into_inner();
+        let plan = self
+            .plan(&request.config_json, request.drop_owed_destinations)
+            .await?;
         let new_namespace = plan.latest.as_ref().is_none_or(StoredVersion::is_deleted);
         Ok(Response::new(ValidateResponse {
             new_namespace,

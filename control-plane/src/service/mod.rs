@@ -104,7 +104,9 @@ impl RegistryService {
         self.announcer.clone()
     }
 
-    async fn plan(&self, config_json: &str) -> Result<Plan, Status> {
+    /// `drop_owed`: remove destinations still owed entries rather than refuse (the request's
+    /// `drop_owed_destinations`).
+    async fn plan(&self, config_json: &str, drop_owed: bool) -> Result<Plan, Status> {
         let namespace = wal_namespaces::parse(config_json, "the applied config")
             .map_err(|errors| Status::invalid_argument(errors.to_string()))?;
         let clusters = self.provisioner.clusters();
@@ -148,6 +150,9 @@ impl RegistryService {
             // Clusters named in full, so naming the default cluster is no move.
             let (old, new) = (clusters.resolved(old), clusters.resolved(&namespace));
             self.check_drained(&old, &new).await?;
+            if !drop_owed {
+                self.check_destinations_served(&old, &new).await?;
+            }
         }
         let current = latest.as_ref().and_then(|v| v.config.as_ref());
         let (changes, unchanged) = match (&old, current) {
@@ -203,6 +208,33 @@ impl RegistryService {
                 .map_err(unavailable)?;
             if entries > 0 {
                 return Err(forbidden(Forbidden::TierHolds { tier, entries }));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RegistryService {
+    /// Refuses the update while a destination it removes is still owed entries on a queue.
+    async fn check_destinations_served(
+        &self,
+        old: &Namespace,
+        new: &Namespace,
+    ) -> Result<(), Status> {
+        for destination in changes::dropped_destinations(old, new) {
+            for queue in &old.queues {
+                let entries = self
+                    .provisioner
+                    .owed(old, queue, destination)
+                    .await
+                    .map_err(|e| Status::unavailable(format!("{e:#}")))?;
+                if entries > 0 {
+                    return Err(forbidden(Forbidden::DestinationOwed {
+                        destination: destination.name.clone(),
+                        queue: queue.name.clone(),
+                        entries,
+                    }));
+                }
             }
         }
         Ok(())

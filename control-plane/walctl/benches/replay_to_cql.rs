@@ -55,6 +55,7 @@ async fn filled_namespace(
         .apply(ApplyRequest {
             config_json: config,
             author: "bench".into(),
+            ..Default::default()
         })
         .await
         .unwrap();

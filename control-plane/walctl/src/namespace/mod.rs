@@ -28,6 +28,11 @@ pub enum Command {
         /// Recorded as the change's author.
         #[arg(long, env = "USER", default_value = "walctl")]
         author: String,
+        /// Remove destinations the file no longer names even while entries are still owed to
+        /// them (those entries never reach them); without it such an apply is refused, naming
+        /// the destination and how many entries it is owed.
+        #[arg(long)]
+        drop_owed_destinations: bool,
     },
     /// Check a config against the model and the control plane's update rules; changes nothing.
     Validate {
@@ -68,10 +73,15 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
     };
     let mut client = connect(address).await?;
     match command {
-        Command::Apply { author, .. } => {
+        Command::Apply {
+            author,
+            drop_owed_destinations,
+            ..
+        } => {
             let asked = client.apply(ApplyRequest {
                 config_json: file,
                 author,
+                drop_owed_destinations,
             });
             apply::print(answer(asked.await, "apply refused")?, format);
         }
@@ -80,6 +90,7 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
             let asked = client.validate(ApplyRequest {
                 config_json: file,
                 author,
+                ..ApplyRequest::default()
             });
             validate::print(answer(asked.await, "the config would be refused")?, format);
         }

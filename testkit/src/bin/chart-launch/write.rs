@@ -88,6 +88,7 @@ async fn apply_namespace(
     let apply = registry.apply(ApplyRequest {
         config_json: config.to_string(),
         author: "chart-launch".into(),
+        ..Default::default()
     });
     tokio::time::timeout(CALL_TIMEOUT, apply)
         .await
