@@ -97,12 +97,13 @@ impl Destination {
     }
 
     /// How `name` (a namespace or a queue) is called when read for this destination: as it is,
-    /// or `<name> to <region or store>`.
+    /// `<name> to <region>` or `<name> to store <store>`.
     pub fn label(&self, name: &str) -> String {
         match self {
             Self::Targets => name.to_owned(),
             Self::Region(replica) => format!("{name} to {}", replica.region),
-            Self::Store(store) => format!("{name} to {}", store.name),
+            // Apart from a region's label, whatever the store is called.
+            Self::Store(store) => format!("{name} to store {}", store.name),
         }
     }
 

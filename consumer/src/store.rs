@@ -46,11 +46,16 @@ impl Store {
         }
     }
 
-    /// Whether this store applies `entry`: every written entry and every copy made for it.
+    /// Whether this store applies `entry`: every written entry and every copy made for it. An
+    /// unmarked copy (a retry or a redrive, `attempt` or `redrives` above 0) was made by a
+    /// build before destinations, for the namespace's own target: the store had the original.
     pub fn applies(&self, entry: &Entry) -> bool {
-        let for_anyone = entry.destination.is_empty() && entry.destination_region.is_empty();
+        let written = entry.destination.is_empty()
+            && entry.destination_region.is_empty()
+            && entry.attempt == 0
+            && entry.redrives == 0;
         let platform_own = entry.heartbeat || matches!(entry.body, Some(Body::Transaction(_)));
-        !platform_own && (for_anyone || entry.destination == self.name)
+        !platform_own && (written || entry.destination == self.name)
     }
 }
 
@@ -77,9 +82,11 @@ mod tests {
         assert!(store.applies(&written));
         let mine = Entry {
             destination: "cache".to_owned(),
+            attempt: 5,
+            redrives: 1,
             ..Entry::default()
         };
-        assert!(store.applies(&mine));
+        assert!(store.applies(&mine), "its own DLQ copy, redriven");
         for other in [
             Entry {
                 destination: "default".to_owned(),
@@ -95,6 +102,15 @@ mod tests {
             },
             Entry {
                 heartbeat: true,
+                ..Entry::default()
+            },
+            // Unmarked copies, from a build before destinations: the namespace target's.
+            Entry {
+                attempt: 1,
+                ..Entry::default()
+            },
+            Entry {
+                redrives: 1,
                 ..Entry::default()
             },
             Entry {

@@ -15,6 +15,7 @@ mod reload;
 mod replication_crash;
 mod secured_cql;
 mod secured_kafka;
+mod several_stores;
 mod simulation;
 mod traces;
 mod transaction_crash;

@@ -431,4 +431,7 @@ async fn a_destination_still_owed_entries_is_removed_only_when_the_apply_gives_t
     };
     let dropped = client.apply(given_up).await.unwrap().into_inner();
     assert_eq!(dropped.version.unwrap().version, before + 2);
+    let (_, stored) = stored_version(&mut client, &name).await;
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored["destinations"], serde_json::json!([]), "{stored}");
 }

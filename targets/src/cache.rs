@@ -19,8 +19,8 @@ pub struct CacheSettings {
     #[serde(default)]
     pub ttl_spread_seconds: Option<u64>,
     /// Read the payload as the cql kind's (`{"mutations": [...]}`) and keep its rows: each put
-    /// sets `<prefix><key values joined by ':'>` to the row it wrote, as JSON; each delete (of
-    /// the row or of some of its columns) removes the key.
+    /// sets `<prefix><key>` to the columns it wrote, as JSON; each delete (of the row or of some
+    /// of its columns) removes the key.
     #[serde(default)]
     pub rows: Option<RowsSettings>,
 }
@@ -29,11 +29,16 @@ pub struct CacheSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RowsSettings {
-    /// The primary key's columns, in the order their values make the cache key.
+    /// The primary key's columns. A row's cache key is the prefix and the key's value (a
+    /// string as it is, any other value as JSON), or with several columns their values as a
+    /// JSON array.
     pub key: Vec<String>,
-    /// Put before the key values, so two tables' rows do not share keys.
+    /// Put before the key, so two tables' rows do not share keys.
     #[serde(default)]
     pub prefix: String,
+    /// Only mutations of this table (or naming none) are cached; unset: every mutation.
+    #[serde(default)]
+    pub table: Option<String>,
 }
 
 fn default_ttl() -> u64 {
@@ -50,6 +55,10 @@ impl Settings for CacheSettings {
                     "rows.key",
                     "expected the primary key's column names, found an empty list",
                 ));
+            }
+            if let Some(table) = &rows.table {
+                crate::cql::identifier(table)
+                    .map_err(|reason| JsonError::at("rows.table", reason))?;
             }
             if let Some(i) = rows.key.iter().position(String::is_empty) {
                 return Err(JsonError::at(

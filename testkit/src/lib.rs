@@ -93,7 +93,7 @@ pub use producer_process::ProducerProcess;
 #[cfg(feature = "fleet")]
 pub use queues::{
     delete_topics, dlq_reader, drain, find_entries, find_entry, group_state, kafka_log,
-    kafka_log_on, read_back, read_entry, reader,
+    kafka_log_on, provision_topic, read_back, read_entry, reader, topic_records,
 };
 #[cfg(feature = "fleet")]
 pub use transactions::{numbered_items, transaction_of};

@@ -276,3 +276,35 @@ pub fn group_state(group: &str) -> (String, usize) {
     };
     (info.state().to_owned(), info.members().len())
 }
+
+/// Creates the Kafka topic `topic` (and a DLQ beside it) on the local stack, for a kafka target.
+pub async fn provision_topic(topic: &str) {
+    use wal_queue::Produce as _;
+    let backend = KafkaBackend::new(KafkaSettings::new(&kafka_bootstrap())).unwrap();
+    let spec = QueueSpec::new("test", topic, &format!("{topic}-dlq"));
+    backend.queue(spec).provision().await.unwrap();
+}
+
+/// How many records `topic` holds, from its partitions' watermarks: what a kafka target wrote.
+pub async fn topic_records(topic: &str) -> usize {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", kafka_bootstrap())
+            .create()
+            .unwrap();
+        let timeout = Duration::from_secs(10);
+        let metadata = consumer.fetch_metadata(Some(&topic), timeout).unwrap();
+        metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| {
+                let (low, high) = consumer.fetch_watermarks(&topic, p.id(), timeout).unwrap();
+                usize::try_from(high - low).unwrap()
+            })
+            .sum()
+    })
+    .await
+    .unwrap()
+}

@@ -109,6 +109,13 @@ impl Deliverer {
     ) {
         let entry = match &delivery.entry {
             Ok(entry) => entry,
+            // The namespace's own target's reader dead-letters it (or each region's): one DLQ
+            // copy, not one more per store.
+            Err(codec) if context.destination.store().is_some() => {
+                tracing::debug!(%codec, "undecodable message; left to the namespace's own reader");
+                self.acknowledge(context, &delivery, shutdown).await;
+                return;
+            }
             Err(codec) => {
                 let failure = Failure::permanent(format!("undecodable message: {codec}"));
                 let metrics = context.metrics.kind("none");

@@ -44,7 +44,7 @@ pub enum Forbidden {
         entries: u64,
     },
     #[error(
-        "destination '{destination}' is still owed {entries} entries on queue '{queue}'; removing it would leave them undelivered there. Let its reader catch up (its lag is wal_consumer_backlog with destination=\"{destination}\"), or apply with --drop-owed-destinations (drop_owed_destinations) to give them up"
+        "destination '{destination}' is still owed {entries} entries on queue '{queue}'; removing it would leave them undelivered there. Its lag is wal_consumer_backlog with destination=\"{destination}\": a reader that keeps up with a namespace being written to is always owed a few in flight. Give them up with --drop-owed-destinations (drop_owed_destinations) once the count is as small as you accept, or let a stopped store catch up first"
     )]
     DestinationOwed {
         destination: String,

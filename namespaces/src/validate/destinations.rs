@@ -10,7 +10,7 @@ use super::Spelling;
 use super::target::{TargetPaths, check_target};
 use crate::error::Problems;
 use crate::file::{DestinationFile, StartFromFile};
-use crate::model::{Backend, DEFAULT_DESTINATION, DestinationConfig, QueueConfig};
+use crate::model::{Backend, DEFAULT_DESTINATION, DestinationConfig, QueueConfig, TargetConfig};
 
 /// The most destinations one namespace may name: each is a consumer group reading every entry,
 /// so each multiplies the namespace's read load on its brokers.
@@ -23,6 +23,7 @@ pub(super) fn destinations(
     spelling: Spelling,
     given: Vec<DestinationFile>,
     queues: &[QueueConfig],
+    default_target: Option<&TargetConfig>,
 ) -> Vec<DestinationConfig> {
     if given.is_empty() {
         return Vec::new();
@@ -68,6 +69,18 @@ pub(super) fn destinations(
         let Some(target) = check_target(problems, &paths, destination.target) else {
             continue;
         };
+        // The namespace's payloads are its default target's: a cache fed cql payloads must read
+        // them as rows, or every entry would be dead-lettered there.
+        let cql_payloads = default_target.is_some_and(|t| t.kind == Kind::Cql);
+        if target.kind == Kind::Cache && cql_payloads && !target.settings.contains_key("rows") {
+            problems.add(
+                paths.settings.clone(),
+                format!(
+                    "the namespace's {} is cql, so its payloads are cql mutations; a cache destination needs \"rows\" (the key columns) to keep them",
+                    spelling.name("default_target")
+                ),
+            );
+        }
         if target.kind == Kind::Region {
             problems.add(
                 paths.kind,

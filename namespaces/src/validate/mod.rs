@@ -88,7 +88,13 @@ pub(crate) fn validate(
         &queues,
     );
 
-    let destinations = destinations(&mut problems, spelling, file.destinations, &queues);
+    let destinations = destinations(
+        &mut problems,
+        spelling,
+        file.destinations,
+        &queues,
+        default_target.as_ref(),
+    );
 
     let namespace = Namespace {
         name: file.namespace,

@@ -151,36 +151,28 @@ pub fn command(payload: &[u8], settings: &CacheSettings) -> Result<Command, Targ
     }
 }
 
-/// The commands a cql payload's mutations ask of a cache that keeps `rows`, in order.
+/// The commands a cql payload's mutations ask of a cache that keeps `rows`, in order: none for
+/// a mutation of another table than `rows.table`.
 pub fn row_commands(
     payload: &[u8],
     rows: &RowsSettings,
     settings: &CacheSettings,
 ) -> Result<Vec<Command>, TargetError> {
+    use crate::cql::payload::Mutation as CqlMutation;
     let parsed = crate::cql::payload::parse(payload)?;
-    let key_of = |index: usize, values: &serde_json::Map<String, serde_json::Value>| {
-        let mut parts = Vec::with_capacity(rows.key.len());
-        for column in &rows.key {
-            let part = match values.get(column) {
-                Some(serde_json::Value::String(text)) => text.clone(),
-                Some(serde_json::Value::Null) | None => {
-                    return Err(TargetError::permanent(format!(
-                        "cache rows: mutations[{index}] has no value for key column '{column}'; the cache's rows.key names {:?}",
-                        rows.key
-                    )));
-                }
-                Some(other) => other.to_string(),
-            };
-            parts.push(part);
-        }
-        let key = format!("{}{}", rows.prefix, parts.join(":"));
-        check_key(&key)?;
-        Ok(key)
-    };
     let mut commands = Vec::with_capacity(parsed.mutations.len());
     for (index, mutation) in parsed.mutations.into_iter().enumerate() {
+        let table = match &mutation {
+            CqlMutation::Put(put) => put.table.as_deref(),
+            CqlMutation::Delete(delete) => delete.table.as_deref(),
+        };
+        if let (Some(cached), Some(table)) = (&rows.table, table)
+            && !cached.eq_ignore_ascii_case(table)
+        {
+            continue;
+        }
         commands.push(match mutation {
-            crate::cql::payload::Mutation::Put(put) => {
+            CqlMutation::Put(put) => {
                 let row: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_str(put.row.get()).map_err(|e| {
                         TargetError::permanent(format!(
@@ -188,17 +180,49 @@ pub fn row_commands(
                         ))
                     })?;
                 Command::Set {
-                    key: key_of(index, &row)?,
+                    key: row_key(rows, index, &row)?,
                     value: put.row.get().as_bytes().to_vec(),
-                    ttl_seconds: settings.ttl_seconds,
+                    // A row the table expires leaves the cache no later.
+                    ttl_seconds: put.ttl_seconds.map_or(settings.ttl_seconds, |ttl| {
+                        settings.ttl_seconds.min(u64::from(ttl))
+                    }),
                 }
             }
-            crate::cql::payload::Mutation::Delete(delete) => Command::Delete {
-                key: key_of(index, &delete.key)?,
+            CqlMutation::Delete(delete) => Command::Delete {
+                key: row_key(rows, index, &delete.key)?,
             },
         });
     }
     Ok(commands)
+}
+
+/// A row's cache key: the prefix, then the key's value (a string as it is, any other value as
+/// JSON), or with several key columns their values as a JSON array, so no two keys read alike.
+fn row_key(
+    rows: &RowsSettings,
+    index: usize,
+    values: &serde_json::Map<String, serde_json::Value>,
+) -> Result<String, TargetError> {
+    let mut parts = Vec::with_capacity(rows.key.len());
+    for column in &rows.key {
+        match values.get(column) {
+            Some(serde_json::Value::Null) | None => {
+                return Err(TargetError::permanent(format!(
+                    "cache rows: mutations[{index}] has no value for key column '{column}'; the cache's rows.key names {:?}",
+                    rows.key
+                )));
+            }
+            Some(value) => parts.push(value.clone()),
+        }
+    }
+    let key = match parts.as_slice() {
+        [serde_json::Value::String(text)] => format!("{}{text}", rows.prefix),
+        [one] => format!("{}{one}", rows.prefix),
+        _ => format!("{}{}", rows.prefix, serde_json::Value::Array(parts)),
+    };
+    check_key(&key)
+        .map_err(|e| TargetError::permanent(format!("cache rows: mutations[{index}]: {e}")))?;
+    Ok(key)
 }
 
 impl CacheTarget {
@@ -312,7 +336,7 @@ mod tests {
 
     fn settings() -> CacheSettings {
         wal_targets::parse(
-            r#"{"ttl_seconds": 60, "rows": {"key": ["shop", "id"], "prefix": "orders:"}}"#,
+            r#"{"ttl_seconds": 60, "rows": {"key": ["shop", "id"], "prefix": "orders:", "table": "orders"}}"#,
         )
         .unwrap_or_else(|e| panic!("{e:?}"))
     }
@@ -327,25 +351,27 @@ mod tests {
     fn a_table_cache_sets_each_put_row_and_removes_each_deleted_one_in_order() {
         let commands = rows(
             r#"{"mutations": [
-                {"put": {"row": {"shop": "s1", "id": 7, "total": 12.5}}},
+                {"put": {"row": {"shop": "s1", "id": 7, "total": 12.5}, "ttl_seconds": 30}},
+                {"put": {"table": "other", "row": {"x": 1}}},
                 {"delete": {"key": {"shop": "s1", "id": 8}, "columns": ["total"]}},
                 {"delete": {"table": "orders", "key": {"shop": "s2", "id": 9}}}
             ]}"#,
         );
+        // The mutation of another table is not cached; the put's TTL bounds the cache's.
         let commands = commands.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             commands,
             [
                 Command::Set {
-                    key: "orders:s1:7".to_owned(),
+                    key: r#"orders:["s1",7]"#.to_owned(),
                     value: br#"{"shop": "s1", "id": 7, "total": 12.5}"#.to_vec(),
-                    ttl_seconds: 60,
+                    ttl_seconds: 30,
                 },
                 Command::Delete {
-                    key: "orders:s1:8".to_owned()
+                    key: r#"orders:["s1",8]"#.to_owned()
                 },
                 Command::Delete {
-                    key: "orders:s2:9".to_owned()
+                    key: r#"orders:["s2",9]"#.to_owned()
                 },
             ]
         );

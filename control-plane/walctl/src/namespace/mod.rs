@@ -38,6 +38,9 @@ pub enum Command {
     Validate {
         #[arg(short, long)]
         file: PathBuf,
+        /// Judge it as `apply --drop-owed-destinations` would.
+        #[arg(long)]
+        drop_owed_destinations: bool,
     },
     /// What applying the file would change, field by field.
     Diff {
@@ -66,7 +69,7 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
     // Files are read and checked before connecting: a bad file is the user's to fix, whatever
     // the control plane's state.
     let file = match &command {
-        Command::Apply { file, .. } | Command::Validate { file } | Command::Diff { file } => {
+        Command::Apply { file, .. } | Command::Validate { file, .. } | Command::Diff { file } => {
             read_config(file)?
         }
         _ => String::new(),
@@ -85,12 +88,15 @@ pub async fn run(command: Command, address: &str, format: Format) -> Result<(), 
             });
             apply::print(answer(asked.await, "apply refused")?, format);
         }
-        Command::Validate { .. } => {
+        Command::Validate {
+            drop_owed_destinations,
+            ..
+        } => {
             let author = String::new();
             let asked = client.validate(ApplyRequest {
                 config_json: file,
                 author,
-                ..ApplyRequest::default()
+                drop_owed_destinations,
             });
             validate::print(answer(asked.await, "the config would be refused")?, format);
         }
