@@ -85,16 +85,21 @@ impl Consumer {
         check_cql(&self.settings, &mine)?;
         let next: Vec<Namespace> = mine
             .into_iter()
-            .filter(|ns| {
-                let stores = ns.destinations.iter().map(|d| (d.name.as_str(), &d.target));
-                let targets = ns.default_target.iter().map(|t| ("default", t)).chain(stores);
-                for (destination, target) in targets {
-                    if !self.deliverer.targets().knows(target.kind.name()) {
-                        tracing::warn!(namespace = %ns.name, destination, kind = %target.kind, "this consumer does not deliver the kind of one of the namespace's targets; its queues are not consumed");
-                        return false;
-                    }
+            .filter_map(|mut ns| {
+                let knows = |kind: Kind| self.deliverer.targets().knows(kind.name());
+                if let Some(target) = ns.default_target.as_ref().filter(|t| !knows(t.kind)) {
+                    tracing::warn!(namespace = %ns.name, kind = %target.kind, "this consumer does not deliver the namespace's target kind; its queues are not consumed");
+                    return None;
                 }
-                true
+                // A store of a kind this build lacks is left out alone; the others read on.
+                ns.destinations.retain(|d| {
+                    let known = knows(d.target.kind);
+                    if !known {
+                        tracing::warn!(namespace = %ns.name, destination = %d.name, kind = %d.target.kind, "this consumer does not deliver the destination's target kind; it is not read");
+                    }
+                    known
+                });
+                Some(ns)
             })
             .collect();
         // By namespace, for the feed's report; crews are compared by their own plans below.
@@ -259,10 +264,12 @@ impl ConsumerHandle {
 /// at start-up (or reload) than found out entry by entry.
 fn check_cql(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::Result<()> {
     for ns in namespaces {
+        let stores = ns.destinations.iter().map(|d| &d.target);
         let cql_target = ns
             .default_target
-            .as_ref()
-            .is_some_and(|t| t.kind == Kind::Cql);
+            .iter()
+            .chain(stores)
+            .any(|t| matches!(t.kind, Kind::Cql | Kind::Index));
         let shard = ns.durable_storage.as_ref().map(|d| d.shard.as_deref());
         let shard_nodes = shard.and_then(|shard| settings.clusters.cql(shard));
         let no_shard_nodes =
@@ -274,7 +281,7 @@ fn check_cql(settings: &ConsumerSettings, namespaces: &[Namespace]) -> anyhow::R
             .is_some_and(|s| !s.contact_points.is_empty());
         if (cql_target && !target_nodes) || no_shard_nodes {
             anyhow::bail!(
-                "namespace '{}' needs CQL (a cql default target or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES, or name its shard's contact points in the cluster map",
+                "namespace '{}' needs CQL (a cql default target, a cql or index destination, or durable storage) but no CQL nodes are set; pass --cql-nodes or WAL_CQL_NODES, or name its shard's contact points in the cluster map",
                 ns.name
             );
         }

@@ -186,7 +186,7 @@ pub fn target_payload_accepted(data: &[u8]) -> bool {
     let Some((&pick, rest)) = data.split_first() else {
         return false;
     };
-    match pick % 8 {
+    match pick % 9 {
         0 => wal_apply::cql::payload::parse(rest).is_ok(),
         1 => {
             static SETTINGS: OnceLock<wal_targets::cache::CacheSettings> = OnceLock::new();
@@ -203,8 +203,15 @@ pub fn target_payload_accepted(data: &[u8]) -> bool {
             let Ok(settings) = std::str::from_utf8(rest) else {
                 return false;
             };
-            let kind = ["cql", "cache", "kafka", "http", "region", "evc-replication"]
-                [usize::from(kind - 2)];
+            let kind = [
+                "cql",
+                "cache",
+                "kafka",
+                "http",
+                "region",
+                "evc-replication",
+                "index",
+            ][usize::from(kind - 2)];
             wal_targets::check(kind, settings).is_ok()
         }
     }

@@ -13,6 +13,7 @@
 pub mod cache;
 pub mod cql;
 pub mod http;
+pub mod index;
 pub mod json;
 pub mod kafka;
 pub mod region;
@@ -72,6 +73,7 @@ kinds! {
     Cache = "cache" => cache::CacheSettings,
     Cql = "cql" => cql::CqlSettings,
     Http = "http" => http::HttpSettings,
+    Index = "index" => index::IndexSettings,
     Kafka = "kafka" => kafka::KafkaTopicSettings,
     Region = "region" => region::RegionSettings,
 }
@@ -296,7 +298,7 @@ mod tests {
             "{unknown}"
         );
         assert!(
-            unknown.contains("expected one of cache, cql, http, kafka, region"),
+            unknown.contains("expected one of cache, cql, http, index, kafka, region"),
             "{unknown}"
         );
         for name in ["region", "evc-replication"] {

@@ -14,6 +14,7 @@ mod checkpoint;
 mod clusters;
 mod dlq;
 mod failure;
+mod index;
 mod namespace;
 mod output;
 mod producer;
@@ -100,6 +101,8 @@ enum Command {
     Replication(replication::Replication),
     /// Two-phase writes: where a transaction stands (state, staged items, apply progress).
     Txn(txn::Txn),
+    /// Secondary indices kept by index destinations: rebuild one from its base table.
+    Index(index::Index),
 }
 
 /// Runs the command line's command; the exit code says how it ended.
@@ -124,6 +127,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             replication::run(command, &cli.control_plane, cli.output).await
         }
         Command::Txn(command) => txn::run(command, &cli.control_plane, cli.output).await,
+        Command::Index(command) => index::run(command, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

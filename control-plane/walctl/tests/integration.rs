@@ -5,6 +5,7 @@
 //! scripts/test checks that every file here is one or the other.
 
 mod dlq;
+mod index;
 mod replay;
 mod replication;
 mod transactions;

@@ -29,6 +29,7 @@ pub mod clients;
 pub mod cql;
 mod error;
 pub mod http;
+pub mod index;
 pub mod kafka;
 pub mod metrics;
 pub mod region;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use wal_queue::entry::Target as TargetSpec;
 
-use super::{Target, TargetError, TargetKind, cache, cql, http, kafka, region};
+use super::{Target, TargetError, TargetKind, cache, cql, http, index, kafka, region};
 use crate::breaker::{Breaker, Breakers, OpenBreaker};
 use crate::clients::Clients;
 
@@ -84,6 +84,7 @@ impl TargetRegistry {
             .with::<cache::Cache>()
             .with::<kafka::KafkaTopic>()
             .with::<http::Http>()
+            .with::<index::Index>()
             .with::<region::Region>()
     }
 
@@ -205,7 +206,7 @@ mod tests {
         let reason = refusal("carrier-pigeon", "{}").await;
         assert!(reason.contains("'carrier-pigeon'"), "{reason}");
         assert!(
-            reason.contains(r#"["cache", "cql", "http", "kafka", "region"]"#),
+            reason.contains(r#"["cache", "cql", "http", "index", "kafka", "region"]"#),
             "{reason}"
         );
     }

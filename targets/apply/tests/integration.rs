@@ -2,4 +2,5 @@
 //! (`autotests = false` in Cargo.toml), so a build links one test binary, not one per file.
 //! scripts/test checks that every file here is one.
 
+mod index;
 mod targets;

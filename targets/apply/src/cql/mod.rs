@@ -6,7 +6,7 @@
 //! Idempotent by timestamp: every write carries `USING TIMESTAMP` = the entry's original write
 //! time, so applying an entry twice, or entries of a key in another order, leaves the same rows.
 
-mod errors;
+pub(crate) mod errors;
 pub mod payload;
 
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ use crate::clients::Clients;
 const MAX_PREPARED: usize = 256;
 
 /// The driver's consistency for a write of `level`.
-fn consistency(level: WriteConsistency) -> Consistency {
+pub(crate) fn consistency(level: WriteConsistency) -> Consistency {
     match level {
         WriteConsistency::One => Consistency::One,
         WriteConsistency::Two => Consistency::Two,
