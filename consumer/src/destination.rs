@@ -81,7 +81,7 @@ impl Destination {
     pub fn name(&self) -> String {
         match self {
             Self::Targets => DEFAULT_DESTINATION.to_owned(),
-            Self::Region(replica) => format!("region-{}", replica.region),
+            Self::Region(replica) => wal_namespaces::region_destination(&replica.region),
             Self::Store(store) => store.name.clone(),
         }
     }

@@ -9,6 +9,7 @@
 
 mod archive;
 mod archive_writer;
+mod receipts;
 mod schema;
 mod staging;
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
+pub use receipts::{Outcome, RECEIPT_TTL, Receipt};
 pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -163,6 +165,7 @@ pub struct DurableStorage {
     /// Archive rows, batched per partition.
     archive_writer: archive_writer::ArchiveWriter,
     staging: staging::StagingStatements,
+    receipts: receipts::ReceiptStatements,
 }
 
 impl DurableStorage {
@@ -213,6 +216,7 @@ impl DurableStorage {
             .map_err(|e| cql("prepare")(&e))?;
         let archive = archive::ArchiveStatements::prepare(&session, keyspace).await?;
         let staging = staging::StagingStatements::prepare(&session, keyspace).await?;
+        let receipts = receipts::ReceiptStatements::prepare(&session, keyspace).await?;
         let session = Arc::new(session);
         let archive_writer =
             archive_writer::ArchiveWriter::start(Arc::clone(&session), archive.put.clone());
@@ -224,6 +228,7 @@ impl DurableStorage {
             get_claim_check,
             archive,
             staging,
+            receipts,
         })
     }
 

@@ -15,6 +15,8 @@
 //!    indexed under `committing` too, so the sweep sends its marker again. It covers what is
 //!    there when it runs: producers of a build before the sweep (none was ever deployed) must be
 //!    gone before the first process of a build with version 2 starts.
+//! 3. the receipts table, where destinations record what became of an entry whose write awaits
+//!    them.
 
 use futures::TryStreamExt as _;
 use scylla::client::session::Session;
@@ -25,7 +27,7 @@ use super::{DurableError, cql};
 use wal_queue::entry::now_micros;
 
 /// The version this build migrates to, and the newest it runs on.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The row of `schema_version` the durable tables are versioned under.
 const COMPONENT: &str = "durable";
@@ -177,6 +179,12 @@ async fn step(session: &Session, keyspace: &str, version: i32) -> Result<(), Dur
             Ok(())
         }
         2 => index_committing(session, keyspace).await,
+        3 => {
+            for statement in super::receipts::schema(keyspace) {
+                run(session, statement).await?;
+            }
+            Ok(())
+        }
         _ => Err(DurableError::Cql {
             operation: "schema migration",
             reason: format!("this build has no step to schema version {version}"),

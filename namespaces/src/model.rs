@@ -45,6 +45,11 @@ impl DestinationConfig {
     }
 }
 
+/// The destination name of region `region` of a replicated namespace.
+pub fn region_destination(region: &str) -> String {
+    format!("region-{region}")
+}
+
 /// The name of the destination that delivers to each entry's own target or the namespace's
 /// default target, read by the namespace's own consumer group.
 pub const DEFAULT_DESTINATION: &str = "default";
@@ -175,6 +180,24 @@ impl Namespace {
         self.default_target
             .as_ref()
             .is_some_and(|target| target.kind == wal_targets::Kind::Region)
+    }
+
+    /// The names of the destinations a consumer in region `local` delivers this namespace's
+    /// entries to: `default` (its target) or each region it replicates to
+    /// ([`region_destination`]), then each of its `destinations`.
+    pub fn destination_names(&self, local: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        if !self.replicated() {
+            names.push(DEFAULT_DESTINATION.to_owned());
+        } else if let Some(target) = &self.default_target
+            && let Ok(settings) =
+                wal_targets::parse::<wal_targets::region::RegionSettings>(&target.settings_json)
+        {
+            let regions = settings.destinations_from(local).into_keys();
+            names.extend(regions.map(|region| region_destination(&region)));
+        }
+        names.extend(self.destinations.iter().map(|d| d.name.clone()));
+        names
     }
 
     /// The longest an entry of this namespace can wait for its deliver-at: the longest delay

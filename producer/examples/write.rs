@@ -53,6 +53,7 @@ async fn main() -> ExitCode {
         }),
         idempotency_id: args.id,
         key: args.key,
+        ..WriteToLogRequest::default()
     };
     match client.write_to_log(request).await {
         Ok(response) => {

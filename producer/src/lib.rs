@@ -3,6 +3,7 @@
 //! queue acknowledged the entry (see proto/wal/v1/write.proto for FALSE and UNKNOWN).
 
 pub mod admission;
+pub mod destinations;
 pub mod expiry;
 pub mod faults;
 mod finish;

@@ -51,6 +51,8 @@ pub enum Invalid {
         if *.replicated { "replicates every write to its regions" } else { "does not replicate (its default target is not 'region')" }
     )]
     ReplicationTarget { namespace: String, replicated: bool },
+    #[error("await_destinations_millis is {value}; {reason}")]
+    AwaitDestinations { value: u32, reason: String },
     #[error("{field} is {reason}; expected at most {max} bytes of printable text")]
     BadText {
         field: &'static str,
@@ -70,6 +72,7 @@ impl Invalid {
             Self::Target { field, .. } => format!("target.{field}"),
             Self::NoTarget { .. } | Self::ReplicationTarget { .. } => "target".to_owned(),
             Self::BadText { field, .. } => (*field).to_owned(),
+            Self::AwaitDestinations { .. } => "await_destinations_millis".to_owned(),
         }
     }
 }
@@ -79,7 +82,12 @@ impl Invalid {
 pub struct Write {
     pub entry: Entry,
     pub payload_len: usize,
+    /// How long to wait for the destinations to apply it once stored; zero: not at all.
+    pub await_destinations: Duration,
 }
+
+/// The longest a write may wait for its destinations.
+pub const MAX_AWAIT_DESTINATIONS: Duration = Duration::from_secs(60);
 
 /// Checks the request and builds its entry. `now_micros` is the producer's clock; the jitter's
 /// random share comes from `rng`.
@@ -101,6 +109,7 @@ pub fn check(
             limit: namespace.payload_limit_bytes,
         });
     }
+    let await_destinations = await_destinations(namespace, request.await_destinations_millis)?;
     let id = text("idempotency_id", &request.idempotency_id, MAX_ID_BYTES)?;
     let key = text("key", &request.key, MAX_KEY_BYTES)?;
     let target = target(namespace, request.target)?;
@@ -137,9 +146,39 @@ pub fn check(
         enqueued_at_micros: now_micros,
         origin_region: origin_region.to_owned(),
         trace_context,
+        receipts: !await_destinations.is_zero(),
         ..Entry::default()
     };
-    Ok(Write { entry, payload_len })
+    Ok(Write {
+        entry,
+        payload_len,
+        await_destinations,
+    })
+}
+
+/// The wait a write asks for its destinations: within [`MAX_AWAIT_DESTINATIONS`], and only on a
+/// namespace with durable storage, where the destinations record what they did.
+fn await_destinations(namespace: &Namespace, millis: u32) -> Result<Duration, Invalid> {
+    let wait = Duration::from_millis(u64::from(millis));
+    if wait.is_zero() {
+        return Ok(wait);
+    }
+    if wait > MAX_AWAIT_DESTINATIONS {
+        return Err(Invalid::AwaitDestinations {
+            value: millis,
+            reason: format!("expected at most {}", MAX_AWAIT_DESTINATIONS.as_millis()),
+        });
+    }
+    if namespace.durable_storage.is_none() {
+        return Err(Invalid::AwaitDestinations {
+            value: millis,
+            reason: format!(
+                "namespace '{}' has no durable_storage, where its destinations record what they applied; expected 0",
+                namespace.name
+            ),
+        });
+    }
+    Ok(wait)
 }
 
 fn text(field: &'static str, value: &str, max: usize) -> Result<String, Invalid> {

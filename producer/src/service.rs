@@ -43,6 +43,8 @@ pub struct WriteService {
     /// Requests naming no configured namespace.
     unknown: NamespaceMetrics,
     faults: Arc<Faults>,
+    /// Writes waiting for their destinations (`await_destinations_millis`).
+    waiting: crate::destinations::Waiting,
 }
 
 impl WriteService {
@@ -60,6 +62,7 @@ impl WriteService {
             authorizer,
             unknown: NamespaceMetrics::new(metrics::UNKNOWN_NAMESPACE),
             faults,
+            waiting: crate::destinations::Waiting::default(),
         }
     }
 
@@ -106,6 +109,7 @@ impl WriteService {
             request::Write {
                 entry,
                 payload_len: 0,
+                await_destinations: Duration::ZERO,
             },
         )
         .await
@@ -233,6 +237,7 @@ fn answer(durable: Trilean, message: String, entry_id: String) -> WriteToLogResp
         durable: durable as i32,
         message,
         entry_id,
+        destinations: Vec::new(),
     }
 }
 
@@ -256,6 +261,7 @@ impl WriteService {
         request: WriteToLogRequest,
         trace: HashMap<String, String>,
         peer: Option<&Peer>,
+        deadline: Option<Duration>,
     ) -> Result<WriteToLogResponse, Status> {
         let started = Instant::now();
         // Checked before the name is looked up, logged or echoed in any answer.
@@ -303,7 +309,16 @@ impl WriteService {
             )
             .map_err(|invalid| status::invalid(&invalid))?;
             tracing::Span::current().record("entry_id", field::display(&write.entry.id));
-            self.write(&runtime, write).await
+            let wait = write.await_destinations;
+            let mut response = self.write(&runtime, write).await?;
+            if !wait.is_zero() && response.durable() == Trilean::True {
+                // Never past the call's deadline, with a moment left to answer.
+                let wait = deadline.map_or(wait, |d| wait.min(d.saturating_sub(ANSWER_MARGIN)));
+                response.destinations = self
+                    .await_destinations(&runtime, &response.entry_id, wait)
+                    .await;
+            }
+            Ok(response)
         }
         .instrument(span.clone())
         .await;
@@ -328,6 +343,37 @@ impl WriteService {
     }
 }
 
+/// What an awaiting write keeps of its call's deadline to send its answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(100);
+
+impl WriteService {
+    /// What each destination had done with the stored entry `entry_id` when all had answered or
+    /// `wait` was over (every one pending when the namespace has no durable storage open).
+    async fn await_destinations(
+        &self,
+        runtime: &NamespaceRuntime,
+        entry_id: &str,
+        wait: Duration,
+    ) -> Vec<wal_proto::v1::DestinationOutcome> {
+        let namespace = &runtime.config;
+        match &runtime.durable {
+            Some(durable) => {
+                self.waiting
+                    .outcomes(durable, namespace, &self.region, entry_id, wait)
+                    .await
+            }
+            None => namespace
+                .destination_names(&self.region)
+                .into_iter()
+                .map(|destination| wal_proto::v1::DestinationOutcome {
+                    destination,
+                    state: wal_proto::v1::DestinationState::Pending as i32,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Namespace names are at most 64 bytes (see the namespace model).
 const MAX_NAMESPACE_BYTES: usize = 64;
 
@@ -342,7 +388,8 @@ impl WriteAheadLog for WriteService {
     ) -> Result<Response<WriteToLogResponse>, Status> {
         let trace = request::trace_context(&request);
         let peer = request.extensions().get::<Peer>().cloned();
-        self.handle(request.into_inner(), trace, peer.as_ref())
+        let deadline = crate::destinations::deadline_of(request.metadata());
+        self.handle(request.into_inner(), trace, peer.as_ref(), deadline)
             .await
             .map(Response::new)
     }
@@ -353,6 +400,7 @@ impl WriteAheadLog for WriteService {
     ) -> Result<Response<WriteToLogBatchResponse>, Status> {
         let trace = request::trace_context(&request);
         let peer = request.extensions().get::<Peer>().cloned();
+        let deadline = crate::destinations::deadline_of(request.metadata());
         let writes = request.into_inner().writes;
         if writes.is_empty() || writes.len() > MAX_BATCH {
             return Err(status::refused(
@@ -368,7 +416,7 @@ impl WriteAheadLog for WriteService {
         let answers = futures::future::join_all(
             writes
                 .into_iter()
-                .map(|write| self.handle(write, trace.clone(), peer.as_ref())),
+                .map(|write| self.handle(write, trace.clone(), peer.as_ref(), deadline)),
         )
         .await;
         let results = answers

@@ -162,7 +162,7 @@ async fn bad_input_gets_its_status_and_message_and_nothing_reaches_the_queue() {
                 ..write(name, b"x")
             },
             Code::InvalidArgument,
-            "target.kind: \"ftp\" is not a target kind; expected one of cache, cql, http, kafka, region"
+            "target.kind: \"ftp\" is not a target kind; expected one of cache, cql, http, index, kafka, region"
                 .into(),
         ),
     ];

@@ -148,6 +148,7 @@ mod tests {
                     destination_region: String::new(),
                     heartbeat: false,
                     destination: String::new(),
+                    receipts: attempt % 2 == 0,
                 },
             )
     }

@@ -68,6 +68,8 @@ impl Write {
             target: self.target.clone(),
             idempotency_id: id.to_owned(),
             key: self.key.clone(),
+            // Awaiting the destinations is not offered by this client yet.
+            ..WriteToLogRequest::default()
         }
     }
 }

@@ -8,6 +8,7 @@
 //! [`settle`] (acknowledged, retried or dead-lettered, persisted until the queue heard it).
 
 mod apply;
+mod receipt;
 mod settle;
 mod verdict;
 mod wait;
@@ -211,6 +212,8 @@ impl Deliverer {
         };
         if settle == Settle::Acknowledge {
             self.applied(context, entry, &metrics);
+            self.receipt(context, entry, wal_durable::Outcome::Applied)
+                .await;
         }
         self.settle(context, delivery, &metrics, settle, attempts, shutdown)
             .instrument(span)

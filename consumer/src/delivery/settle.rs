@@ -86,6 +86,10 @@ impl Deliverer {
                 }
             }
         }
+        if let Ok(entry) = &delivery.entry {
+            self.receipt(context, entry, wal_durable::Outcome::DeadLettered)
+                .await;
+        }
         if self.acknowledge(context, delivery, shutdown).await {
             if failure.class == ErrorClass::Retryable {
                 metrics.dead_lettered_exhausted.increment(1);

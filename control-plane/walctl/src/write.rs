@@ -50,6 +50,11 @@ pub struct Write {
     /// the write's, through the producer, the consumer and the target's request.
     #[arg(long)]
     traceparent: Option<String>,
+    /// Once stored, wait up to this long (60s at most) for every destination of the namespace
+    /// to apply the entry, and print what each did: applied, dead_lettered or pending. Needs
+    /// the namespace's durable_storage. The exit code is the write's, as without it.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    await_destinations: Option<Duration>,
 }
 
 pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
@@ -87,6 +92,10 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         }),
         idempotency_id: write.idempotency_id,
         key: write.key,
+        await_destinations_millis: write
+            .await_destinations
+            .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX))
+            .unwrap_or(0),
     };
     let mut request = tonic::Request::new(request);
     if let Some(traceparent) = &write.traceparent {
@@ -109,19 +118,44 @@ pub async fn run(write: Write, format: Format) -> Result<(), Failure> {
         .into_inner();
     let durable = response.durable();
     let word = durable_word(durable);
+    let destinations: Vec<(String, &'static str)> = response
+        .destinations
+        .iter()
+        .map(|d| (d.destination.clone(), destination_word(d.state())))
+        .collect();
     match format {
         Format::Json => output::print_json(&json!({
             "namespace": write.namespace,
             "durable": word,
             "entry_id": response.entry_id,
             "message": response.message,
+            "destinations": destinations
+                .iter()
+                .map(|(name, state)| json!({"destination": name, "state": state}))
+                .collect::<Vec<_>>(),
         })),
-        Format::Table if response.message.is_empty() => {
-            println!("{word} entry {}", response.entry_id)
+        Format::Table => {
+            if response.message.is_empty() {
+                println!("{word} entry {}", response.entry_id);
+            } else {
+                println!("{word} entry {}: {}", response.entry_id, response.message);
+            }
+            for (name, state) in &destinations {
+                println!("  {name}: {state}");
+            }
         }
-        Format::Table => println!("{word} entry {}: {}", response.entry_id, response.message),
     }
     exit_for(durable)
+}
+
+/// A destination's state as printed.
+fn destination_word(state: wal_proto::v1::DestinationState) -> &'static str {
+    use wal_proto::v1::DestinationState;
+    match state {
+        DestinationState::Applied => "applied",
+        DestinationState::DeadLettered => "dead_lettered",
+        _ => "pending",
+    }
 }
 
 /// The durable answer as printed.

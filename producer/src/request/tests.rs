@@ -161,7 +161,7 @@ fn a_bad_target_is_refused_with_what_was_expected() {
                 }),
                 ..request(b"x")
             },
-            "target.kind: \"mongo\" is not a target kind; expected one of cache, cql, http, kafka, region",
+            "target.kind: \"mongo\" is not a target kind; expected one of cache, cql, http, index, kafka, region",
         ),
         (
             "a cql target without its table",
@@ -375,5 +375,45 @@ fn a_replicated_namespace_takes_writes_without_a_target_of_their_own() {
     assert_eq!(
         check(with_target).map(drop).map_err(|e| e.to_string()),
         Err("target: namespace 'evcache_x' replicates every write to its regions; expected a write that names no target".to_owned())
+    );
+}
+
+#[test]
+fn awaiting_the_destinations_needs_durable_storage_and_a_bounded_wait() {
+    let awaiting = |millis| WriteToLogRequest {
+        await_destinations_millis: millis,
+        ..request(b"put 1")
+    };
+    let refused = run(awaiting(2_000)).expect_err("no durable storage");
+    assert_eq!(refused.field(), "await_destinations_millis");
+    assert_eq!(
+        refused.to_string(),
+        "await_destinations_millis is 2000; namespace 'orders' has no durable_storage, where its destinations record what they applied; expected 0"
+    );
+    let write = run(awaiting(0)).expect("no wait asked");
+    assert!(!write.entry.receipts, "no receipts asked for");
+
+    let mut durable = namespace();
+    durable.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace("shop"));
+    let check = |request| {
+        check(
+            &durable,
+            request,
+            NOW,
+            "us-east-1",
+            HashMap::new(),
+            &mut StdRng::seed_from_u64(7),
+        )
+    };
+    let write = check(awaiting(2_000)).expect("valid");
+    assert_eq!(write.await_destinations, Duration::from_secs(2));
+    assert!(
+        write.entry.receipts,
+        "its destinations record what they did"
+    );
+    let over = check(awaiting(60_001)).expect_err("over the bound");
+    assert_eq!(
+        over.to_string(),
+        "await_destinations_millis is 60001; expected at most 60000"
     );
 }

@@ -69,6 +69,7 @@ impl TransactionService {
                 durable: wal_proto::v1::Trilean::True as i32,
                 message: String::new(),
                 entry_id: marker_id(id),
+                ..WriteToLogResponse::default()
             });
         }
         queue_marker(&self.writes, runtime, durable, id, item_count, &txn, trace).await

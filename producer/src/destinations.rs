@@ -1,0 +1,135 @@
+//! Waiting for a write's destinations: once its entry is stored, the caller may ask to hear
+//! which destinations applied it (`await_destinations_millis`). Each destination's reader
+//! records what it did in the namespace's durable storage (`receipts`); this reads them until
+//! every destination has answered or the wait is over.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use wal_durable::{DurableStorage, Outcome};
+use wal_namespaces::Namespace;
+use wal_proto::v1::{DestinationOutcome, DestinationState};
+
+/// Writes that may wait for their destinations at once, producer-wide. Past it a write's
+/// receipts are read once and its answer sent: waiting writes hold a task and read durable
+/// storage every [`LONGEST_PAUSE`] at most, and that is bounded here.
+pub const MAX_WAITING: usize = 4096;
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+
+/// The writes waiting for their destinations.
+#[derive(Debug, Clone)]
+pub struct Waiting(Arc<Semaphore>);
+
+impl Default for Waiting {
+    fn default() -> Self {
+        Self(Arc::new(Semaphore::new(MAX_WAITING)))
+    }
+}
+
+impl Waiting {
+    /// What each destination of `namespace` (as a consumer of region `local` delivers it) had
+    /// done with entry `entry_id` when all had answered or `wait` was over.
+    pub async fn outcomes(
+        &self,
+        durable: &DurableStorage,
+        namespace: &Namespace,
+        local: &str,
+        entry_id: &str,
+        wait: Duration,
+    ) -> Vec<DestinationOutcome> {
+        let names = namespace.destination_names(local);
+        let until = Instant::now() + wait;
+        // Without a place among the waiting writes, one look.
+        let _place = self.0.try_acquire().ok();
+        let looks_again = _place.is_some();
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let outcomes = look(durable, &namespace.name, entry_id, &names).await;
+            let pending = outcomes
+                .iter()
+                .any(|o| o.state() == DestinationState::Pending);
+            if !pending || !looks_again || Instant::now() + pause >= until {
+                return outcomes;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LONGEST_PAUSE);
+        }
+    }
+}
+
+/// Each destination of `names` with what its receipt says, or pending.
+async fn look(
+    durable: &DurableStorage,
+    namespace: &str,
+    entry_id: &str,
+    names: &[String],
+) -> Vec<DestinationOutcome> {
+    let receipts = match durable.receipts(namespace, entry_id).await {
+        Ok(receipts) => receipts,
+        Err(error) => {
+            tracing::debug!(%error, namespace, entry_id, "reading an entry's receipts failed");
+            Vec::new()
+        }
+    };
+    names
+        .iter()
+        .map(|name| {
+            let state = match receipts.iter().find(|r| &r.destination == name) {
+                Some(receipt) if receipt.outcome == Outcome::Applied => DestinationState::Applied,
+                Some(_) => DestinationState::DeadLettered,
+                None => DestinationState::Pending,
+            };
+            DestinationOutcome {
+                destination: name.clone(),
+                state: state as i32,
+            }
+        })
+        .collect()
+}
+
+/// The call's own deadline (its `grpc-timeout`), when it sent one.
+pub fn deadline_of(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_deadline_is_read_in_every_unit_grpc_has() {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        assert_eq!(deadline_of(&metadata), None);
+        for (text, expected) in [
+            ("2S", Duration::from_secs(2)),
+            ("1500m", Duration::from_millis(1500)),
+            ("1M", Duration::from_secs(60)),
+            ("7u", Duration::from_micros(7)),
+        ] {
+            metadata.insert(
+                "grpc-timeout",
+                text.parse().unwrap_or_else(|_| unreachable!()),
+            );
+            assert_eq!(deadline_of(&metadata), Some(expected), "{text}");
+        }
+        metadata.insert(
+            "grpc-timeout",
+            "soon".parse().unwrap_or_else(|_| unreachable!()),
+        );
+        assert_eq!(deadline_of(&metadata), None);
+    }
+}
