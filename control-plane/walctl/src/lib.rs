@@ -12,9 +12,11 @@
 mod breakers;
 mod checkpoint;
 mod clusters;
+mod destinations;
 mod dlq;
 mod failure;
 mod index;
+mod lag;
 mod namespace;
 mod output;
 mod producer;
@@ -103,6 +105,8 @@ enum Command {
     Txn(txn::Txn),
     /// Secondary indices kept by index destinations: rebuild one from its base table.
     Index(index::Index),
+    /// A namespace's destinations (its target and each store): how far each trails.
+    Destinations(destinations::Destinations),
 }
 
 /// Runs the command line's command; the exit code says how it ended.
@@ -128,6 +132,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Txn(command) => txn::run(command, &cli.control_plane, cli.output).await,
         Command::Index(command) => index::run(command, &cli.control_plane, cli.output).await,
+        Command::Destinations(command) => {
+            destinations::run(command, &cli.control_plane, cli.output).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

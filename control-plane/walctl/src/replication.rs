@@ -4,18 +4,17 @@
 //! the brokers without joining the readers' groups, so running consumers are not disturbed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::json;
 use wal_clusters::Backends;
 use wal_clusters::flags::BrokerFlags;
 use wal_namespaces::Namespace;
-use wal_queue::entry;
-use wal_queue::{Position, Queue, QueueSpec, Reader};
+use wal_queue::Reader;
 use wal_targets::region::{RegionSettings, StartFrom, same_region};
 
 use crate::Failure;
 use crate::dlq::source::DeadLetters;
+use crate::lag::Lag;
 use crate::output::{Format, print_json, table, when};
 
 #[derive(Debug, clap::Args)]
@@ -45,14 +44,8 @@ struct Row {
     region: String,
     writer: String,
     state: &'static str,
-    lag_entries: u64,
-    lag_seconds: f64,
-    /// The original write time of the newest entry the reader applied.
-    last_applied_micros: Option<i64>,
+    lag: Lag,
     dead_lettered: u64,
-    lost: u64,
-    /// `topic/partition:from..to` per gap.
-    gaps: Vec<String>,
 }
 
 pub async fn run(command: Replication, control_plane: &str, format: Format) -> Result<(), Failure> {
@@ -93,29 +86,8 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
             region: name,
             ..Row::default()
         };
-        let mut started = false;
-        for config in &namespace.queues {
-            let spec = QueueSpec::of(&namespace, config).read_by(reader.clone());
-            let queue = backends
-                .queue(config.backend, spec)
-                .ok_or_else(|| Failure::broker("no client for the queue's backend"))?;
-            let positions = queue
-                .positions()
-                .await
-                .map_err(|e| Failure::broker(e.to_string()))?
-                .unwrap_or_default();
-            started |= positions.iter().any(|p| p.committed.is_some());
-            read_queue(&mut row, &queue, &positions).await?;
-        }
-        row.state = if row.lost > 0 {
-            "gap"
-        } else if !started {
-            "not started"
-        } else if row.lag_entries > 0 {
-            "behind"
-        } else {
-            "caught up"
-        };
+        row.lag = Lag::of_reader(&backends, &namespace, Some(&reader)).await?;
+        row.state = row.lag.state();
         rows.push(row);
     }
     print(&rows, format);
@@ -137,51 +109,6 @@ fn region_settings(namespace: &Namespace) -> Result<RegionSettings, Failure> {
     wal_targets::parse(&target.settings_json).map_err(|e| Failure::usage(e.to_string()))
 }
 
-/// Adds one queue's partitions to the row: lag, gaps, the oldest entry waiting and the newest
-/// applied.
-async fn read_queue(
-    row: &mut Row,
-    queue: &Arc<dyn Queue>,
-    positions: &[Position],
-) -> Result<(), Failure> {
-    let topic = &queue.spec().name;
-    let now = entry::now_micros();
-    for position in positions {
-        row.lag_entries += position.lag();
-        if let Some(lost) = position.lost() {
-            row.lost += u64::try_from(lost.end - lost.start).unwrap_or(0);
-            row.gaps.push(format!(
-                "{topic}/{}:{}..{}",
-                position.partition, lost.start, lost.end
-            ));
-        }
-        let written_at = async |offset: i64| -> Result<Option<i64>, Failure> {
-            let found = queue
-                .entry_at(position.partition, offset)
-                .await
-                .map_err(|e| Failure::broker(e.to_string()))?;
-            Ok(found
-                .and_then(Result::ok)
-                .map(|e| e.original_write_time_micros))
-        };
-        let Some(next) = position.committed else {
-            continue;
-        };
-        if position.lag() > 0
-            && let Some(written) = written_at(next.max(position.low)).await?
-        {
-            let waited = (now.saturating_sub(written)).max(0) as f64 / 1e6;
-            row.lag_seconds = row.lag_seconds.max(waited);
-        }
-        if next > position.low
-            && let Some(written) = written_at(next - 1).await?
-        {
-            row.last_applied_micros = row.last_applied_micros.max(Some(written));
-        }
-    }
-    Ok(())
-}
-
 fn print(rows: &[Row], format: Format) {
     match format {
         Format::Json => print_json(&json!(
@@ -190,12 +117,12 @@ fn print(rows: &[Row], format: Format) {
                     "region": row.region,
                     "writer": row.writer,
                     "state": row.state,
-                    "lag_entries": row.lag_entries,
-                    "lag_seconds": row.lag_seconds,
-                    "last_applied": row.last_applied_micros.map(when),
+                    "lag_entries": row.lag.entries,
+                    "lag_seconds": row.lag.seconds,
+                    "last_applied": row.lag.last_applied_micros.map(when),
                     "dead_lettered": row.dead_lettered,
-                    "lost": row.lost,
-                    "gaps": row.gaps,
+                    "lost": row.lag.lost,
+                    "gaps": row.lag.gaps,
                 }))
                 .collect::<Vec<_>>()
         )),
@@ -214,16 +141,12 @@ fn print(rows: &[Row], format: Format) {
                 out.add_row(vec![
                     row.region.clone(),
                     row.state.to_owned(),
-                    row.lag_entries.to_string(),
-                    format!("{:.1}", row.lag_seconds),
-                    row.last_applied_micros.map_or("-".to_owned(), when),
+                    row.lag.entries.to_string(),
+                    format!("{:.1}", row.lag.seconds),
+                    row.lag.last_applied_micros.map_or("-".to_owned(), when),
                     row.dead_lettered.to_string(),
-                    row.lost.to_string(),
-                    if row.gaps.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        row.gaps.join(" ")
-                    },
+                    row.lag.lost.to_string(),
+                    row.lag.gaps_text(),
                 ]);
             }
             println!("{out}");

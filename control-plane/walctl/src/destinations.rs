@@ -1,0 +1,144 @@
+//! `walctl destinations status NAMESPACE`: a row per destination of a namespace (its own target,
+//! and each store of its `destinations`): its kind, how far its reader trails, the newest entry
+//! it applied, its dead letters and any gap. Read from the brokers without joining the readers'
+//! groups. A replicated namespace's regions are `walctl replication status`'s.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use wal_clusters::Backends;
+use wal_clusters::flags::BrokerFlags;
+use wal_namespaces::DEFAULT_DESTINATION;
+use wal_queue::Reader;
+
+use crate::Failure;
+use crate::dlq::source::DeadLetters;
+use crate::lag::Lag;
+use crate::output::{Format, print_json, table, when};
+
+#[derive(Debug, clap::Args)]
+pub struct Destinations {
+    #[command(flatten)]
+    brokers: BrokerFlags,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// A row per destination: kind, state, lag (entries and seconds), the newest entry applied,
+    /// dead letters and gaps.
+    Status { namespace: String },
+}
+
+#[derive(Debug)]
+struct Row {
+    name: String,
+    kind: String,
+    lag: Lag,
+    dead_lettered: u64,
+}
+
+pub async fn run(
+    command: Destinations,
+    control_plane: &str,
+    format: Format,
+) -> Result<(), Failure> {
+    let Command::Status { namespace } = command.command;
+    let namespace = crate::namespace::current(control_plane, &namespace).await?;
+    let clusters = command
+        .brokers
+        .cluster_map(command.brokers.kafka(), &Default::default())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let backends = Backends::connect(&clusters, std::slice::from_ref(&namespace))
+        .await
+        .map_err(|e| Failure::broker(format!("configuring the brokers: {e}")))?;
+    // Dead letters by the destination their copy names; a copy from before destinations names
+    // none and is the namespace's own target's.
+    let mut dead_lettered: BTreeMap<String, u64> = BTreeMap::new();
+    DeadLetters::connect(&command.brokers, &namespace)
+        .await?
+        .read_all(|found| {
+            let entry = &found.entry;
+            if entry.destination_region.is_empty() {
+                let name = if entry.destination.is_empty() {
+                    DEFAULT_DESTINATION
+                } else {
+                    entry.destination.as_str()
+                };
+                *dead_lettered.entry(name.to_owned()).or_default() += 1;
+            }
+        })
+        .await?;
+    let mut rows = Vec::new();
+    if !namespace.replicated() {
+        let kind = namespace
+            .default_target
+            .as_ref()
+            .map_or("(the write's)", |t| t.kind.name());
+        rows.push(Row {
+            name: DEFAULT_DESTINATION.to_owned(),
+            kind: kind.to_owned(),
+            lag: Lag::of_reader(&backends, &namespace, None).await?,
+            dead_lettered: dead_lettered.get(DEFAULT_DESTINATION).copied().unwrap_or(0),
+        });
+    }
+    for destination in &namespace.destinations {
+        let reader = Reader::of_destination(destination);
+        rows.push(Row {
+            name: destination.name.clone(),
+            kind: destination.target.kind.name().to_owned(),
+            lag: Lag::of_reader(&backends, &namespace, Some(&reader)).await?,
+            dead_lettered: dead_lettered.get(&destination.name).copied().unwrap_or(0),
+        });
+    }
+    print(&rows, format);
+    Ok(())
+}
+
+fn print(rows: &[Row], format: Format) {
+    match format {
+        Format::Json => print_json(&json!(
+            rows.iter()
+                .map(|row| json!({
+                    "destination": row.name,
+                    "kind": row.kind,
+                    "state": row.lag.state(),
+                    "lag_entries": row.lag.entries,
+                    "lag_seconds": row.lag.seconds,
+                    "last_applied": row.lag.last_applied_micros.map(when),
+                    "dead_lettered": row.dead_lettered,
+                    "lost": row.lag.lost,
+                    "gaps": row.lag.gaps,
+                }))
+                .collect::<Vec<_>>()
+        )),
+        Format::Table => {
+            let mut out = table(&[
+                "DESTINATION",
+                "KIND",
+                "STATE",
+                "LAG",
+                "LAG SECONDS",
+                "LAST APPLIED",
+                "DEAD LETTERS",
+                "LOST",
+                "GAPS",
+            ]);
+            for row in rows {
+                out.add_row(vec![
+                    row.name.clone(),
+                    row.kind.clone(),
+                    row.lag.state().to_owned(),
+                    row.lag.entries.to_string(),
+                    format!("{:.1}", row.lag.seconds),
+                    row.lag.last_applied_micros.map_or("-".to_owned(), when),
+                    row.dead_lettered.to_string(),
+                    row.lag.lost.to_string(),
+                    row.lag.gaps_text(),
+                ]);
+            }
+            println!("{out}");
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! `walctl destinations status` against the real stack: a row per destination of a namespace,
+//! its own target's and each store's, with how far its reader trails.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use wal_namespaces::Backend;
+use wal_testkit::{Cql, TestProducer, apply_config, control_plane_at, cql_target, eventually};
+use wal_testkit::{json_of, namespace_json, put, start_consumer, topic_records, unique};
+use wal_testkit::{walctl_at as walctl, write, write_true};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_each_destination_behind_then_caught_up() {
+    let (mut registry, url) = control_plane_at().await;
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let topic = unique("events");
+    wal_testkit::provision_topic(&topic).await;
+    let extra = format!(
+        r#""destinations": [{{"name": "events", "start_from": "earliest",
+            "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]"#
+    );
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra);
+    let namespace = apply_config(&mut registry, &config).await;
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    for i in 0..3 {
+        let id = format!("o{i}");
+        write_true(&producer.client, write(&namespace.name, &put(&id, "v"))).await;
+    }
+    let status = |url: String, name: String| async move {
+        let args = ["destinations", "status", &name, "-o", "json"];
+        let rows = json_of(&walctl(&url, &args).await);
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+                (
+                    text("destination"),
+                    text("kind"),
+                    text("state"),
+                    r["lag_entries"].as_u64(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let row = |name: &str, kind: &str, state: &str, lag| {
+        (
+            name.to_owned(),
+            kind.to_owned(),
+            state.to_owned(),
+            Some(lag),
+        )
+    };
+    assert_eq!(
+        status(url.clone(), namespace.name.clone()).await,
+        [
+            row("default", "cql", "not started", 3),
+            row("events", "kafka", "not started", 3)
+        ],
+        "nothing read yet: both owed the three writes"
+    );
+
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    eventually(
+        Duration::from_secs(60),
+        "the table and the topic",
+        || async {
+            let done = cql.rows(&table).await.len() == 3 && topic_records(&topic).await == 3;
+            done.then_some(())
+        },
+    )
+    .await;
+    // Stopping commits what was acknowledged.
+    consumer.shutdown().await;
+    assert_eq!(
+        status(url, namespace.name.clone()).await,
+        [
+            row("default", "cql", "caught up", 0),
+            row("events", "kafka", "caught up", 0)
+        ]
+    );
+    producer.shutdown().await;
+}
