@@ -253,6 +253,13 @@ func TestReplicationRunsAWriterAndAConsumerDeploymentPerDestinationRegion(t *tes
 		if strings.Contains(d.Name, "-consumer-") {
 			to, _ := env(d, "WAL_REPLICATE_TO")
 			regions[d.Name] = to
+			reads, _ := env(d, "WAL_CONSUMER_DESTINATIONS")
+			if want := map[string]string{
+				"t-wal-consumer-main":   "default,events",
+				"t-wal-consumer-caches": "cache",
+			}[d.Name]; reads != want {
+				t.Errorf("%s: WAL_CONSUMER_DESTINATIONS %q, want %q", d.Name, reads, want)
+			}
 			// The value set's groups name no replicas: each runs one, said, not left null.
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
 				t.Errorf("%s: replicas %v, want 1 for a group that names none", d.Name, d.Spec.Replicas)
@@ -266,6 +273,7 @@ func TestReplicationRunsAWriterAndAConsumerDeploymentPerDestinationRegion(t *tes
 		"t-wal-consumer-to-us-east-1": "us-east-1",
 		"t-wal-consumer-to-us-west-2": "us-west-2",
 		"t-wal-consumer-main":         "",
+		"t-wal-consumer-caches":       "",
 	}
 	if len(regions) != len(want) {
 		t.Fatalf("consumer Deployments %v, want %v", regions, want)

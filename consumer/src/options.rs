@@ -62,6 +62,13 @@ pub struct ConsumerOptions {
     #[arg(long, env = "WAL_REPLICATE_TO", value_delimiter = ',')]
     pub replicate_to: Vec<String>,
 
+    /// Read only these destinations of each namespace (comma-separated): `default` (its own
+    /// target), names from its `destinations`, `region-<name>` for a region it replicates to.
+    /// So a slow store's readers can run in a deployment of their own (the chart's consumer
+    /// group with `destinations`). Unset: every destination (regions as --replicate-to says).
+    #[arg(long, env = "WAL_CONSUMER_DESTINATIONS", value_delimiter = ',')]
+    pub destinations: Vec<String>,
+
     /// The CA certificate (PEM) the other regions' writers' certificates chain to. With it,
     /// writers are reached over TLS: a region target's writer address without a scheme, or
     /// with http://, is called with https://.
@@ -164,6 +171,7 @@ impl ConsumerOptions {
             clusters,
             region: self.region.clone(),
             replicate_to: self.replicate_to.clone(),
+            destinations: self.destinations.clone(),
             stack: self.consumer_stack.clone(),
             max_in_flight: self.max_in_flight,
             max_held: self.max_held,

@@ -109,6 +109,10 @@ impl Consumer {
         let plans: Vec<Plan> = next
             .into_iter()
             .flat_map(|ns| Plan::of(ns, &self.settings.region, &self.settings.replicate_to))
+            .filter(|plan| {
+                let only = &self.settings.destinations;
+                only.is_empty() || only.contains(&plan.destination.name())
+            })
             .collect();
         let unchanged = |plan: &Plan| running.get(&plan.key) == Some(&plan.namespace);
         let leaving = running

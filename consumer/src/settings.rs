@@ -19,6 +19,8 @@ pub struct ConsumerSettings {
     pub region: String,
     /// The destination regions whose readers run here; empty: every one.
     pub replicate_to: Vec<String>,
+    /// The destinations read here, by name; empty: every one.
+    pub destinations: Vec<String>,
     /// The consumer stack served: only namespaces naming it; `None`, every namespace.
     pub stack: Option<String>,
     /// Entries being applied or settled at once per queue.

@@ -137,3 +137,128 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+/// A consumer told which destinations to read (`--destinations`, the chart's group
+/// `destinations`) reads those alone: here the events store, and not the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_reads_only_the_destinations_it_is_given() {
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let topic = unique("events");
+    wal_testkit::provision_topic(&topic).await;
+    let extra = format!(
+        r#""destinations": [{{"name": "events", "start_from": "earliest",
+            "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]"#
+    );
+    let namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&table), &extra);
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |options| {
+        options.destinations = vec!["events".to_owned()];
+    })
+    .await;
+    for i in 0..2 {
+        let id = format!("o{i}");
+        write_true(&producer.client, write(&namespace.name, &put(&id, "v"))).await;
+    }
+    eventually(
+        Duration::from_secs(30),
+        "both writes on the events topic",
+        || async { (topic_records(&topic).await == 2).then_some(()) },
+    )
+    .await;
+    // A reader of the table would have applied the two rows by now, beside the topic's.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let delivered = consumer
+        .deliverer()
+        .stats()
+        .delivered
+        .load(Ordering::Relaxed);
+    assert_eq!(delivered, 2, "two deliveries, both to the events store");
+    assert!(
+        cql.rows(&table).await.is_empty(),
+        "the table is another group's"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+/// A destination added to a namespace that already has entries starts where it says: one from
+/// `earliest` catches up on every entry the topic holds, one from `now` takes only what is
+/// written after it first reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_added_later_starts_where_it_says() {
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let (all, new) = (unique("events-all"), unique("events-new"));
+    for topic in [&all, &new] {
+        wal_testkit::provision_topic(topic).await;
+    }
+    let before = namespace_with_target(Backend::Kafka, 1, &cql_target(&table), "");
+    let mut producer = TestProducer::start(vec![before.clone()]).await;
+    let consumer = start_consumer(vec![before.clone()]).await;
+    for i in 0..3 {
+        let id = format!("old{i}");
+        write_true(&producer.client, write(&before.name, &put(&id, "v"))).await;
+    }
+    eventually(
+        Duration::from_secs(30),
+        "the old rows in the table",
+        || async { (cql.rows(&table).await.len() == 3).then_some(()) },
+    )
+    .await;
+    consumer.shutdown().await;
+
+    // The same namespace with two stores added.
+    let mut after = before.clone();
+    let store = |name: &str, topic: &str, start: &str| {
+        let file = format!(
+            r#"{{"namespace": "x", "persistence_configurations": {{"persistence_configuration": [
+                {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["x"]}}}}]}},
+                "destinations": [{{"name": "{name}", "start_from": "{start}",
+                "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]}}"#
+        );
+        wal_namespaces::parse(&file, "test")
+            .unwrap()
+            .destinations
+            .remove(0)
+    };
+    after.destinations = vec![store("all", &all, "earliest"), store("new", &new, "now")];
+    let consumer = start_consumer(vec![after.clone()]).await;
+    eventually(
+        Duration::from_secs(30),
+        "the old entries on the earliest store's topic",
+        || async { (topic_records(&all).await == 3).then_some(()) },
+    )
+    .await;
+    // The `now` store reads from where its group first finds the topic's end: write until a
+    // late write reaches it (its group's join takes a moment).
+    let mut late = 0;
+    eventually(
+        Duration::from_secs(60),
+        "a late write on the now store's topic",
+        || {
+            late += 1;
+            let (client, name) = (producer.client.clone(), after.name.clone());
+            let (id, new) = (format!("late{late}"), new.clone());
+            async move {
+                write_true(&client, write(&name, &put(&id, "v"))).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                (topic_records(&new).await > 0).then_some(())
+            }
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "every late write on the earliest store's topic",
+        || async { (topic_records(&all).await == 3 + late).then_some(()) },
+    )
+    .await;
+    let taken = topic_records(&new).await;
+    assert!(
+        (1..=late).contains(&taken),
+        "the now store took {taken} of the {late} late writes and none of the 3 old ones"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
