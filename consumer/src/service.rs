@@ -114,6 +114,11 @@ impl Consumer {
                 only.is_empty() || only.contains(&plan.destination.name())
             })
             .collect();
+        for only in &self.settings.destinations {
+            if !plans.iter().any(|p| &p.destination.name() == only) {
+                tracing::warn!(destination = %only, "--destinations names a destination no namespace of this consumer has; nothing is read for it");
+            }
+        }
         let unchanged = |plan: &Plan| running.get(&plan.key) == Some(&plan.namespace);
         let leaving = running
             .keys()

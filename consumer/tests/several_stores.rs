@@ -9,20 +9,15 @@ use std::time::Duration;
 use wal_namespaces::Backend;
 use wal_proto::v1::{Lifecycle, WriteToLogRequest};
 use wal_testkit::{Cql, TestProducer, cql_target, eventually, namespace_with_target, put};
-use wal_testkit::{Upstream, namespace_json, with_durable_storage};
+use wal_testkit::{Upstream, destinations, kafka_store, namespace_json, with_durable_storage};
 use wal_testkit::{start_consumer, topic_records, unique, write, write_true};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_copy_of_the_namespace_target_never_reaches_a_store() {
     const WRITES: usize = 10;
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let topic = unique("events");
-    wal_testkit::provision_topic(&topic).await;
-    let extra = format!(
-        r#""destinations": [{{"name": "events", "start_from": "earliest",
-            "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]"#
-    );
+    let (table, topic) = table_and_topic(&cql).await;
+    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
     let namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&table), &extra);
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace.clone()]).await;
@@ -69,25 +64,31 @@ async fn a_parked_copy_of_the_namespace_target_never_reaches_a_store() {
     producer.shutdown().await;
 }
 
-/// A write may wait for its destinations: the answer names each, applied or pending. Here the
-/// table and the events topic apply it; the hook store's upstream answers 503, so its breaker
-/// holds the entry and it stays pending. The call's deadline (3 s) is shorter than the wait it
+/// A write may wait for its destinations: the answer names each, applied, dead-lettered or
+/// pending. Here the table and the events topic apply it; the hook store's upstream answers
+/// 503, so its breaker holds the entry and it stays pending; the rejects store's answers 400, a
+/// permanent failure, so it dead-letters the entry. The call's deadline (3 s) is shorter than the wait it
 /// asks for (10 s): the producer answers within the deadline, so the call succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_deadline() {
     use wal_proto::v1::DestinationState;
 
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let topic = unique("events");
-    wal_testkit::provision_topic(&topic).await;
-    let hook = Upstream::start(|_| 503).await;
-    let extra = format!(
-        r#""destinations": [
-            {{"name": "events", "start_from": "earliest", "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}},
-            {{"name": "hook", "start_from": "earliest", "target": {}}}]"#,
-        hook.target()
+    let (table, topic) = table_and_topic(&cql).await;
+    let (hook, rejecting) = (
+        Upstream::start(|_| 503).await,
+        Upstream::start(|_| 400).await,
     );
+    let http_store = |name: &str, upstream: &Upstream| {
+        let target = upstream.target();
+        format!(r#"{{"name": "{name}", "start_from": "earliest", "target": {target}}}"#)
+    };
+    let stores = [
+        kafka_store("events", &topic, "earliest"),
+        http_store("hook", &hook),
+        http_store("rejects", &rejecting),
+    ];
+    let extra = destinations(&stores);
     let text = with_durable_storage(
         &namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra),
         "wal_stores_test",
@@ -126,6 +127,7 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
             ("default", DestinationState::Applied),
             ("events", DestinationState::Applied),
             ("hook", DestinationState::Pending),
+            ("rejects", DestinationState::DeadLettered),
         ]
     );
     assert_eq!(
@@ -143,13 +145,8 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_reads_only_the_destinations_it_is_given() {
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let topic = unique("events");
-    wal_testkit::provision_topic(&topic).await;
-    let extra = format!(
-        r#""destinations": [{{"name": "events", "start_from": "earliest",
-            "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]"#
-    );
+    let (table, topic) = table_and_topic(&cql).await;
+    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
     let namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&table), &extra);
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = wal_testkit::start_consumer_with(vec![namespace.clone()], |options| {
@@ -210,19 +207,17 @@ async fn a_destination_added_later_starts_where_it_says() {
 
     // The same namespace with two stores added.
     let mut after = before.clone();
-    let store = |name: &str, topic: &str, start: &str| {
-        let file = format!(
-            r#"{{"namespace": "x", "persistence_configurations": {{"persistence_configuration": [
-                {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["x"]}}}}]}},
-                "destinations": [{{"name": "{name}", "start_from": "{start}",
-                "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]}}"#
-        );
-        wal_namespaces::parse(&file, "test")
-            .unwrap()
-            .destinations
-            .remove(0)
-    };
-    after.destinations = vec![store("all", &all, "earliest"), store("new", &new, "now")];
+    let stores = [
+        kafka_store("all", &all, "earliest"),
+        kafka_store("new", &new, "now"),
+    ];
+    let text = namespace_json(
+        Backend::Kafka,
+        1,
+        &cql_target(&table),
+        &destinations(&stores),
+    );
+    after.destinations = wal_namespaces::parse(&text, "test").unwrap().destinations;
     let consumer = start_consumer(vec![after.clone()]).await;
     eventually(
         Duration::from_secs(30),
@@ -261,4 +256,12 @@ async fn a_destination_added_later_starts_where_it_says() {
     );
     consumer.shutdown().await;
     producer.shutdown().await;
+}
+
+/// A fresh table, and a fresh Kafka topic for an events store.
+async fn table_and_topic(cql: &Cql) -> (String, String) {
+    let table = cql.table().await;
+    let topic = unique("events");
+    wal_testkit::provision_topic(&topic).await;
+    (table, topic)
 }

@@ -1,7 +1,7 @@
 //! Receipts: what each destination did with an entry whose write asked to hear it
 //! (`Entry::receipts`). A destination's reader records one row per entry once it applied it or
-//! dead-lettered it; the producer that took the write reads them while the caller waits, and an
-//! operator can read them later (`walctl receipts`). Rows expire after [`RECEIPT_TTL`].
+//! dead-lettered it; the producer that took the write reads them while the caller waits. Rows
+//! expire after [`RECEIPT_TTL`].
 
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlTimestamp;

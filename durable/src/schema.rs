@@ -16,7 +16,8 @@
 //!    there when it runs: producers of a build before the sweep (none was ever deployed) must be
 //!    gone before the first process of a build with version 2 starts.
 //! 3. the receipts table, where destinations record what became of an entry whose write awaits
-//!    them.
+//!    them. As every step, it is one way: once a process of a build with version 3 has started
+//!    on a keyspace, processes of older builds refuse it (README, Upgrades).
 
 use futures::TryStreamExt as _;
 use scylla::client::session::Session;

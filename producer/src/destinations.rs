@@ -18,6 +18,9 @@ use wal_proto::v1::{DestinationOutcome, DestinationState};
 pub const MAX_WAITING: usize = 4096;
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+/// The longest one read of the receipts may take: a slow cluster leaves destinations pending,
+/// it does not hold the answer.
+const LOOK_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The writes waiting for their destinations.
 #[derive(Debug, Clone)]
@@ -67,10 +70,15 @@ async fn look(
     entry_id: &str,
     names: &[String],
 ) -> Vec<DestinationOutcome> {
-    let receipts = match durable.receipts(namespace, entry_id).await {
-        Ok(receipts) => receipts,
-        Err(error) => {
+    let read = tokio::time::timeout(LOOK_TIMEOUT, durable.receipts(namespace, entry_id)).await;
+    let receipts = match read {
+        Ok(Ok(receipts)) => receipts,
+        Ok(Err(error)) => {
             tracing::debug!(%error, namespace, entry_id, "reading an entry's receipts failed");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::debug!(namespace, entry_id, "reading an entry's receipts timed out");
             Vec::new()
         }
     };

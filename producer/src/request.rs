@@ -41,6 +41,12 @@ pub enum Invalid {
         field: &'static str,
         refusal: Refusal,
     },
+    /// An index reads a row's state before it writes; only a namespace's index destination,
+    /// which applies a row's writes one at a time, keeps it exact.
+    #[error(
+        "target.kind: an index is kept by a namespace's index destination, not named by a write; write to the table and let the destination index it"
+    )]
+    IndexTarget,
     #[error("no target: the request names none and namespace '{namespace}' has no default target")]
     NoTarget { namespace: String },
     /// Replication is a namespace's setting: each destination region reads the namespace with a
@@ -70,6 +76,7 @@ impl Invalid {
             Self::EmptyPayload | Self::PayloadOverLimit { .. } => "payload".to_owned(),
             Self::Lifecycle { field, .. } => format!("lifecycle.{field}"),
             Self::Target { field, .. } => format!("target.{field}"),
+            Self::IndexTarget => "target.kind".to_owned(),
             Self::NoTarget { .. } | Self::ReplicationTarget { .. } => "target".to_owned(),
             Self::BadText { field, .. } => (*field).to_owned(),
             Self::AwaitDestinations { .. } => "await_destinations_millis".to_owned(),
@@ -201,6 +208,12 @@ pub(crate) fn target(namespace: &Namespace, requested: Option<Target>) -> Result
     let names_region = requested
         .as_ref()
         .is_some_and(|r| wal_targets::canonical_name(&r.kind) == wal_targets::Kind::Region.name());
+    let names_index = requested
+        .as_ref()
+        .is_some_and(|r| wal_targets::canonical_name(&r.kind) == wal_targets::Kind::Index.name());
+    if names_index {
+        return Err(Invalid::IndexTarget);
+    }
     if requested.is_some() && (replicated || names_region) {
         return Err(Invalid::ReplicationTarget {
             namespace: namespace.name.clone(),

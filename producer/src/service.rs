@@ -241,7 +241,7 @@ fn answer(durable: Trilean, message: String, entry_id: String) -> WriteToLogResp
     }
 }
 
-fn outcome_of(result: &Result<WriteToLogResponse, Status>) -> Outcome {
+fn outcome_of(result: &Result<&WriteToLogResponse, &Status>) -> Outcome {
     match result {
         Ok(response) => match Trilean::try_from(response.durable) {
             Ok(Trilean::True) => Outcome::True,
@@ -310,21 +310,28 @@ impl WriteService {
             .map_err(|invalid| status::invalid(&invalid))?;
             tracing::Span::current().record("entry_id", field::display(&write.entry.id));
             let wait = write.await_destinations;
-            let mut response = self.write(&runtime, write).await?;
-            if !wait.is_zero() && response.durable() == Trilean::True {
-                // Never past the call's deadline, with a moment left to answer.
-                let wait = deadline.map_or(wait, |d| wait.min(d.saturating_sub(ANSWER_MARGIN)));
-                response.destinations = self
-                    .await_destinations(&runtime, &response.entry_id, wait)
-                    .await;
-            }
-            Ok(response)
+            self.write(&runtime, write).await.map(|r| (r, wait))
         }
         .instrument(span.clone())
         .await;
-        let outcome = outcome_of(&result);
+        let outcome = outcome_of(&result.as_ref().map(|(response, _)| response));
         span.record("outcome", outcome.as_str());
+        // The write's own latency: a wait for its destinations is the caller's choice.
         runtime.metrics.request(outcome, started.elapsed());
+        let result = match result {
+            Ok((mut response, wait)) if !wait.is_zero() && outcome == Outcome::True => {
+                // Never past the call's deadline, counted from its arrival, with a moment left
+                // to answer.
+                let left = deadline.map(|d| d.saturating_sub(started.elapsed() + ANSWER_MARGIN));
+                let wait = left.map_or(wait, |left| wait.min(left));
+                response.destinations = self
+                    .await_destinations(&runtime, &response.entry_id, wait)
+                    .instrument(span.clone())
+                    .await;
+                Ok(response)
+            }
+            other => other.map(|(response, _)| response),
+        };
         if outcome != Outcome::True {
             let message = match &result {
                 Ok(response) => response.message.as_str(),

@@ -124,6 +124,14 @@ fn corpus() -> Vec<(&'static str, Entry)> {
             },
         ),
         (
+            "awaited_write",
+            Entry {
+                body: Some(Body::Payload(b"{\"id\":\"o-2\"}".to_vec())),
+                receipts: true,
+                ..base("01937e4a-0000-7000-8000-000000000008")
+            },
+        ),
+        (
             "from_a_newer_build",
             Entry {
                 body: Some(Body::Payload(b"written by a newer build".to_vec())),

@@ -54,6 +54,19 @@ pub fn cql_target(table: &str) -> String {
     format!(r#"{{"kind": "cql", "settings": {{"keyspace": "{KEYSPACE}", "table": "{table}"}}}}"#)
 }
 
+/// A further destination delivering to Kafka topic `topic`, as a namespace config's
+/// `destinations` item, read from `start_from` (`earliest` or `now`).
+pub fn kafka_store(name: &str, topic: &str, start_from: &str) -> String {
+    format!(
+        r#"{{"name": "{name}", "start_from": "{start_from}", "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}"#
+    )
+}
+
+/// `stores` as a namespace config's `destinations` field, for [`namespace_json`]'s `extra`.
+pub fn destinations(stores: &[String]) -> String {
+    format!(r#""destinations": [{}]"#, stores.join(", "))
+}
+
 /// A cql payload putting one row of a [`crate::Cql::table`].
 pub fn put(id: &str, value: &str) -> Vec<u8> {
     format!(r#"{{"mutations":[{{"put":{{"row":{{"id":"{id}","value":"{value}"}}}}}}]}}"#)

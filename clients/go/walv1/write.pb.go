@@ -88,6 +88,62 @@ func (Trilean) EnumDescriptor() ([]byte, []int) {
 	return file_wal_v1_write_proto_rawDescGZIP(), []int{0}
 }
 
+type DestinationState int32
+
+const (
+	DestinationState_DESTINATION_STATE_UNSPECIFIED DestinationState = 0
+	// The destination applied the entry.
+	DestinationState_DESTINATION_STATE_APPLIED DestinationState = 1
+	// The destination gave up on the entry and put it in the namespace's DLQ.
+	DestinationState_DESTINATION_STATE_DEAD_LETTERED DestinationState = 2
+	// Not yet heard of: not applied yet (waiting for its deliver-at, retrying, held while its
+	// store is down), or its record was not written.
+	DestinationState_DESTINATION_STATE_PENDING DestinationState = 3
+)
+
+// Enum value maps for DestinationState.
+var (
+	DestinationState_name = map[int32]string{
+		0: "DESTINATION_STATE_UNSPECIFIED",
+		1: "DESTINATION_STATE_APPLIED",
+		2: "DESTINATION_STATE_DEAD_LETTERED",
+		3: "DESTINATION_STATE_PENDING",
+	}
+	DestinationState_value = map[string]int32{
+		"DESTINATION_STATE_UNSPECIFIED":   0,
+		"DESTINATION_STATE_APPLIED":       1,
+		"DESTINATION_STATE_DEAD_LETTERED": 2,
+		"DESTINATION_STATE_PENDING":       3,
+	}
+)
+
+func (x DestinationState) Enum() *DestinationState {
+	p := new(DestinationState)
+	*p = x
+	return p
+}
+
+func (x DestinationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DestinationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_wal_v1_write_proto_enumTypes[1].Descriptor()
+}
+
+func (DestinationState) Type() protoreflect.EnumType {
+	return &file_wal_v1_write_proto_enumTypes[1]
+}
+
+func (x DestinationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DestinationState.Descriptor instead.
+func (DestinationState) EnumDescriptor() ([]byte, []int) {
+	return file_wal_v1_write_proto_rawDescGZIP(), []int{1}
+}
+
 type WriteToLogBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Writes        []*WriteToLogRequest   `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
@@ -279,9 +335,16 @@ type WriteToLogRequest struct {
 	IdempotencyId string `protobuf:"bytes,5,opt,name=idempotency_id,json=idempotencyId,proto3" json:"idempotency_id,omitempty"`
 	// Partition key: entries with the same key go to the same queue partition and keep their order.
 	// Empty: the entry id is the key.
-	Key           string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Key string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
+	// After the entry is stored, wait up to this many milliseconds (at most 60000, and never past
+	// the call's deadline) for every destination of the namespace (its target or regions, and
+	// each of its `destinations`) to apply it, and say in `destinations` which did. 0: answer as
+	// soon as it is stored. Needs the namespace's durable_storage, where each destination
+	// records what became of the entry. The answer's `durable` is the write's, as always: TRUE
+	// with some destinations PENDING is a stored write not yet applied everywhere.
+	AwaitDestinationsMillis uint32 `protobuf:"varint,7,opt,name=await_destinations_millis,json=awaitDestinationsMillis,proto3" json:"await_destinations_millis,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *WriteToLogRequest) Reset() {
@@ -356,6 +419,13 @@ func (x *WriteToLogRequest) GetKey() string {
 	return ""
 }
 
+func (x *WriteToLogRequest) GetAwaitDestinationsMillis() uint32 {
+	if x != nil {
+		return x.AwaitDestinationsMillis
+	}
+	return 0
+}
+
 type Lifecycle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver no earlier than this many milliseconds after the original write time. Negative values
@@ -428,7 +498,10 @@ type WriteToLogResponse struct {
 	// Why the answer is FALSE or UNKNOWN; empty when TRUE.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The entry's id: the caller's idempotency_id, or the one the producer made.
-	EntryId       string `protobuf:"bytes,3,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	EntryId string `protobuf:"bytes,3,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// When the write asked to await its destinations (await_destinations_millis) and was stored:
+	// each destination and what it had done with the entry when the answer was sent.
+	Destinations  []*DestinationOutcome `protobuf:"bytes,4,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +557,68 @@ func (x *WriteToLogResponse) GetEntryId() string {
 	return ""
 }
 
+func (x *WriteToLogResponse) GetDestinations() []*DestinationOutcome {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+// What one destination of a namespace did with an entry.
+type DestinationOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// `default` (the namespace's own target), a name from the namespace's `destinations`, or
+	// `region-<name>` for a region a replicated namespace replicates to.
+	Destination   string           `protobuf:"bytes,1,opt,name=destination,proto3" json:"destination,omitempty"`
+	State         DestinationState `protobuf:"varint,2,opt,name=state,proto3,enum=wal.v1.DestinationState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestinationOutcome) Reset() {
+	*x = DestinationOutcome{}
+	mi := &file_wal_v1_write_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestinationOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestinationOutcome) ProtoMessage() {}
+
+func (x *DestinationOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_wal_v1_write_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestinationOutcome.ProtoReflect.Descriptor instead.
+func (*DestinationOutcome) Descriptor() ([]byte, []int) {
+	return file_wal_v1_write_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DestinationOutcome) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *DestinationOutcome) GetState() DestinationState {
+	if x != nil {
+		return x.State
+	}
+	return DestinationState_DESTINATION_STATE_UNSPECIFIED
+}
+
 var File_wal_v1_write_proto protoreflect.FileDescriptor
 
 const file_wal_v1_write_proto_rawDesc = "" +
@@ -498,27 +633,37 @@ const file_wal_v1_write_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x126\n" +
 	"\bresponse\x18\x03 \x01(\v2\x1a.wal.v1.WriteToLogResponseR\bresponse\x12\x14\n" +
 	"\x05field\x18\x04 \x01(\tR\x05field\x12,\n" +
-	"\x12retry_after_millis\x18\x05 \x01(\x04R\x10retryAfterMillis\"\xdd\x01\n" +
+	"\x12retry_after_millis\x18\x05 \x01(\x04R\x10retryAfterMillis\"\x99\x02\n" +
 	"\x11WriteToLogRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12/\n" +
 	"\tlifecycle\x18\x02 \x01(\v2\x11.wal.v1.LifecycleR\tlifecycle\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12&\n" +
 	"\x06target\x18\x04 \x01(\v2\x0e.wal.v1.TargetR\x06target\x12%\n" +
 	"\x0eidempotency_id\x18\x05 \x01(\tR\ridempotencyId\x12\x10\n" +
-	"\x03key\x18\x06 \x01(\tR\x03key\"\x90\x01\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\x12:\n" +
+	"\x19await_destinations_millis\x18\a \x01(\rR\x17awaitDestinationsMillis\"\x90\x01\n" +
 	"\tLifecycle\x12!\n" +
 	"\fdelay_millis\x18\x01 \x01(\x03R\vdelayMillis\x12#\n" +
 	"\rjitter_millis\x18\x02 \x01(\x03R\fjitterMillis\x12;\n" +
-	"\x1aoriginal_write_time_micros\x18\x03 \x01(\x03R\x17originalWriteTimeMicros\"t\n" +
+	"\x1aoriginal_write_time_micros\x18\x03 \x01(\x03R\x17originalWriteTimeMicros\"\xb4\x01\n" +
 	"\x12WriteToLogResponse\x12)\n" +
 	"\adurable\x18\x01 \x01(\x0e2\x0f.wal.v1.TrileanR\adurable\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x19\n" +
-	"\bentry_id\x18\x03 \x01(\tR\aentryId*\\\n" +
+	"\bentry_id\x18\x03 \x01(\tR\aentryId\x12>\n" +
+	"\fdestinations\x18\x04 \x03(\v2\x1a.wal.v1.DestinationOutcomeR\fdestinations\"f\n" +
+	"\x12DestinationOutcome\x12 \n" +
+	"\vdestination\x18\x01 \x01(\tR\vdestination\x12.\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.wal.v1.DestinationStateR\x05state*\\\n" +
 	"\aTrilean\x12\x17\n" +
 	"\x13TRILEAN_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fTRILEAN_TRUE\x10\x01\x12\x11\n" +
 	"\rTRILEAN_FALSE\x10\x02\x12\x13\n" +
-	"\x0fTRILEAN_UNKNOWN\x10\x032\xa8\x01\n" +
+	"\x0fTRILEAN_UNKNOWN\x10\x03*\x98\x01\n" +
+	"\x10DestinationState\x12!\n" +
+	"\x1dDESTINATION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19DESTINATION_STATE_APPLIED\x10\x01\x12#\n" +
+	"\x1fDESTINATION_STATE_DEAD_LETTERED\x10\x02\x12\x1d\n" +
+	"\x19DESTINATION_STATE_PENDING\x10\x032\xa8\x01\n" +
 	"\rWriteAheadLog\x12C\n" +
 	"\n" +
 	"WriteToLog\x12\x19.wal.v1.WriteToLogRequest\x1a\x1a.wal.v1.WriteToLogResponse\x12R\n" +
@@ -538,34 +683,38 @@ func file_wal_v1_write_proto_rawDescGZIP() []byte {
 	return file_wal_v1_write_proto_rawDescData
 }
 
-var file_wal_v1_write_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wal_v1_write_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_wal_v1_write_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_wal_v1_write_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_wal_v1_write_proto_goTypes = []any{
 	(Trilean)(0),                    // 0: wal.v1.Trilean
-	(*WriteToLogBatchRequest)(nil),  // 1: wal.v1.WriteToLogBatchRequest
-	(*WriteToLogBatchResponse)(nil), // 2: wal.v1.WriteToLogBatchResponse
-	(*WriteResult)(nil),             // 3: wal.v1.WriteResult
-	(*WriteToLogRequest)(nil),       // 4: wal.v1.WriteToLogRequest
-	(*Lifecycle)(nil),               // 5: wal.v1.Lifecycle
-	(*WriteToLogResponse)(nil),      // 6: wal.v1.WriteToLogResponse
-	(*Target)(nil),                  // 7: wal.v1.Target
+	(DestinationState)(0),           // 1: wal.v1.DestinationState
+	(*WriteToLogBatchRequest)(nil),  // 2: wal.v1.WriteToLogBatchRequest
+	(*WriteToLogBatchResponse)(nil), // 3: wal.v1.WriteToLogBatchResponse
+	(*WriteResult)(nil),             // 4: wal.v1.WriteResult
+	(*WriteToLogRequest)(nil),       // 5: wal.v1.WriteToLogRequest
+	(*Lifecycle)(nil),               // 6: wal.v1.Lifecycle
+	(*WriteToLogResponse)(nil),      // 7: wal.v1.WriteToLogResponse
+	(*DestinationOutcome)(nil),      // 8: wal.v1.DestinationOutcome
+	(*Target)(nil),                  // 9: wal.v1.Target
 }
 var file_wal_v1_write_proto_depIdxs = []int32{
-	4, // 0: wal.v1.WriteToLogBatchRequest.writes:type_name -> wal.v1.WriteToLogRequest
-	3, // 1: wal.v1.WriteToLogBatchResponse.results:type_name -> wal.v1.WriteResult
-	6, // 2: wal.v1.WriteResult.response:type_name -> wal.v1.WriteToLogResponse
-	5, // 3: wal.v1.WriteToLogRequest.lifecycle:type_name -> wal.v1.Lifecycle
-	7, // 4: wal.v1.WriteToLogRequest.target:type_name -> wal.v1.Target
-	0, // 5: wal.v1.WriteToLogResponse.durable:type_name -> wal.v1.Trilean
-	4, // 6: wal.v1.WriteAheadLog.WriteToLog:input_type -> wal.v1.WriteToLogRequest
-	1, // 7: wal.v1.WriteAheadLog.WriteToLogBatch:input_type -> wal.v1.WriteToLogBatchRequest
-	6, // 8: wal.v1.WriteAheadLog.WriteToLog:output_type -> wal.v1.WriteToLogResponse
-	2, // 9: wal.v1.WriteAheadLog.WriteToLogBatch:output_type -> wal.v1.WriteToLogBatchResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5,  // 0: wal.v1.WriteToLogBatchRequest.writes:type_name -> wal.v1.WriteToLogRequest
+	4,  // 1: wal.v1.WriteToLogBatchResponse.results:type_name -> wal.v1.WriteResult
+	7,  // 2: wal.v1.WriteResult.response:type_name -> wal.v1.WriteToLogResponse
+	6,  // 3: wal.v1.WriteToLogRequest.lifecycle:type_name -> wal.v1.Lifecycle
+	9,  // 4: wal.v1.WriteToLogRequest.target:type_name -> wal.v1.Target
+	0,  // 5: wal.v1.WriteToLogResponse.durable:type_name -> wal.v1.Trilean
+	8,  // 6: wal.v1.WriteToLogResponse.destinations:type_name -> wal.v1.DestinationOutcome
+	1,  // 7: wal.v1.DestinationOutcome.state:type_name -> wal.v1.DestinationState
+	5,  // 8: wal.v1.WriteAheadLog.WriteToLog:input_type -> wal.v1.WriteToLogRequest
+	2,  // 9: wal.v1.WriteAheadLog.WriteToLogBatch:input_type -> wal.v1.WriteToLogBatchRequest
+	7,  // 10: wal.v1.WriteAheadLog.WriteToLog:output_type -> wal.v1.WriteToLogResponse
+	3,  // 11: wal.v1.WriteAheadLog.WriteToLogBatch:output_type -> wal.v1.WriteToLogBatchResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_wal_v1_write_proto_init() }
@@ -579,8 +728,8 @@ func file_wal_v1_write_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wal_v1_write_proto_rawDesc), len(file_wal_v1_write_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

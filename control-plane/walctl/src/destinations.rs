@@ -13,8 +13,8 @@ use wal_queue::Reader;
 
 use crate::Failure;
 use crate::dlq::source::DeadLetters;
-use crate::lag::Lag;
-use crate::output::{Format, print_json, table, when};
+use crate::lag::{COLUMNS, Lag};
+use crate::output::{Format, print_json, table};
 
 #[derive(Debug, clap::Args)]
 pub struct Destinations {
@@ -100,43 +100,19 @@ fn print(rows: &[Row], format: Format) {
     match format {
         Format::Json => print_json(&json!(
             rows.iter()
-                .map(|row| json!({
-                    "destination": row.name,
-                    "kind": row.kind,
-                    "state": row.lag.state(),
-                    "lag_entries": row.lag.entries,
-                    "lag_seconds": row.lag.seconds,
-                    "last_applied": row.lag.last_applied_micros.map(when),
-                    "dead_lettered": row.dead_lettered,
-                    "lost": row.lag.lost,
-                    "gaps": row.lag.gaps,
-                }))
+                .map(|row| {
+                    let mut fields = row.lag.json(row.dead_lettered);
+                    fields.insert("destination".to_owned(), json!(row.name));
+                    fields.insert("kind".to_owned(), json!(row.kind));
+                    serde_json::Value::Object(fields)
+                })
                 .collect::<Vec<_>>()
         )),
         Format::Table => {
-            let mut out = table(&[
-                "DESTINATION",
-                "KIND",
-                "STATE",
-                "LAG",
-                "LAG SECONDS",
-                "LAST APPLIED",
-                "DEAD LETTERS",
-                "LOST",
-                "GAPS",
-            ]);
+            let mut out = table(&[["DESTINATION", "KIND"].as_slice(), &COLUMNS].concat());
             for row in rows {
-                out.add_row(vec![
-                    row.name.clone(),
-                    row.kind.clone(),
-                    row.lag.state().to_owned(),
-                    row.lag.entries.to_string(),
-                    format!("{:.1}", row.lag.seconds),
-                    row.lag.last_applied_micros.map_or("-".to_owned(), when),
-                    row.dead_lettered.to_string(),
-                    row.lag.lost.to_string(),
-                    row.lag.gaps_text(),
-                ]);
+                let named = vec![row.name.clone(), row.kind.clone()];
+                out.add_row([named, row.lag.cells(row.dead_lettered)].concat());
             }
             println!("{out}");
         }

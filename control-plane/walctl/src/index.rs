@@ -1,6 +1,9 @@
 //! `walctl index rebuild`: fills an index destination's table from its base table, for a
-//! namespace that adds an index over a table that already holds rows. Safe beside the running
-//! destination: both write with the base rows' write times, so they converge.
+//! namespace that adds an index over a table that already holds rows. The target reads a row's
+//! state before it writes, so the rebuild is exact while nothing else writes the index: run it
+//! from the config about to be applied (`--file`), before the destination's readers start, and
+//! give the destination `start_from: earliest`: its readers then go over what the topics hold,
+//! the writes made during the rebuild included, and converge with it by their write times.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,12 +31,17 @@ pub struct Index {
 #[derive(Debug, clap::Subcommand)]
 enum Command {
     /// Index every row of an index destination's base table with the write time of its
-    /// indexed columns; prints the rows read and indexed. Rows the index already has stay as
-    /// they are, so it may run again, and while the destination delivers.
+    /// indexed columns; prints the rows read and indexed. Exact while nothing else writes the
+    /// index: run it with --file before applying the config that adds the destination (with
+    /// start_from earliest), not while the destination's readers deliver.
     Rebuild {
         namespace: String,
         /// The destination's name in the namespace's `destinations` (an `index` target).
         destination: String,
+        /// Read the namespace from this config file (the one about to be applied) instead of
+        /// the control plane.
+        #[arg(short, long)]
+        file: Option<std::path::PathBuf>,
     },
 }
 
@@ -44,8 +52,22 @@ pub async fn run(command: Index, control_plane: &str, format: Format) -> Result<
     let Command::Rebuild {
         namespace,
         destination,
+        file,
     } = command.command;
-    let namespace = crate::namespace::current(control_plane, &namespace).await?;
+    let namespace = match file {
+        Some(path) => {
+            let found = crate::namespace::from_file(&path)?;
+            if found.name != namespace {
+                return Err(Failure::usage(format!(
+                    "{} defines namespace '{}', not '{namespace}'",
+                    path.display(),
+                    found.name
+                )));
+            }
+            found
+        }
+        None => crate::namespace::current(control_plane, &namespace).await?,
+    };
     let indexes: Vec<&str> = namespace
         .destinations
         .iter()

@@ -10,6 +10,18 @@ use wal_queue::entry;
 use wal_queue::{Position, Queue, QueueSpec, Reader};
 
 use crate::Failure;
+use crate::output::when;
+
+/// The columns a reader's row shows after the ones that name it.
+pub const COLUMNS: [&str; 7] = [
+    "STATE",
+    "LAG",
+    "LAG SECONDS",
+    "LAST APPLIED",
+    "DEAD LETTERS",
+    "LOST",
+    "GAPS",
+];
 
 /// One reader's lag over every queue of its namespace.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -68,13 +80,37 @@ impl Lag {
         }
     }
 
-    /// The gaps as one cell: `-` when none.
-    pub fn gaps_text(&self) -> String {
-        if self.gaps.is_empty() {
-            "-".to_owned()
-        } else {
-            self.gaps.join(" ")
-        }
+    /// The cells of [`COLUMNS`], with the reader's `dead_lettered` count.
+    pub fn cells(&self, dead_lettered: u64) -> Vec<String> {
+        vec![
+            self.state().to_owned(),
+            self.entries.to_string(),
+            format!("{:.1}", self.seconds),
+            self.last_applied_micros.map_or("-".to_owned(), when),
+            dead_lettered.to_string(),
+            self.lost.to_string(),
+            if self.gaps.is_empty() {
+                "-".to_owned()
+            } else {
+                self.gaps.join(" ")
+            },
+        ]
+    }
+
+    /// The same as JSON fields, beside which a row adds the ones that name it.
+    pub fn json(&self, dead_lettered: u64) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(fields) = serde_json::json!({
+            "state": self.state(),
+            "lag_entries": self.entries,
+            "lag_seconds": self.seconds,
+            "last_applied": self.last_applied_micros.map(when),
+            "dead_lettered": dead_lettered,
+            "lost": self.lost,
+            "gaps": self.gaps,
+        }) else {
+            unreachable!("a JSON object literal")
+        };
+        fields
     }
 
     /// Adds one queue's partitions: lag, gaps, the oldest entry waiting and the newest applied.

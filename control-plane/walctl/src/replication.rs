@@ -14,8 +14,8 @@ use wal_targets::region::{RegionSettings, StartFrom, same_region};
 
 use crate::Failure;
 use crate::dlq::source::DeadLetters;
-use crate::lag::Lag;
-use crate::output::{Format, print_json, table, when};
+use crate::lag::{COLUMNS, Lag};
+use crate::output::{Format, print_json, table};
 
 #[derive(Debug, clap::Args)]
 pub struct Replication {
@@ -43,7 +43,6 @@ enum Command {
 struct Row {
     region: String,
     writer: String,
-    state: &'static str,
     lag: Lag,
     dead_lettered: u64,
 }
@@ -87,7 +86,6 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
             ..Row::default()
         };
         row.lag = Lag::of_reader(&backends, &namespace, Some(&reader)).await?;
-        row.state = row.lag.state();
         rows.push(row);
     }
     print(&rows, format);
@@ -113,41 +111,18 @@ fn print(rows: &[Row], format: Format) {
     match format {
         Format::Json => print_json(&json!(
             rows.iter()
-                .map(|row| json!({
-                    "region": row.region,
-                    "writer": row.writer,
-                    "state": row.state,
-                    "lag_entries": row.lag.entries,
-                    "lag_seconds": row.lag.seconds,
-                    "last_applied": row.lag.last_applied_micros.map(when),
-                    "dead_lettered": row.dead_lettered,
-                    "lost": row.lag.lost,
-                    "gaps": row.lag.gaps,
-                }))
+                .map(|row| {
+                    let mut fields = row.lag.json(row.dead_lettered);
+                    fields.insert("region".to_owned(), json!(row.region));
+                    fields.insert("writer".to_owned(), json!(row.writer));
+                    serde_json::Value::Object(fields)
+                })
                 .collect::<Vec<_>>()
         )),
         Format::Table => {
-            let mut out = table(&[
-                "REGION",
-                "STATE",
-                "LAG",
-                "LAG SECONDS",
-                "LAST APPLIED",
-                "DEAD LETTERS",
-                "LOST",
-                "GAPS",
-            ]);
+            let mut out = table(&[["REGION"].as_slice(), &COLUMNS].concat());
             for row in rows {
-                out.add_row(vec![
-                    row.region.clone(),
-                    row.state.to_owned(),
-                    row.lag.entries.to_string(),
-                    format!("{:.1}", row.lag.seconds),
-                    row.lag.last_applied_micros.map_or("-".to_owned(), when),
-                    row.dead_lettered.to_string(),
-                    row.lag.lost.to_string(),
-                    row.lag.gaps_text(),
-                ]);
+                out.add_row([vec![row.region.clone()], row.lag.cells(row.dead_lettered)].concat());
             }
             println!("{out}");
         }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use wal_namespaces::Backend;
 use wal_testkit::{Cql, TestProducer, apply_config, control_plane_at, cql_target, eventually};
-use wal_testkit::{json_of, namespace_json, put, start_consumer, topic_records, unique};
+use wal_testkit::{destinations, json_of, kafka_store, namespace_json, put, start_consumer};
+use wal_testkit::{topic_records, unique};
 use wal_testkit::{walctl_at as walctl, write, write_true};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,10 +18,7 @@ async fn status_shows_each_destination_behind_then_caught_up() {
     let table = cql.table().await;
     let topic = unique("events");
     wal_testkit::provision_topic(&topic).await;
-    let extra = format!(
-        r#""destinations": [{{"name": "events", "start_from": "earliest",
-            "target": {{"kind": "kafka", "settings": {{"topic": "{topic}"}}}}}}]"#
-    );
+    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
     let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra);
     let namespace = apply_config(&mut registry, &config).await;
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;

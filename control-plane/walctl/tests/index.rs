@@ -1,5 +1,5 @@
-//! `walctl index rebuild` against the real stack: an index destination added over a table that
-//! already has rows is filled from the table, as its help says.
+//! `walctl index rebuild` against the real stack: an index destination about to be added over a
+//! table that already has rows is filled from the table, from the config file, as its help says.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -37,13 +37,19 @@ async fn rebuild_fills_an_index_destination_from_its_base_table() {
             "key": ["id"], "columns": ["value"]}}}}}}]"#
     );
     let config = namespace_json(Backend::Kafka, 1, &cql_target(&base), &extra);
-    let namespace = apply_config(&mut registry, &config).await;
+    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    // From the config about to be applied, before the destination's readers start.
+    let file = std::env::temp_dir().join(format!("{}.json", namespace.name));
+    std::fs::write(&file, &config).unwrap();
+    let file = file.to_string_lossy().into_owned();
 
     let args = [
         "index",
         "rebuild",
         &namespace.name,
         "by-value",
+        "--file",
+        &file,
         "-o",
         "json",
     ];
@@ -64,7 +70,9 @@ async fn rebuild_fills_an_index_destination_from_its_base_table() {
         [("blue", "b"), ("red", "a"), ("red", "c")].map(|(v, id)| (v.to_owned(), id.to_owned()));
     assert_eq!(rows, BTreeSet::from(expected));
 
-    // A destination that is not an index is named with the ones there are.
+    // Applied, the control plane's config is read; a destination that is not an index is named
+    // with the ones there are.
+    apply_config(&mut registry, &config).await;
     let wrong = walctl(&url, &["index", "rebuild", &namespace.name, "nope"]).await;
     let said = String::from_utf8_lossy(&wrong.stderr);
     assert!(!wrong.status.success());

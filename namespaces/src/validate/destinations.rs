@@ -111,6 +111,13 @@ fn check_name(problems: &mut Problems<'_>, path: &str, name: &str) {
         );
         return;
     }
+    if name.starts_with("region-") {
+        problems.add(
+            path,
+            format!("{name:?} reads as a region's destination (region-<name>); choose a name without that prefix"),
+        );
+        return;
+    }
     let mut chars = name.chars();
     let starts_well = chars.next().is_some_and(|c| c.is_ascii_lowercase());
     let rest_well = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');

@@ -158,6 +158,17 @@ fn default_target(
         (None, Some((path, target))) => (format!("{path}.type"), Some(target)),
         (None, None) => (String::new(), None),
     };
+    // An index reads a row's state before it writes: only a destination, which applies a key's
+    // entries one at a time, keeps it exact.
+    if default_target
+        .as_ref()
+        .is_some_and(|t| t.kind == wal_targets::Kind::Index)
+    {
+        problems.add(
+            &target_path,
+            "an index is kept by an index destination (destinations), which applies a row's writes one at a time; as the default target its writes would race. Keep the table as the default target and add the index as a destination",
+        );
+    }
     // Each destination region reads the namespace with a consumer group of its own; an SQS
     // message is received by one reader only.
     if default_target

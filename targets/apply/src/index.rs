@@ -93,7 +93,8 @@ impl Statements {
             format!(
                 "INSERT INTO {keyspace}.{state} (key, indexed) VALUES (?, ?) USING TIMESTAMP ?"
             ),
-            format!("INSERT INTO {keyspace}.{table} JSON ? USING TIMESTAMP ?"),
+            // TTL 0 is none: a row the table keeps for ever has an index row kept as long.
+            format!("INSERT INTO {keyspace}.{table} JSON ? USING TIMESTAMP ? AND TTL ?"),
             format!(
                 "DELETE FROM {keyspace}.{table} USING TIMESTAMP ? WHERE {}",
                 clauses.join(" AND ")
@@ -131,8 +132,13 @@ pub struct IndexTarget {
 /// What one mutation of the base table asks of the index.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
-    /// The row `key` is indexed under `values` (the indexed columns', in the settings' order).
-    Put { key: Vec<Value>, values: Vec<Value> },
+    /// The row `key` is indexed under `values` (the indexed columns', in the settings' order),
+    /// for `ttl` seconds when the put gave one (its row expires then).
+    Put {
+        key: Vec<Value>,
+        values: Vec<Value>,
+        ttl: Option<u32>,
+    },
     /// The row `key` is no longer indexed: deleted, or an indexed column deleted or set null.
     Remove { key: Vec<Value> },
 }
@@ -173,7 +179,11 @@ pub fn changes(payload: &[u8], settings: &IndexSettings) -> Result<Vec<Change>, 
                 if values.iter().any(Value::is_null) {
                     Change::Remove { key }
                 } else {
-                    Change::Put { key, values }
+                    Change::Put {
+                        key,
+                        values,
+                        ttl: put.ttl_seconds,
+                    }
                 }
             }
             CqlMutation::Delete(delete) => {
@@ -219,6 +229,89 @@ fn values_of(
         .collect()
 }
 
+/// What the state table holds for one base row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct State {
+    /// The values last indexed (`None`: not indexed: removed, or never seen).
+    pub current: Option<Vec<Value>>,
+    /// The write time of the last change recorded; `None` for a row never seen.
+    pub since: Option<i64>,
+}
+
+/// One write an index change makes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// The index row of `values`, at the change's write time.
+    Insert {
+        values: Vec<Value>,
+        ttl: Option<u32>,
+    },
+    /// A tombstone for the index row of `values`, at `at`.
+    Delete { values: Vec<Value>, at: i64 },
+    /// The row's new state, at the change's write time.
+    Record(Option<Vec<Value>>),
+}
+
+/// The writes `change`, written at `written`, makes to the index of a row in `state`. Pure, so
+/// its rules are tested without a cluster. A change wins when it is newer than the state, or as
+/// new and CQL would let it win a tie: a removal beats a put, and of two puts the one whose
+/// values' JSON sorts last (as CQL's larger value wins for text columns).
+pub fn actions(change: &Change, state: &State, written: i64) -> Vec<Action> {
+    let current = state.current.as_ref();
+    let wins = match state.since {
+        None => true,
+        Some(since) if written != since => written > since,
+        Some(_) => match change {
+            Change::Remove { .. } => true,
+            Change::Put { values, .. } => {
+                current.is_some_and(|old| json_text(values) > json_text(old))
+            }
+        },
+    };
+    match (change, wins) {
+        (Change::Put { values, ttl, .. }, true) => {
+            let mut actions = vec![Action::Insert {
+                values: values.clone(),
+                ttl: *ttl,
+            }];
+            if let Some(old) = current.filter(|old| *old != values) {
+                // Just before this write (never before the old row's): should the two spell one
+                // CQL row, this write's insert still stands.
+                let at = state.since.map_or(written, |since| since.max(written - 1));
+                actions.push(Action::Delete {
+                    values: old.clone(),
+                    at,
+                });
+            }
+            actions.push(Action::Record(Some(values.clone())));
+            actions
+        }
+        // Superseded: its own row must never show, unless it is the current one. The tombstone
+        // is at the state's time, so it outlives this put's insert whichever lands first.
+        (Change::Put { values, .. }, false) if current != Some(values) => vec![Action::Delete {
+            values: values.clone(),
+            at: state.since.unwrap_or(written),
+        }],
+        (Change::Remove { .. }, true) => {
+            let mut actions: Vec<Action> = current
+                .map(|old| Action::Delete {
+                    values: old.clone(),
+                    at: written,
+                })
+                .into_iter()
+                .collect();
+            actions.push(Action::Record(None));
+            actions
+        }
+        // A removal older than the state, or a put of the current values: nothing to do.
+        _ => Vec::new(),
+    }
+}
+
+fn json_text(values: &[Value]) -> String {
+    Value::Array(values.to_vec()).to_string()
+}
+
 #[async_trait]
 impl Target for IndexTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
@@ -241,34 +334,19 @@ impl IndexTarget {
             Change::Put { key, .. } | Change::Remove { key } => key,
         };
         let state_key = Value::Array(key.clone()).to_string();
-        let (current, since) = self.state(&state_key).await?;
-        let newer = written >= since;
-        match (&change, newer) {
-            (Change::Put { values, .. }, true) => {
-                self.insert(values, key, written).await?;
-                if let Some(old) = current.as_ref().filter(|old| *old != values) {
-                    self.delete(old, key, written).await?;
-                }
-                self.record(&state_key, Some(values), written).await
+        let state = self.state(&state_key).await?;
+        for action in actions(&change, &state, written) {
+            match action {
+                Action::Insert { values, ttl } => self.insert(&values, key, written, ttl).await?,
+                Action::Delete { values, at } => self.delete(&values, key, at).await?,
+                Action::Record(values) => self.record(&state_key, values.as_ref(), written).await?,
             }
-            // Superseded: its own row must never show, unless it is the current one.
-            (Change::Put { values, .. }, false) if current.as_ref() != Some(values) => {
-                self.delete(values, key, since).await
-            }
-            (Change::Remove { .. }, true) => {
-                if let Some(old) = &current {
-                    self.delete(old, key, written).await?;
-                }
-                self.record(&state_key, None, written).await
-            }
-            // A removal older than the state, or a put of the current values: nothing to do.
-            _ => Ok(()),
         }
+        Ok(())
     }
 
-    /// The values last indexed for the row (`None`: not indexed) and the write time they were
-    /// recorded with; `(None, i64::MIN)` for a row never seen.
-    async fn state(&self, key: &str) -> Result<(Option<Vec<Value>>, i64), TargetError> {
+    /// What the state table holds for the row.
+    async fn state(&self, key: &str) -> Result<State, TargetError> {
         let rows = self
             .session
             .execute_unpaged(&self.statements.read_state, (key,))
@@ -280,13 +358,16 @@ impl IndexTarget {
             .maybe_first_row::<(Option<String>, Option<i64>)>()
             .map_err(|e| TargetError::permanent(format!("index state row: {e}")))?;
         let Some((indexed, Some(since))) = row else {
-            return Ok((None, i64::MIN));
+            return Ok(State::default());
         };
-        let values = match indexed.as_deref().map(serde_json::from_str::<Value>) {
+        let current = match indexed.as_deref().map(serde_json::from_str::<Value>) {
             Some(Ok(Value::Array(values))) => Some(values),
             _ => None,
         };
-        Ok((values, since))
+        Ok(State {
+            current,
+            since: Some(since),
+        })
     }
 
     async fn record(
@@ -311,6 +392,7 @@ impl IndexTarget {
         values: &[Value],
         key: &[Value],
         written: i64,
+        ttl: Option<u32>,
     ) -> Result<(), TargetError> {
         let mut row = Map::new();
         for (name, value) in self.settings.columns.iter().zip(values) {
@@ -321,7 +403,14 @@ impl IndexTarget {
         }
         let json = Value::Object(row).to_string();
         self.session
-            .execute_unpaged(&self.statements.insert, (json, written))
+            .execute_unpaged(
+                &self.statements.insert,
+                (
+                    json,
+                    written,
+                    ttl.map_or(0, |t| i32::try_from(t).unwrap_or(i32::MAX)),
+                ),
+            )
             .await
             .map_err(|e| classify("index write", &e))?;
         Ok(())
@@ -428,8 +517,107 @@ impl IndexTarget {
         let written = (0..self.settings.columns.len())
             .filter_map(|i| row.get(&format!("wal_written_{i}")).and_then(Value::as_i64))
             .max();
-        Ok(values
-            .zip(written)
-            .map(|(values, written)| (Change::Put { key, values }, written)))
+        Ok(values.zip(written).map(|(values, written)| {
+            let put = Change::Put {
+                key,
+                values,
+                ttl: None,
+            };
+            (put, written)
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(value: &str) -> Change {
+        Change::Put {
+            key: vec![Value::from("row1")],
+            values: vec![Value::from(value)],
+            ttl: None,
+        }
+    }
+
+    fn remove() -> Change {
+        Change::Remove {
+            key: vec![Value::from("row1")],
+        }
+    }
+
+    fn state(current: Option<&str>, since: i64) -> State {
+        State {
+            current: current.map(|v| vec![Value::from(v)]),
+            since: Some(since),
+        }
+    }
+
+    fn insert(value: &str) -> Action {
+        Action::Insert {
+            values: vec![Value::from(value)],
+            ttl: None,
+        }
+    }
+
+    fn delete(value: &str, at: i64) -> Action {
+        Action::Delete {
+            values: vec![Value::from(value)],
+            at,
+        }
+    }
+
+    fn record(value: Option<&str>) -> Action {
+        Action::Record(value.map(|v| vec![Value::from(v)]))
+    }
+
+    #[test]
+    fn a_newer_put_moves_the_row_and_an_older_one_tombstones_its_own() {
+        assert_eq!(
+            actions(&put("a"), &State::default(), 10),
+            [insert("a"), record(Some("a"))]
+        );
+        assert_eq!(
+            actions(&put("b"), &state(Some("a"), 10), 20),
+            [insert("b"), delete("a", 19), record(Some("b"))]
+        );
+        assert_eq!(
+            actions(&put("a"), &state(Some("b"), 20), 10),
+            [delete("a", 20)]
+        );
+        assert_eq!(actions(&put("b"), &state(Some("b"), 20), 10), []);
+        // After a removal, an older put cannot come back.
+        assert_eq!(actions(&put("a"), &state(None, 20), 10), [delete("a", 20)]);
+    }
+
+    #[test]
+    fn a_removal_deletes_the_current_row_and_keeps_its_time() {
+        assert_eq!(
+            actions(&remove(), &state(Some("a"), 10), 20),
+            [delete("a", 20), record(None)]
+        );
+        assert_eq!(actions(&remove(), &state(Some("a"), 20), 10), []);
+    }
+
+    #[test]
+    fn ties_go_as_cql_decides_them() {
+        // A removal beats a put at the same time, in either order (a delete and a put of one
+        // row in one entry leave no row in the table either).
+        assert_eq!(
+            actions(&remove(), &state(Some("a"), 10), 10),
+            [delete("a", 10), record(None)]
+        );
+        assert_eq!(actions(&put("a"), &state(None, 10), 10), [delete("a", 10)]);
+        // Of two puts at one time, the larger value stays, in either order.
+        assert_eq!(
+            actions(&put("b"), &state(Some("a"), 10), 10),
+            [insert("b"), delete("a", 10), record(Some("b"))]
+        );
+        assert_eq!(
+            actions(&put("a"), &state(Some("b"), 10), 10),
+            [delete("a", 10)]
+        );
+        // The same put again changes nothing.
+        assert_eq!(actions(&put("a"), &state(Some("a"), 10), 10), []);
     }
 }

@@ -39,6 +39,14 @@ fn entry_for(key: &str, payload: Vec<u8>, written_micros: i64) -> Entry {
     }
 }
 
+fn put_row(id: &str, value: &str) -> String {
+    format!(r#"{{"put": {{"row": {{"id": "{id}", "value": "{value}"}}}}}}"#)
+}
+
+fn two(first: &str, second: &str) -> Vec<u8> {
+    format!(r#"{{"mutations": [{first}, {second}]}}"#).into_bytes()
+}
+
 async fn apply_all(registry: &TargetRegistry, target: &TargetSpec, entries: &[&Entry]) {
     let target = registry.resolve(target).await.unwrap();
     for entry in entries {
@@ -54,7 +62,8 @@ async fn apply_all(registry: &TargetRegistry, target: &TargetSpec, entries: &[&E
     }
 }
 
-/// 1,000 rows, each written five times (puts that move the indexed value, deletes), applied to
+/// 1,000 rows, each written five times (puts that move the indexed value, deletes, and entries
+/// writing the row twice at one write time), applied to
 /// the table and its index with repeats (retries) and then all again (a replay), each row's
 /// writes in a shuffled order: the index holds exactly one row per live base row, under its
 /// current value, and nothing else.
@@ -96,10 +105,21 @@ async fn an_index_fed_by_shuffled_retries_and_a_replay_equals_the_index_of_its_t
         let id = format!("row{key}");
         let writes = (0..WRITES_PER_KEY)
             .map(|n| {
-                let payload = if rng.random_bool(0.2) {
-                    delete(&id)
-                } else {
-                    put(&id, &format!("v{}", rng.random_range(0..VALUES)))
+                let pick = rng.random_range(0..10);
+                let (a, b) = (
+                    format!("v{}", rng.random_range(0..VALUES)),
+                    format!("v{}", rng.random_range(0..VALUES)),
+                );
+                let payload = match pick {
+                    0 | 1 => delete(&id),
+                    // Two mutations of the row in one entry, at one write time: CQL's tie
+                    // rules decide (a delete beats a put; of two puts the larger value stays).
+                    2 => {
+                        let whole = format!(r#"{{"delete": {{"key": {{"id": "{id}"}}}}}}"#);
+                        two(&whole, &put_row(&id, &a))
+                    }
+                    3 => two(&put_row(&id, &a), &put_row(&id, &b)),
+                    _ => put(&id, &a),
                 };
                 // Distinct write times, a row's in the order written.
                 let written = start + i64::try_from(n * KEYS + key).unwrap();

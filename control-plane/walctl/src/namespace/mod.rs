@@ -181,6 +181,13 @@ pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, 
 
 /// Reads a config file (or standard input for `-`) and validates it locally, so a bad file is
 /// reported with its path and the field at fault before anything is sent.
+/// The namespace a config file (or `-`, standard input) defines, checked.
+pub fn from_file(path: &Path) -> Result<wal_namespaces::Namespace, Failure> {
+    let text = read_config(path)?;
+    wal_namespaces::parse(&text, &path.display().to_string())
+        .map_err(|errors| Failure::usage(format!("the config is invalid:\n{errors}")))
+}
+
 fn read_config(path: &Path) -> Result<String, Failure> {
     let (text, origin) = if path == Path::new("-") {
         let text = std::io::read_to_string(std::io::stdin())

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import target_pb2 as wal_dot_v1_dot_target__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12wal/v1/write.proto\x12\x06wal.v1\x1a\x13wal/v1/target.proto\"C\n\x16WriteToLogBatchRequest\x12)\n\x06writes\x18\x01 \x03(\x0b\x32\x19.wal.v1.WriteToLogRequest\"?\n\x17WriteToLogBatchResponse\x12$\n\x07results\x18\x01 \x03(\x0b\x32\x13.wal.v1.WriteResult\"\x83\x01\n\x0bWriteResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12,\n\x08response\x18\x03 \x01(\x0b\x32\x1a.wal.v1.WriteToLogResponse\x12\r\n\x05\x66ield\x18\x04 \x01(\t\x12\x1a\n\x12retry_after_millis\x18\x05 \x01(\x04\"\xa2\x01\n\x11WriteToLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12$\n\tlifecycle\x18\x02 \x01(\x0b\x32\x11.wal.v1.Lifecycle\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x1e\n\x06target\x18\x04 \x01(\x0b\x32\x0e.wal.v1.Target\x12\x16\n\x0eidempotency_id\x18\x05 \x01(\t\x12\x0b\n\x03key\x18\x06 \x01(\t\"\\\n\tLifecycle\x12\x14\n\x0c\x64\x65lay_millis\x18\x01 \x01(\x03\x12\x15\n\rjitter_millis\x18\x02 \x01(\x03\x12\"\n\x1aoriginal_write_time_micros\x18\x03 \x01(\x03\"Y\n\x12WriteToLogResponse\x12 \n\x07\x64urable\x18\x01 \x01(\x0e\x32\x0f.wal.v1.Trilean\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x10\n\x08\x65ntry_id\x18\x03 \x01(\t*\\\n\x07Trilean\x12\x17\n\x13TRILEAN_UNSPECIFIED\x10\x00\x12\x10\n\x0cTRILEAN_TRUE\x10\x01\x12\x11\n\rTRILEAN_FALSE\x10\x02\x12\x13\n\x0fTRILEAN_UNKNOWN\x10\x03\x32\xa8\x01\n\rWriteAheadLog\x12\x43\n\nWriteToLog\x12\x19.wal.v1.WriteToLogRequest\x1a\x1a.wal.v1.WriteToLogResponse\x12R\n\x0fWriteToLogBatch\x12\x1e.wal.v1.WriteToLogBatchRequest\x1a\x1f.wal.v1.WriteToLogBatchResponseBR\n\x16invalid.example.wal.v1B\nWriteProtoP\x01Z*example.invalid/wal/clients/go/walv1;walv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12wal/v1/write.proto\x12\x06wal.v1\x1a\x13wal/v1/target.proto\"C\n\x16WriteToLogBatchRequest\x12)\n\x06writes\x18\x01 \x03(\x0b\x32\x19.wal.v1.WriteToLogRequest\"?\n\x17WriteToLogBatchResponse\x12$\n\x07results\x18\x01 \x03(\x0b\x32\x13.wal.v1.WriteResult\"\x83\x01\n\x0bWriteResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12,\n\x08response\x18\x03 \x01(\x0b\x32\x1a.wal.v1.WriteToLogResponse\x12\r\n\x05\x66ield\x18\x04 \x01(\t\x12\x1a\n\x12retry_after_millis\x18\x05 \x01(\x04\"\xc5\x01\n\x11WriteToLogRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12$\n\tlifecycle\x18\x02 \x01(\x0b\x32\x11.wal.v1.Lifecycle\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\x1e\n\x06target\x18\x04 \x01(\x0b\x32\x0e.wal.v1.Target\x12\x16\n\x0eidempotency_id\x18\x05 \x01(\t\x12\x0b\n\x03key\x18\x06 \x01(\t\x12!\n\x19\x61wait_destinations_millis\x18\x07 \x01(\r\"\\\n\tLifecycle\x12\x14\n\x0c\x64\x65lay_millis\x18\x01 \x01(\x03\x12\x15\n\rjitter_millis\x18\x02 \x01(\x03\x12\"\n\x1aoriginal_write_time_micros\x18\x03 \x01(\x03\"\x8b\x01\n\x12WriteToLogResponse\x12 \n\x07\x64urable\x18\x01 \x01(\x0e\x32\x0f.wal.v1.Trilean\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x10\n\x08\x65ntry_id\x18\x03 \x01(\t\x12\x30\n\x0c\x64\x65stinations\x18\x04 \x03(\x0b\x32\x1a.wal.v1.DestinationOutcome\"R\n\x12\x44\x65stinationOutcome\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.wal.v1.DestinationState*\\\n\x07Trilean\x12\x17\n\x13TRILEAN_UNSPECIFIED\x10\x00\x12\x10\n\x0cTRILEAN_TRUE\x10\x01\x12\x11\n\rTRILEAN_FALSE\x10\x02\x12\x13\n\x0fTRILEAN_UNKNOWN\x10\x03*\x98\x01\n\x10\x44\x65stinationState\x12!\n\x1d\x44\x45STINATION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x44\x45STINATION_STATE_APPLIED\x10\x01\x12#\n\x1f\x44\x45STINATION_STATE_DEAD_LETTERED\x10\x02\x12\x1d\n\x19\x44\x45STINATION_STATE_PENDING\x10\x03\x32\xa8\x01\n\rWriteAheadLog\x12\x43\n\nWriteToLog\x12\x19.wal.v1.WriteToLogRequest\x1a\x1a.wal.v1.WriteToLogResponse\x12R\n\x0fWriteToLogBatch\x12\x1e.wal.v1.WriteToLogBatchRequest\x1a\x1f.wal.v1.WriteToLogBatchResponseBR\n\x16invalid.example.wal.v1B\nWriteProtoP\x01Z*example.invalid/wal/clients/go/walv1;walv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'wal.v1.write_pb2', _globals
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\026invalid.example.wal.v1B\nWriteProtoP\001Z*example.invalid/wal/clients/go/walv1;walv1'
-  _globals['_TRILEAN']._serialized_start=669
-  _globals['_TRILEAN']._serialized_end=761
+  _globals['_TRILEAN']._serialized_start=839
+  _globals['_TRILEAN']._serialized_end=931
+  _globals['_DESTINATIONSTATE']._serialized_start=934
+  _globals['_DESTINATIONSTATE']._serialized_end=1086
   _globals['_WRITETOLOGBATCHREQUEST']._serialized_start=51
   _globals['_WRITETOLOGBATCHREQUEST']._serialized_end=118
   _globals['_WRITETOLOGBATCHRESPONSE']._serialized_start=120
@@ -42,11 +44,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WRITERESULT']._serialized_start=186
   _globals['_WRITERESULT']._serialized_end=317
   _globals['_WRITETOLOGREQUEST']._serialized_start=320
-  _globals['_WRITETOLOGREQUEST']._serialized_end=482
-  _globals['_LIFECYCLE']._serialized_start=484
-  _globals['_LIFECYCLE']._serialized_end=576
-  _globals['_WRITETOLOGRESPONSE']._serialized_start=578
-  _globals['_WRITETOLOGRESPONSE']._serialized_end=667
-  _globals['_WRITEAHEADLOG']._serialized_start=764
-  _globals['_WRITEAHEADLOG']._serialized_end=932
+  _globals['_WRITETOLOGREQUEST']._serialized_end=517
+  _globals['_LIFECYCLE']._serialized_start=519
+  _globals['_LIFECYCLE']._serialized_end=611
+  _globals['_WRITETOLOGRESPONSE']._serialized_start=614
+  _globals['_WRITETOLOGRESPONSE']._serialized_end=753
+  _globals['_DESTINATIONOUTCOME']._serialized_start=755
+  _globals['_DESTINATIONOUTCOME']._serialized_end=837
+  _globals['_WRITEAHEADLOG']._serialized_start=1089
+  _globals['_WRITEAHEADLOG']._serialized_end=1257
 # @@protoc_insertion_point(module_scope)

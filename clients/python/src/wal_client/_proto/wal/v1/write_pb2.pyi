@@ -14,10 +14,21 @@ class Trilean(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRILEAN_TRUE: _ClassVar[Trilean]
     TRILEAN_FALSE: _ClassVar[Trilean]
     TRILEAN_UNKNOWN: _ClassVar[Trilean]
+
+class DestinationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DESTINATION_STATE_UNSPECIFIED: _ClassVar[DestinationState]
+    DESTINATION_STATE_APPLIED: _ClassVar[DestinationState]
+    DESTINATION_STATE_DEAD_LETTERED: _ClassVar[DestinationState]
+    DESTINATION_STATE_PENDING: _ClassVar[DestinationState]
 TRILEAN_UNSPECIFIED: Trilean
 TRILEAN_TRUE: Trilean
 TRILEAN_FALSE: Trilean
 TRILEAN_UNKNOWN: Trilean
+DESTINATION_STATE_UNSPECIFIED: DestinationState
+DESTINATION_STATE_APPLIED: DestinationState
+DESTINATION_STATE_DEAD_LETTERED: DestinationState
+DESTINATION_STATE_PENDING: DestinationState
 
 class WriteToLogBatchRequest(_message.Message):
     __slots__ = ("writes",)
@@ -46,20 +57,22 @@ class WriteResult(_message.Message):
     def __init__(self, code: _Optional[int] = ..., error: _Optional[str] = ..., response: _Optional[_Union[WriteToLogResponse, _Mapping]] = ..., field: _Optional[str] = ..., retry_after_millis: _Optional[int] = ...) -> None: ...
 
 class WriteToLogRequest(_message.Message):
-    __slots__ = ("namespace", "lifecycle", "payload", "target", "idempotency_id", "key")
+    __slots__ = ("namespace", "lifecycle", "payload", "target", "idempotency_id", "key", "await_destinations_millis")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    AWAIT_DESTINATIONS_MILLIS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     lifecycle: Lifecycle
     payload: bytes
     target: _target_pb2.Target
     idempotency_id: str
     key: str
-    def __init__(self, namespace: _Optional[str] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., payload: _Optional[bytes] = ..., target: _Optional[_Union[_target_pb2.Target, _Mapping]] = ..., idempotency_id: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    await_destinations_millis: int
+    def __init__(self, namespace: _Optional[str] = ..., lifecycle: _Optional[_Union[Lifecycle, _Mapping]] = ..., payload: _Optional[bytes] = ..., target: _Optional[_Union[_target_pb2.Target, _Mapping]] = ..., idempotency_id: _Optional[str] = ..., key: _Optional[str] = ..., await_destinations_millis: _Optional[int] = ...) -> None: ...
 
 class Lifecycle(_message.Message):
     __slots__ = ("delay_millis", "jitter_millis", "original_write_time_micros")
@@ -72,11 +85,21 @@ class Lifecycle(_message.Message):
     def __init__(self, delay_millis: _Optional[int] = ..., jitter_millis: _Optional[int] = ..., original_write_time_micros: _Optional[int] = ...) -> None: ...
 
 class WriteToLogResponse(_message.Message):
-    __slots__ = ("durable", "message", "entry_id")
+    __slots__ = ("durable", "message", "entry_id", "destinations")
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    DESTINATIONS_FIELD_NUMBER: _ClassVar[int]
     durable: Trilean
     message: str
     entry_id: str
-    def __init__(self, durable: _Optional[_Union[Trilean, str]] = ..., message: _Optional[str] = ..., entry_id: _Optional[str] = ...) -> None: ...
+    destinations: _containers.RepeatedCompositeFieldContainer[DestinationOutcome]
+    def __init__(self, durable: _Optional[_Union[Trilean, str]] = ..., message: _Optional[str] = ..., entry_id: _Optional[str] = ..., destinations: _Optional[_Iterable[_Union[DestinationOutcome, _Mapping]]] = ...) -> None: ...
+
+class DestinationOutcome(_message.Message):
+    __slots__ = ("destination", "state")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    state: DestinationState
+    def __init__(self, destination: _Optional[str] = ..., state: _Optional[_Union[DestinationState, str]] = ...) -> None: ...
