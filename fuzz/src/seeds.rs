@@ -52,7 +52,7 @@ fn write_requests() -> Vec<Vec<u8>> {
         }),
         idempotency_id: "id-1".into(),
         key: "user:1".into(),
-        await_destinations_millis: 2_000,
+        ..WriteToLogRequest::default()
     };
     let batch = WriteToLogBatchRequest {
         writes: vec![plain.clone(), full.clone()],
