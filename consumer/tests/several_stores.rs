@@ -136,6 +136,35 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
         "applied means in the table"
     );
     assert_eq!(topic_records(&topic).await, 1, "and on the topic");
+
+    // The Rust client library says the same, from a call of its own (not batched).
+    let library =
+        wal_client::Client::new(wal_client::Settings::new([producer.address.to_string()])).unwrap();
+    let written = library
+        .write(
+            wal_client::Write::new(namespace.name.as_str(), put("o2", "v"))
+                .key("o2")
+                .deadline(Duration::from_secs(3))
+                .await_destinations(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        written.outcome,
+        wal_client::Outcome::True,
+        "{}",
+        written.message
+    );
+    let applied = wal_client::Applied::Applied;
+    assert_eq!(
+        written.destinations,
+        [
+            ("default".to_owned(), applied),
+            ("events".to_owned(), applied),
+            ("hook".to_owned(), wal_client::Applied::Pending),
+            ("rejects".to_owned(), wal_client::Applied::DeadLettered),
+        ]
+    );
     consumer.shutdown().await;
     producer.shutdown().await;
 }

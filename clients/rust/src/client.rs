@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::producers::Producers;
 use crate::retry::{Ended, Next, Retry};
 use crate::settings::Settings;
-use crate::write::{Outcome, Write, Written};
+use crate::write::{Applied, Outcome, Write, Written};
 
 /// A client of the platform's producers. Cheap to clone; clones share the producers' channels
 /// and the batcher. Made inside a Tokio runtime (the batcher is a task of it).
@@ -50,8 +50,14 @@ impl Client {
 
     /// Writes through the batcher (when batching is on), retrying UNKNOWN, lost calls and sheds
     /// with the same idempotency id until TRUE, FALSE, a refusal or the write's deadline.
+    /// A write awaiting its destinations goes as a call of its own: in a batch it would hold
+    /// back every write batched with it.
     pub async fn write(&self, write: Write) -> Result<Written, Error> {
-        self.write_with(write, self.batcher.as_ref()).await
+        let batcher = self
+            .batcher
+            .as_ref()
+            .filter(|_| write.await_destinations.is_none());
+        self.write_with(write, batcher).await
     }
 
     /// Like [`write`](Self::write), as a WriteToLog call of its own, even with batching on.
@@ -161,6 +167,18 @@ pub(crate) fn finish(
                 response.entry_id
             },
             attempts,
+            destinations: response
+                .destinations
+                .iter()
+                .map(|d| {
+                    let applied = match d.state() {
+                        wal_proto::v1::DestinationState::Applied => Applied::Applied,
+                        wal_proto::v1::DestinationState::DeadLettered => Applied::DeadLettered,
+                        _ => Applied::Pending,
+                    };
+                    (d.destination.clone(), applied)
+                })
+                .collect(),
             message: response.message,
         }),
         Ended::Unknown(message) => Ok(Written {
@@ -168,12 +186,14 @@ pub(crate) fn finish(
             entry_id: id,
             attempts,
             message,
+            destinations: Vec::new(),
         }),
         Ended::NotStored(message) => Ok(Written {
             outcome: Outcome::False,
             entry_id: id,
             attempts,
             message,
+            destinations: Vec::new(),
         }),
         Ended::Refused {
             code,

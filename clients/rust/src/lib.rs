@@ -35,4 +35,4 @@ pub use settings::{Batching, Settings, Tls};
 pub use tonic::Code;
 pub use transaction::Item;
 pub use wal_proto::v1::Target;
-pub use write::{Outcome, Write, Written};
+pub use write::{Applied, Outcome, Write, Written};

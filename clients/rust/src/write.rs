@@ -24,6 +24,10 @@ pub struct Write {
     /// W3C trace context, sent as gRPC metadata.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// Once stored, wait up to this long (60 s at most, within the deadline) for every
+    /// destination of the namespace to apply the entry; [`Written::destinations`] says what
+    /// each did. Needs the namespace's durable storage.
+    pub await_destinations: Option<Duration>,
 }
 
 impl Write {
@@ -55,6 +59,12 @@ impl Write {
         self
     }
 
+    /// See [`Write::await_destinations`].
+    pub fn await_destinations(mut self, wait: Duration) -> Self {
+        self.await_destinations = Some(wait);
+        self
+    }
+
     /// The request every attempt sends: the id is fixed before the first.
     pub(crate) fn request(&self, id: &str) -> WriteToLogRequest {
         WriteToLogRequest {
@@ -68,8 +78,9 @@ impl Write {
             target: self.target.clone(),
             idempotency_id: id.to_owned(),
             key: self.key.clone(),
-            // Awaiting the destinations is not offered by this client yet.
-            ..WriteToLogRequest::default()
+            await_destinations_millis: self.await_destinations.map_or(0, |wait| {
+                u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)
+            }),
         }
     }
 }
@@ -97,4 +108,16 @@ pub struct Written {
     pub entry_id: String,
     pub attempts: u32,
     pub message: String,
+    /// When the write awaited its destinations and was stored: each destination (`default`,
+    /// a store's name, `region-<name>`) and what it had done when the answer came.
+    pub destinations: Vec<(String, Applied)>,
+}
+
+/// What one destination had done with a stored entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Applied,
+    DeadLettered,
+    /// Not yet heard of: waiting, retrying, held while its store is down.
+    Pending,
 }
