@@ -195,6 +195,12 @@ pub struct DurableStorageFile {
     #[serde(default, alias = "transactionLifetimeSecs")]
     #[schemars(range(min = 60, max = 604800))]
     pub transaction_lifetime_secs: Option<u64>,
+    /// Every entry's destinations record what they did with it (applied, dead-lettered) in this
+    /// keyspace's `receipts` table, kept 7 days, so `walctl entry` shows any entry's state per
+    /// destination: one more CQL write per entry and destination. A write awaiting its
+    /// destinations has them recorded either way. Off when unset.
+    #[serde(default)]
+    pub receipts: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -129,6 +129,8 @@ pub struct DurableStorageConfig {
     pub archive: Option<ArchiveConfig>,
     /// How long a two-phase write may stay open before it expires.
     pub transaction_lifetime: Duration,
+    /// Every entry's destinations record what they did with it (`receipts`).
+    pub receipts: bool,
 }
 
 impl DurableStorageConfig {
@@ -139,6 +141,7 @@ impl DurableStorageConfig {
             shard: None,
             archive: None,
             transaction_lifetime: DEFAULT_TRANSACTION_LIFETIME,
+            receipts: false,
         }
     }
 }

@@ -153,7 +153,11 @@ pub fn check(
         enqueued_at_micros: now_micros,
         origin_region: origin_region.to_owned(),
         trace_context,
-        receipts: !await_destinations.is_zero(),
+        receipts: !await_destinations.is_zero()
+            || namespace
+                .durable_storage
+                .as_ref()
+                .is_some_and(|d| d.receipts),
         ..Entry::default()
     };
     Ok(Write {

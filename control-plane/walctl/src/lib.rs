@@ -14,6 +14,8 @@ mod checkpoint;
 mod clusters;
 mod destinations;
 mod dlq;
+mod durable;
+mod entry;
 mod failure;
 mod index;
 mod lag;
@@ -107,6 +109,9 @@ enum Command {
     Index(index::Index),
     /// A namespace's destinations (its target and each store): how far each trails.
     Destinations(destinations::Destinations),
+    /// What each destination did with one entry: applied, dead_lettered or pending (from the
+    /// receipts of a namespace with durable_storage.receipts, or of a write that awaited them).
+    Entry(entry::Entry),
 }
 
 /// Runs the command line's command; the exit code says how it ended.
@@ -135,6 +140,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Destinations(command) => {
             destinations::run(command, &cli.control_plane, cli.output).await
         }
+        Command::Entry(command) => entry::run(command, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -81,3 +81,54 @@ async fn status_shows_each_destination_behind_then_caught_up() {
     );
     producer.shutdown().await;
 }
+
+/// `walctl entry` shows what each destination did with one entry of a namespace whose
+/// destinations record receipts, its write awaiting nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entry_shows_what_each_destination_did_with_it() {
+    let (mut registry, url) = control_plane_at().await;
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let topic = unique("events");
+    wal_testkit::provision_topic(&topic).await;
+    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
+    let mut config: serde_json::Value = serde_json::from_str(&wal_testkit::with_durable_storage(
+        &namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra),
+        "wal_stores_test",
+    ))
+    .unwrap();
+    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"]
+        ["receipts"] = serde_json::json!(true);
+    let namespace = apply_config(&mut registry, &config.to_string()).await;
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let id = write_true(&producer.client, write(&namespace.name, &put("o1", "v"))).await;
+
+    let shown = eventually(
+        Duration::from_secs(30),
+        "both destinations' receipts",
+        || {
+            let (url, name, id) = (url.clone(), namespace.name.clone(), id.clone());
+            async move {
+                let shown = json_of(&walctl(&url, &["entry", &name, &id, "-o", "json"]).await);
+                let states: Vec<(String, String)> = shown["destinations"]
+                    .as_array()?
+                    .iter()
+                    .map(|d| {
+                        let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+                        (text("destination"), text("state"))
+                    })
+                    .collect();
+                states
+                    .iter()
+                    .all(|(_, state)| state == "applied")
+                    .then_some(states)
+            }
+        },
+    )
+    .await;
+    let named: Vec<&str> = shown.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(named, ["default", "events"]);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

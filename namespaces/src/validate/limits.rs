@@ -52,6 +52,7 @@ pub(super) fn durable_storage(
         shard: durable.shard.clone(),
         archive,
         transaction_lifetime: lifetime.unwrap_or(crate::model::DEFAULT_TRANSACTION_LIFETIME),
+        receipts: durable.receipts.unwrap_or(false),
     })
 }
 

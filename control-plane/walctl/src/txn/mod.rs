@@ -6,7 +6,7 @@ mod show;
 mod write;
 
 use wal_clusters::flags::{BrokerFlags, CqlFlags};
-use wal_durable::{DurableSettings, DurableStorage, TxnState, transaction_lifetime};
+use wal_durable::{DurableStorage, TxnState, transaction_lifetime};
 use wal_namespaces::Namespace;
 
 use crate::Failure;
@@ -75,38 +75,17 @@ pub async fn run(command: Txn, control_plane: &str, format: Format) -> Result<()
 
 /// The namespace as the control plane has it, and its staging store.
 async fn staging(
-    (brokers, cql): (&BrokerFlags, &CqlFlags),
+    flags: (&BrokerFlags, &CqlFlags),
     control_plane: &str,
     namespace: &str,
 ) -> Result<(Namespace, DurableStorage), Failure> {
-    let namespace = crate::namespace::current(control_plane, namespace).await?;
-    let durable = namespace.durable_storage.as_ref().ok_or_else(|| {
-        Failure::usage(format!(
-            "namespace '{}' has no durable_storage, so it has no two-phase writes",
-            namespace.name
-        ))
-    })?;
-    let clusters = brokers
-        .cluster_map(brokers.kafka(), cql)
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let shard = clusters
-        .cql(durable.shard.as_deref())
-        .ok_or_else(|| {
-            Failure::usage(format!(
-                "namespace '{}' names CQL shard {:?}, which the cluster map does not have; pass --clusters (or set WAL_CLUSTERS)",
-                namespace.name,
-                durable.shard.as_deref().unwrap_or("(default)")
-            ))
-        })?;
-    if shard.contact_points.is_empty() {
-        return Err(Failure::usage(
-            "the staging tables are in CQL; pass --cql-nodes (or set WAL_CQL_NODES), or name the shard's contact points in the cluster map",
-        ));
-    }
-    let storage = DurableStorage::connect(&DurableSettings::on_shard(shard, &durable.keyspace))
-        .await
-        .map_err(|e| Failure::broker(format!("keyspace '{}': {e}", durable.keyspace)))?;
-    Ok((namespace, storage))
+    crate::durable::open(
+        flags,
+        control_plane,
+        namespace,
+        "it has no two-phase writes",
+    )
+    .await
 }
 
 /// The state to show: an open transaction past its lifetime is expired, whether or not the
