@@ -3,16 +3,12 @@
 //! it applied, its dead letters and any gap. Read from the brokers without joining the readers'
 //! groups. A replicated namespace's regions are `walctl replication status`'s.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
-use wal_clusters::Backends;
 use wal_clusters::flags::BrokerFlags;
 use wal_namespaces::DEFAULT_DESTINATION;
 use wal_queue::Reader;
 
 use crate::Failure;
-use crate::dlq::source::DeadLetters;
 use crate::lag::{COLUMNS, Lag};
 use crate::output::{Format, print_json, table};
 
@@ -46,30 +42,17 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let Command::Status { namespace } = command.command;
     let namespace = crate::namespace::current(control_plane, &namespace).await?;
-    let clusters = command
-        .brokers
-        .cluster_map(command.brokers.kafka(), &Default::default())
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let backends = Backends::connect(&clusters, std::slice::from_ref(&namespace))
-        .await
-        .map_err(|e| Failure::broker(format!("configuring the brokers: {e}")))?;
+    let backends = crate::lag::backends(&command.brokers, &namespace).await?;
     // Dead letters by the destination their copy names; a copy from before destinations names
-    // none and is the namespace's own target's.
-    let mut dead_lettered: BTreeMap<String, u64> = BTreeMap::new();
-    DeadLetters::connect(&command.brokers, &namespace)
-        .await?
-        .read_all(|found| {
-            let entry = &found.entry;
-            if entry.destination_region.is_empty() {
-                let name = if entry.destination.is_empty() {
-                    DEFAULT_DESTINATION
-                } else {
-                    entry.destination.as_str()
-                };
-                *dead_lettered.entry(name.to_owned()).or_default() += 1;
-            }
-        })
-        .await?;
+    // none and is the namespace's own target's; a region's are `walctl replication`'s.
+    let dead_lettered = crate::lag::dead_letters_by(&command.brokers, &namespace, |entry| {
+        let name = match entry.destination.as_str() {
+            "" => DEFAULT_DESTINATION,
+            name => name,
+        };
+        entry.destination_region.is_empty().then(|| name.to_owned())
+    })
+    .await?;
     let mut rows = Vec::new();
     if !namespace.replicated() {
         let kind = namespace

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use wal_clusters::Backends;
+use wal_clusters::flags::BrokerFlags;
 use wal_namespaces::Namespace;
 use wal_queue::entry;
 use wal_queue::{Position, Queue, QueueSpec, Reader};
@@ -22,6 +25,35 @@ pub const COLUMNS: [&str; 7] = [
     "LOST",
     "GAPS",
 ];
+
+/// Clients for `namespace`'s queues, from the operator's broker flags.
+pub async fn backends(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Backends, Failure> {
+    let clusters = brokers
+        .cluster_map(brokers.kafka(), &Default::default())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    Backends::connect(&clusters, std::slice::from_ref(namespace))
+        .await
+        .map_err(|e| Failure::broker(format!("configuring the brokers: {e}")))
+}
+
+/// `namespace`'s dead letters counted by the reader `reader_of` names for each (none: not
+/// counted).
+pub async fn dead_letters_by(
+    brokers: &BrokerFlags,
+    namespace: &Namespace,
+    reader_of: impl Fn(&wal_queue::entry::Entry) -> Option<String>,
+) -> Result<BTreeMap<String, u64>, Failure> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    crate::dlq::source::DeadLetters::connect(brokers, namespace)
+        .await?
+        .read_all(|found| {
+            if let Some(reader) = reader_of(&found.entry) {
+                *counts.entry(reader).or_default() += 1;
+            }
+        })
+        .await?;
+    Ok(counts)
+}
 
 /// One reader's lag over every queue of its namespace.
 #[derive(Debug, Default, Clone, PartialEq)]

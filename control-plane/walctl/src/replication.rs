@@ -3,17 +3,13 @@
 //! dead letters, and any gap (entries the topic dropped before the reader read them). Read from
 //! the brokers without joining the readers' groups, so running consumers are not disturbed.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
-use wal_clusters::Backends;
 use wal_clusters::flags::BrokerFlags;
 use wal_namespaces::Namespace;
 use wal_queue::Reader;
 use wal_targets::region::{RegionSettings, StartFrom, same_region};
 
 use crate::Failure;
-use crate::dlq::source::DeadLetters;
 use crate::lag::{COLUMNS, Lag};
 use crate::output::{Format, print_json, table};
 
@@ -51,24 +47,11 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
     let Command::Status { namespace, region } = command.command;
     let namespace = crate::namespace::current(control_plane, &namespace).await?;
     let settings = region_settings(&namespace)?;
-    let clusters = command
-        .brokers
-        .cluster_map(command.brokers.kafka(), &Default::default())
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let backends = Backends::connect(&clusters, std::slice::from_ref(&namespace))
-        .await
-        .map_err(|e| Failure::broker(format!("configuring Kafka: {e}")))?;
-    let mut dead_lettered: BTreeMap<String, u64> = BTreeMap::new();
-    DeadLetters::connect(&command.brokers, &namespace)
-        .await?
-        .read_all(|found| {
-            if !found.entry.destination_region.is_empty() {
-                *dead_lettered
-                    .entry(found.entry.destination_region.clone())
-                    .or_default() += 1;
-            }
-        })
-        .await?;
+    let backends = crate::lag::backends(&command.brokers, &namespace).await?;
+    let dead_lettered = crate::lag::dead_letters_by(&command.brokers, &namespace, |entry| {
+        (!entry.destination_region.is_empty()).then(|| entry.destination_region.clone())
+    })
+    .await?;
     let mut rows = Vec::new();
     for (name, destination) in settings.destinations_from(&region) {
         let reader = Reader {

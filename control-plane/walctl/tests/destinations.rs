@@ -15,11 +15,7 @@ use wal_testkit::{walctl_at as walctl, write, write_true};
 async fn status_shows_each_destination_behind_then_caught_up() {
     let (mut registry, url) = control_plane_at().await;
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let topic = unique("events");
-    wal_testkit::provision_topic(&topic).await;
-    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
-    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra);
+    let (table, topic, config) = table_and_events(&cql).await;
     let namespace = apply_config(&mut registry, &config).await;
     let mut producer = TestProducer::start(vec![namespace.clone()]).await;
     for i in 0..3 {
@@ -88,15 +84,9 @@ async fn status_shows_each_destination_behind_then_caught_up() {
 async fn entry_shows_what_each_destination_did_with_it() {
     let (mut registry, url) = control_plane_at().await;
     let cql = Cql::connect().await;
-    let table = cql.table().await;
-    let topic = unique("events");
-    wal_testkit::provision_topic(&topic).await;
-    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
-    let mut config: serde_json::Value = serde_json::from_str(&wal_testkit::with_durable_storage(
-        &namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra),
-        "wal_stores_test",
-    ))
-    .unwrap();
+    let (_, _, config) = table_and_events(&cql).await;
+    let config = wal_testkit::with_durable_storage(&config, "wal_stores_test");
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
     config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"]
         ["receipts"] = serde_json::json!(true);
     let namespace = apply_config(&mut registry, &config.to_string()).await;
@@ -131,4 +121,15 @@ async fn entry_shows_what_each_destination_did_with_it() {
     assert_eq!(named, ["default", "events"]);
     consumer.shutdown().await;
     producer.shutdown().await;
+}
+
+/// A fresh table and events topic, and a namespace config delivering to the table and to an
+/// events store on the topic.
+async fn table_and_events(cql: &Cql) -> (String, String, String) {
+    let table = cql.table().await;
+    let topic = unique("events");
+    wal_testkit::provision_topic(&topic).await;
+    let extra = destinations(&[kafka_store("events", &topic, "earliest")]);
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), &extra);
+    (table, topic, config)
 }
