@@ -25,8 +25,18 @@ class FakeProducer:
             return write_pb2.WriteResult(code=3, error="payload is empty", field="payload")
         durable = TRUE if request.idempotency_id in seen else UNKNOWN
         seen.add(request.idempotency_id)
+        self.awaited = getattr(self, "awaited", []) + [request.await_destinations_millis]
+        # A write that awaits its destinations hears of two: one applied, one still pending.
+        destinations = [
+            write_pb2.DestinationOutcome(destination="default", state=write_pb2.DESTINATION_STATE_APPLIED),
+            write_pb2.DestinationOutcome(destination="cache", state=write_pb2.DESTINATION_STATE_PENDING),
+        ]
         return write_pb2.WriteResult(
-            response=write_pb2.WriteToLogResponse(durable=durable, entry_id=request.idempotency_id)
+            response=write_pb2.WriteToLogResponse(
+                durable=durable,
+                entry_id=request.idempotency_id,
+                destinations=destinations if durable == TRUE and request.await_destinations_millis else [],
+            )
         )
 
     def stub(self):
@@ -103,6 +113,19 @@ def test_concurrent_writes_share_batches_and_are_answered_each(producer):
     assert producer.calls[0] == ("batch", ["w0", "w1", "w2", "w3", "w4"])
     retried = [i for kind, ids in producer.calls[1:] for i in ids if kind == "batch"]
     assert sorted(retried) == ["w0", "w1", "w3", "w4"]
+
+
+def test_a_write_awaiting_its_destinations_goes_alone_and_hears_each(producer):
+    async def main():
+        async with wal_client.Client(["fake:1"]) as client:
+            return await client.write("ns", b"x", idempotency_id="w", await_destinations=2.5)
+
+    result = asyncio.run(main())
+    assert result.outcome is wal_client.Outcome.TRUE
+    assert result.destinations == (("default", "applied"), ("cache", "pending"))
+    # Its own WriteToLog, though the client batches: in a batch it would hold back the others.
+    assert [kind for kind, _ in producer.calls] == ["one", "one"]
+    assert producer.awaited == [2500, 2500]
 
 
 def test_refusal_of_a_single_write(producer):

@@ -12,6 +12,11 @@ _ANSWERS = {
     write_pb2.TRILEAN_FALSE: Answer.FALSE,
 }
 
+_STATES = {
+    write_pb2.DESTINATION_STATE_APPLIED: "applied",
+    write_pb2.DESTINATION_STATE_DEAD_LETTERED: "dead_lettered",
+}
+
 
 def result(ended: _retry.Ended, entry_id: str, unsent: str) -> WriteResult:
     """The caller's answer: the final Trilean, or at the deadline what is known (UNKNOWN if any
@@ -19,11 +24,13 @@ def result(ended: _retry.Ended, entry_id: str, unsent: str) -> WriteResult:
     attempt ever left)."""
     if ended.done is not None:
         response = ended.done.value
+        destinations = getattr(response, "destinations", ())
         return WriteResult(
             _ANSWERS[response.durable],
             response.entry_id or entry_id,
             ended.attempts,
             response.message,
+            tuple((d.destination, _STATES.get(d.state, "pending")) for d in destinations),
         )
     if ended.maybe_stored:
         return WriteResult(Answer.UNKNOWN, entry_id or ended.entry_id, ended.attempts, ended.message)

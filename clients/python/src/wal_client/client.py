@@ -19,6 +19,7 @@ from ._requests import (
     Metadata,
     Seconds,
     lifecycle,
+    millis,
     payload_bytes,
     seconds,
     target_message,
@@ -98,6 +99,7 @@ class Client:
         batch: bool | None = None,
         traceparent: str | None = None,
         tracestate: str | None = None,
+        await_destinations: Seconds | None = None,
     ) -> WriteResult:
         """Writes one entry and answers TRUE, FALSE or UNKNOWN (UNKNOWN only when the deadline
         ended first); raises `Refused` when the producer refuses it.
@@ -107,7 +109,11 @@ class Client:
         `delay`/`jitter` (seconds or timedelta), `target` (the namespace's default when unset),
         `deadline` (seconds or timedelta from now; the client's default when unset), `batch`
         (False: its own WriteToLog even when the client batches), `traceparent`/`tracestate`
-        (W3C trace context, sent as gRPC metadata).
+        (W3C trace context, sent as gRPC metadata), `await_destinations` (seconds or timedelta,
+        60 s at most: once stored, the producer waits within the deadline for every destination
+        of the namespace to apply it and the result's `destinations` says what each did; such a
+        write goes as its own WriteToLog, so it holds back no batch; needs the namespace's
+        durable storage).
         """
         pool = self._open()
         end = self._clock() + seconds(deadline, self._settings.deadline)
@@ -119,9 +125,11 @@ class Client:
             key=key,
             lifecycle=lifecycle(delay, jitter, original_write_time),
             target=target_message(target),
+            await_destinations_millis=millis(await_destinations) if await_destinations else 0,
         )
         metadata = trace(traceparent, tracestate)
-        if self._settings.batching if batch is None else batch:
+        batched = self._settings.batching if batch is None else batch
+        if batched and not await_destinations:
             attempt = self._batched(request, metadata)
         else:
             attempt = self._unary(

@@ -18,12 +18,14 @@ class WriteResult:
 
     `entry_id` is the entry's id (the idempotency id; for a commit, the commit marker's id),
     `attempts` how many attempts it took (at least 1), `message` the producer's explanation
-    when the outcome is not TRUE."""
+    when the outcome is not TRUE, `destinations` (when the write awaited them and was stored)
+    each destination's name and what it had done: "applied", "dead_lettered" or "pending"."""
 
     outcome: Outcome
     entry_id: str
     attempts: int
     message: str = ""
+    destinations: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return self.outcome is Outcome.TRUE
