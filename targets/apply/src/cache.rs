@@ -162,12 +162,10 @@ pub fn row_commands(
     let parsed = crate::cql::payload::parse(payload)?;
     let mut commands = Vec::with_capacity(parsed.mutations.len());
     for (index, mutation) in parsed.mutations.into_iter().enumerate() {
-        let table = match &mutation {
-            CqlMutation::Put(put) => put.table.as_deref(),
-            CqlMutation::Delete(delete) => delete.table.as_deref(),
-        };
-        if let (Some(cached), Some(table)) = (&rows.table, table)
-            && !cached.eq_ignore_ascii_case(table)
+        if rows
+            .table
+            .as_ref()
+            .is_some_and(|cached| !mutation.may_be_of(cached))
         {
             continue;
         }
@@ -203,18 +201,12 @@ fn row_key(
     index: usize,
     values: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<String, TargetError> {
-    let mut parts = Vec::with_capacity(rows.key.len());
-    for column in &rows.key {
-        match values.get(column) {
-            Some(serde_json::Value::Null) | None => {
-                return Err(TargetError::permanent(format!(
-                    "cache rows: mutations[{index}] has no value for key column '{column}'; the cache's rows.key names {:?}",
-                    rows.key
-                )));
-            }
-            Some(value) => parts.push(value.clone()),
-        }
-    }
+    let parts = crate::cql::payload::values_of(values, &rows.key).map_err(|column| {
+        TargetError::permanent(format!(
+            "cache rows: mutations[{index}] has no value for key column '{column}'; the cache's rows.key names {:?}",
+            rows.key
+        ))
+    })?;
     let key = match parts.as_slice() {
         [serde_json::Value::String(text)] => format!("{}{text}", rows.prefix),
         [one] => format!("{}{one}", rows.prefix),

@@ -149,11 +149,7 @@ pub fn changes(payload: &[u8], settings: &IndexSettings) -> Result<Vec<Change>, 
     let parsed = payload::parse(payload)?;
     let mut changes = Vec::new();
     for (index, mutation) in parsed.mutations.into_iter().enumerate() {
-        let table = match &mutation {
-            CqlMutation::Put(put) => put.table.as_deref(),
-            CqlMutation::Delete(delete) => delete.table.as_deref(),
-        };
-        if table.is_some_and(|t| !t.eq_ignore_ascii_case(&settings.base_table)) {
+        if !mutation.may_be_of(&settings.base_table) {
             continue;
         }
         let change = match mutation {
@@ -164,8 +160,11 @@ pub fn changes(payload: &[u8], settings: &IndexSettings) -> Result<Vec<Change>, 
                     ))
                 })?;
                 let key = values_of(&row, &settings.key, index, "key")?;
-                let given: Vec<Option<&Value>> =
-                    settings.columns.iter().map(|c| column(&row, c)).collect();
+                let given: Vec<Option<&Value>> = settings
+                    .columns
+                    .iter()
+                    .map(|c| payload::column(&row, c))
+                    .collect();
                 if given.iter().all(Option::is_none) {
                     continue;
                 }
@@ -204,29 +203,17 @@ pub fn changes(payload: &[u8], settings: &IndexSettings) -> Result<Vec<Change>, 
     Ok(changes)
 }
 
-fn column<'a>(row: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    row.get(name).or_else(|| {
-        row.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    })
-}
-
 fn values_of(
     row: &Map<String, Value>,
     names: &[String],
     index: usize,
     what: &str,
 ) -> Result<Vec<Value>, TargetError> {
-    names
-        .iter()
-        .map(|name| match column(row, name) {
-            Some(value) if !value.is_null() => Ok(value.clone()),
-            _ => Err(TargetError::permanent(format!(
-                "index: mutations[{index}] has no value for key column '{name}' in its {what}"
-            ))),
-        })
-        .collect()
+    payload::values_of(row, names).map_err(|name| {
+        TargetError::permanent(format!(
+            "index: mutations[{index}] has no value for key column '{name}' in its {what}"
+        ))
+    })
 }
 
 /// What the state table holds for one base row.
@@ -512,7 +499,7 @@ impl IndexTarget {
             .settings
             .columns
             .iter()
-            .map(|c| column(&row, c).filter(|v| !v.is_null()).cloned())
+            .map(|c| payload::column(&row, c).filter(|v| !v.is_null()).cloned())
             .collect();
         let written = (0..self.settings.columns.len())
             .filter_map(|i| row.get(&format!("wal_written_{i}")).and_then(Value::as_i64))

@@ -63,6 +63,44 @@ pub struct Delete {
     pub columns: Option<Vec<String>>,
 }
 
+impl Mutation {
+    /// The table it names; `None`: the target's own.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            Self::Put(put) => put.table.as_deref(),
+            Self::Delete(delete) => delete.table.as_deref(),
+        }
+    }
+
+    /// Whether it may be a mutation of `table`: it names that table (CQL folds unquoted names,
+    /// so in any case) or names none.
+    pub fn may_be_of(&self, table: &str) -> bool {
+        self.table()
+            .is_none_or(|named| named.eq_ignore_ascii_case(table))
+    }
+}
+
+/// The value of column `name` in a row or a key as a payload gives it: under that name, else
+/// under the name in another case.
+pub fn column<'a>(row: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    row.get(name).or_else(|| {
+        row.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
+}
+
+/// The values of columns `names` in `row`, or the first one missing or null.
+pub fn values_of<'a>(row: &Map<String, Value>, names: &'a [String]) -> Result<Vec<Value>, &'a str> {
+    names
+        .iter()
+        .map(|name| match column(row, name) {
+            Some(value) if !value.is_null() => Ok(value.clone()),
+            _ => Err(name.as_str()),
+        })
+        .collect()
+}
+
 /// Parses a payload, naming what was wrong and where. Every error is permanent: the same bytes
 /// will never parse.
 pub fn parse(payload: &[u8]) -> Result<Payload, TargetError> {
