@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "wal/v1/entry.proto",
         "wal/v1/target.proto",
         "wal/v1/control.proto",
+        "wal/v1/operations.proto",
         "wal/v1/writer.proto",
         "wal/v1/transaction.proto",
     ];

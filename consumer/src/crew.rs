@@ -17,6 +17,7 @@ use wal_queue::{Queue, QueueSpec};
 use crate::delivery::{Deliverer, QueueContext};
 use crate::destination::Destination;
 use crate::metrics::QueueMetrics;
+use crate::pause::PauseSwitch;
 use crate::settings::ConsumerSettings;
 use crate::tier::TierRoute;
 use crate::worker::{Role, Worker};
@@ -107,12 +108,13 @@ pub struct RunningCrew {
 impl Crew {
     /// Handles on the namespace's queues (created first with `settings.provision`) and a worker
     /// for each queue, read as the destination reads it, and for each of its delay tiers where
-    /// the destination parks entries.
+    /// the destination parks entries. `pauses`: an operator's pauses, as the control plane says.
     pub async fn build(
         settings: &ConsumerSettings,
         backends: &Backends,
         deliverer: &Arc<Deliverer>,
         plan: Plan,
+        pauses: &tokio::sync::watch::Receiver<wal_namespaces::feed::Pauses>,
     ) -> anyhow::Result<Self> {
         let Plan {
             key,
@@ -149,6 +151,7 @@ impl Crew {
                 archive_recorded: Arc::default(),
                 holds: Arc::default(),
                 destination: Arc::clone(&destination),
+                pause: PauseSwitch::new(pauses.clone(), &namespace.name, &destination.name()),
             };
             let worker = |context, role| Worker {
                 context,

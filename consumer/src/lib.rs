@@ -10,6 +10,7 @@ pub mod hold;
 pub mod lanes;
 pub mod metrics;
 pub mod options;
+pub mod pause;
 pub mod replica;
 pub mod service;
 pub mod settings;

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wal_clusters::Backends;
 use wal_namespaces::Namespace;
-use wal_namespaces::feed::{Feed, SetChanges};
+use wal_namespaces::feed::{Feed, Pauses, SetChanges};
 use wal_queue::kafka::{self, CloseMark};
 use wal_targets::Kind;
 
@@ -34,6 +35,8 @@ pub struct Consumer {
     crews: Vec<Crew>,
     /// The namespaces served since the last start or reload, as configured.
     served: Vec<Namespace>,
+    /// An operator's pauses, from the control plane's feed (none from a folder).
+    pauses: watch::Sender<Pauses>,
 }
 
 impl Consumer {
@@ -61,6 +64,7 @@ impl Consumer {
             backends: Backends::default(),
             crews: Vec::new(),
             served: Vec::new(),
+            pauses: watch::Sender::new(Pauses::default()),
         };
         let (crews, _, _) = consumer.build(&BTreeMap::new(), namespaces).await?;
         consumer.crews = crews;
@@ -128,9 +132,15 @@ impl Consumer {
         let mut crews = Vec::new();
         for plan in plans {
             if !unchanged(&plan) {
-                crews.push(
-                    Crew::build(&self.settings, &self.backends, &self.deliverer, plan).await?,
+                let pauses = self.pauses.subscribe();
+                let crew = Crew::build(
+                    &self.settings,
+                    &self.backends,
+                    &self.deliverer,
+                    plan,
+                    &pauses,
                 );
+                crews.push(crew.await?);
             }
         }
         self.served = next_namespaces;
@@ -167,6 +177,20 @@ impl Consumer {
             .map(|crew| (crew.key.clone(), crew.start(&shutdown)))
             .collect();
         if let Some(feed) = feed.as_mut() {
+            // Pauses change apart from the namespaces: the crews' switches follow them as
+            // they are, with no crew rebuilt.
+            let mut from = feed.pauses();
+            let into = self.pauses.clone();
+            let following = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    into.send_replace(from.borrow_and_update().clone());
+                    tokio::select! {
+                        changed = from.changed() => if changed.is_err() { break },
+                        () = following.cancelled() => break,
+                    }
+                }
+            });
             loop {
                 let next = tokio::select! {
                     () = shutdown.cancelled() => break,
@@ -239,11 +263,13 @@ impl Consumer {
     pub fn spawn_following(self, feed: Option<Feed>) -> ConsumerHandle {
         let shutdown = CancellationToken::new();
         let deliverer = Arc::clone(&self.deliverer);
+        let pauses = self.pauses.subscribe();
         let task = tokio::spawn(self.run_following(feed, shutdown.clone()));
         ConsumerHandle {
             shutdown,
             task,
             deliverer,
+            pauses,
         }
     }
 }
@@ -254,12 +280,18 @@ pub struct ConsumerHandle {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     deliverer: Arc<Deliverer>,
+    pauses: watch::Receiver<Pauses>,
 }
 
 impl ConsumerHandle {
     /// The running consumer's deliverer, for its totals.
     pub fn deliverer(&self) -> &Arc<Deliverer> {
         &self.deliverer
+    }
+
+    /// The operator's pauses the running consumer holds entries for, as it last heard them.
+    pub fn pauses(&self) -> watch::Receiver<Pauses> {
+        self.pauses.clone()
     }
 
     /// Stops receiving, finishes or hands back the entries in progress, and waits until done.

@@ -103,15 +103,30 @@ impl Refusals {
     }
 }
 
-/// Pauses the queue until no entry of it waits for an unavailable target, then resumes it.
-/// False at shutdown.
+/// Pauses the queue until no entry of it waits for an unavailable target and no operator's
+/// pause holds its destination, then resumes it. False at shutdown.
 async fn hold_queue(context: &QueueContext, shutdown: &CancellationToken) -> bool {
     let queue = &context.queue;
-    tracing::info!(queue = %queue.spec().name, "holding the queue: its entries wait for an unavailable target");
+    match context.pause.holding() {
+        Some(pause) => {
+            tracing::info!(queue = %queue.spec().name, destination = %context.destination.name(), paused_by = %pause.paused_by, reason = %pause.reason, "holding the queue: an operator paused its delivery");
+        }
+        None => {
+            tracing::info!(queue = %queue.spec().name, "holding the queue: its entries wait for an unavailable target");
+        }
+    }
     if let Err(error) = queue.pause().await {
         tracing::warn!(%error, "pausing the queue failed; it reads ahead while held");
     }
-    let released = context.holds.released(shutdown).await;
+    let released = loop {
+        if !context.holds.released(shutdown).await || !context.pause.resumed(shutdown).await {
+            break false;
+        }
+        // Both at once: a new hold or pause may have come while waiting for the other.
+        if !context.holds.any() && context.pause.holding().is_none() {
+            break true;
+        }
+    };
     if let Err(error) = queue.resume().await {
         tracing::warn!(%error, "resuming the queue failed");
     }
@@ -142,7 +157,8 @@ impl Worker {
         let mut refusals = Refusals::default();
         loop {
             // While entries wait for an unavailable target, take no more (see `hold`).
-            if self.context.holds.any() && !hold_queue(&self.context, &shutdown).await {
+            let held = self.context.holds.any() || self.context.pause.holding().is_some();
+            if held && !hold_queue(&self.context, &shutdown).await {
                 break;
             }
             // Wait for room before receiving, so nothing is taken that cannot be started.

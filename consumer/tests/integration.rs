@@ -10,6 +10,7 @@ mod delays;
 mod delivery_rules;
 mod end_to_end;
 mod health;
+mod pause;
 mod rebalance;
 mod reload;
 mod replication_crash;

@@ -453,6 +453,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
         archive_recorded: Arc::default(),
         holds: Arc::default(),
         destination: Arc::new(Destination::Targets),
+        pause: wal_consumer::pause::PauseSwitch::never(),
     };
     let worker = Worker {
         context,

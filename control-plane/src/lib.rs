@@ -3,6 +3,7 @@
 //! and delay tiers a namespace names. `walctl` is its command line.
 
 pub mod changes;
+pub mod operations;
 pub mod options;
 pub mod provision;
 pub mod server;

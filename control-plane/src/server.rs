@@ -7,8 +7,10 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use wal_proto::v1::namespace_registry_server::NamespaceRegistryServer;
+use wal_proto::v1::operations_server::OperationsServer;
 use wal_runtime::process::{ServeError, standard_services};
 
+use crate::operations::OperationsService;
 use crate::provision::Provisioner;
 use crate::service::RegistryService;
 use crate::store::{NamespaceStore, StoreError};
@@ -38,6 +40,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct ControlPlane {
     service: RegistryService,
+    operations: OperationsService,
     tls: Option<wal_runtime::tls::ServerTls>,
 }
 
@@ -45,8 +48,13 @@ impl ControlPlane {
     pub async fn start(settings: &ControlPlaneSettings) -> Result<Self, StartError> {
         let store = NamespaceStore::connect(&settings.store).await?;
         let provisioner = Provisioner::connect(&settings.clusters).await?;
+        let service = RegistryService::new(store.clone(), provisioner, settings.authorizer.clone());
+        // One announcer: a pause reaches the watches as a new config does.
+        let operations =
+            OperationsService::new(store, service.announcer(), settings.authorizer.clone());
         Ok(Self {
-            service: RegistryService::new(store, provisioner, settings.authorizer.clone()),
+            service,
+            operations,
             tls: settings.tls.clone(),
         })
     }
@@ -66,13 +74,18 @@ impl ControlPlane {
         health
             .set_serving::<NamespaceRegistryServer<RegistryService>>()
             .await;
+        health
+            .set_serving::<OperationsServer<OperationsService>>()
+            .await;
         let announcer = self.service.announcer();
         let shutdown = async move {
             shutdown.await;
             // Open watches would otherwise keep the server waiting for ever.
             announcer.stop();
         };
-        let router = router.add_service(NamespaceRegistryServer::new(self.service));
+        let router = router
+            .add_service(NamespaceRegistryServer::new(self.service))
+            .add_service(OperationsServer::new(self.operations));
         match self.tls {
             Some(tls) => {
                 router

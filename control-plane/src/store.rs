@@ -83,6 +83,8 @@ pub enum StoreError {
 ///
 /// 1. `namespace_versions`: every version of every namespace; a change or a deletion adds a
 ///    row. `IF NOT EXISTS`: a store made before migrations is taken over as it is.
+/// 2. `pauses` (the pauses in force, see `operations::pauses`) and `audit` (every operation,
+///    see `operations::audit`).
 fn migrations() -> Migrator {
     use sqlx::SqlSafeStr as _;
     use sqlx::migrate::{Migration, MigrationType};
@@ -95,11 +97,18 @@ fn migrations() -> Migrator {
             false,
         )
     };
-    Migrator::with_migrations(vec![migration(
-        1,
-        "namespace versions",
-        include_str!("../migrations/0001_namespace_versions.sql"),
-    )])
+    Migrator::with_migrations(vec![
+        migration(
+            1,
+            "namespace versions",
+            include_str!("../migrations/0001_namespace_versions.sql"),
+        ),
+        migration(
+            2,
+            "pauses and audit",
+            include_str!("../migrations/0002_pauses_and_audit.sql"),
+        ),
+    ])
 }
 
 /// The newest migration this build knows.
@@ -123,7 +132,7 @@ type VersionsQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArgumen
 
 #[derive(Debug, Clone)]
 pub struct NamespaceStore {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     engine: &'static str,
 }
 
@@ -172,7 +181,7 @@ impl NamespaceStore {
         self.engine
     }
 
-    fn database(&self, source: sqlx::Error) -> StoreError {
+    pub(crate) fn database(&self, source: sqlx::Error) -> StoreError {
         StoreError::Database {
             engine: self.engine,
             source,

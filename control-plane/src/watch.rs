@@ -1,7 +1,7 @@
 //! `Watch`: the current namespaces as a stream of snapshots, for producers and consumers to
-//! hot-reload from. A snapshot goes out at once, then whenever the set of (name, version) pairs
-//! changes: at once for a change made through this process, within [`POLL`] for one made
-//! through another control plane sharing the store.
+//! hot-reload from, with the pauses in force. A snapshot goes out at once, then whenever the set
+//! of (name, version) pairs or the pauses change: at once for a change made through this
+//! process, within [`POLL`] for one made through another control plane sharing the store.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use wal_proto::v1::NamespaceSnapshot;
 
-use crate::store::{NamespaceStore, StoredVersion};
+use crate::operations::pauses::PauseRecord;
+use crate::store::{NamespaceStore, StoreError, StoredVersion};
 
 /// How often a watch reads the store for changes made elsewhere.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -64,12 +65,15 @@ impl Announcer {
     }
 }
 
+/// What a snapshot carried: each namespace's (name, version), and the pauses.
+type Sent = (Vec<(String, i64)>, Vec<PauseRecord>);
+
 struct Watcher {
     store: NamespaceStore,
     stored: watch::Receiver<u64>,
     stopping: CancellationToken,
-    /// The (name, version) pairs last sent; `None` before the first snapshot.
-    sent: Option<Vec<(String, i64)>>,
+    /// The (name, version) pairs and the pauses last sent; `None` before the first snapshot.
+    sent: Option<Sent>,
     convert: fn(StoredVersion) -> wal_proto::v1::NamespaceVersion,
     /// An error was sent, which ends the stream.
     failed: bool,
@@ -88,8 +92,12 @@ impl Watcher {
                     () = self.stopping.cancelled() => return None,
                 }
             }
-            let current = match self.store.current().await {
-                Ok(current) => current,
+            let read = async {
+                let current = self.store.current().await?;
+                Ok::<_, StoreError>((current, self.store.pauses(None).await?))
+            };
+            let (current, pauses) = match read.await {
+                Ok(read) => read,
                 Err(error) => {
                     // Ends the stream; the follower keeps its namespaces and watches again.
                     let status = Status::unavailable(format!("reading the namespaces: {error}"));
@@ -101,13 +109,15 @@ impl Watcher {
                 .iter()
                 .map(|v| (v.name.clone(), v.version))
                 .collect();
-            if self.sent.as_ref() == Some(&versions) {
+            let sent = (versions, pauses);
+            if self.sent.as_ref() == Some(&sent) {
                 continue;
             }
-            self.sent = Some(versions);
             let snapshot = NamespaceSnapshot {
                 namespaces: current.into_iter().map(self.convert).collect(),
+                pauses: sent.1.iter().map(PauseRecord::to_proto).collect(),
             };
+            self.sent = Some(sent);
             return Some((Ok(snapshot), self));
         }
     }

@@ -5,5 +5,6 @@
 //! scripts/test checks that every file here is one or the other.
 
 mod authorization;
+mod operations;
 mod registry;
 mod store;

@@ -3,6 +3,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use wal_control_plane::operations::audit::AuditRecord;
+use wal_control_plane::operations::pauses::PauseRecord;
 use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError, schema_version};
 
 /// A fresh, empty store of the named engine.
@@ -177,6 +179,79 @@ async fn futures_count(tasks: impl Iterator<Item = tokio::task::JoinHandle<bool>
     wins
 }
 
+fn pause(namespace: &str, destination: &str, by: &str) -> PauseRecord {
+    PauseRecord {
+        namespace: namespace.to_owned(),
+        destination: destination.to_owned(),
+        paused_by: by.to_owned(),
+        paused_at_micros: 1_000,
+        reason: format!("{by}'s incident"),
+    }
+}
+
+/// A pause is kept until resumed; pausing again keeps the first one; resuming twice ends it once.
+async fn a_pause_holds_until_resumed_and_the_first_one_stays(store: NamespaceStore) {
+    let (first, changed) = store.pause(&pause("orders", "", "alice")).await.unwrap();
+    assert!(changed);
+    assert_eq!(first, pause("orders", "", "alice"));
+    let (kept, changed) = store.pause(&pause("orders", "", "bob")).await.unwrap();
+    assert!(!changed, "paused already");
+    assert_eq!(kept.paused_by, "alice", "the first pause stays");
+    store
+        .pause(&pause("orders", "events", "bob"))
+        .await
+        .unwrap();
+    store.pause(&pause("users", "", "carol")).await.unwrap();
+    let of_orders = store.pauses(Some("orders")).await.unwrap();
+    assert_eq!(
+        of_orders
+            .iter()
+            .map(|p| p.destination.as_str())
+            .collect::<Vec<_>>(),
+        ["", "events"]
+    );
+    assert_eq!(store.pauses(None).await.unwrap().len(), 3);
+
+    let ended = store.resume("orders", "").await.unwrap();
+    assert_eq!(ended.map(|p| p.paused_by), Some("alice".to_owned()));
+    assert_eq!(
+        store.resume("orders", "").await.unwrap(),
+        None,
+        "resumed once"
+    );
+    let left = store.pauses(Some("orders")).await.unwrap();
+    assert_eq!(left, [pause("orders", "events", "bob")]);
+}
+
+/// Audit records come back newest first, by namespace or all, at most the limit.
+async fn audit_records_are_kept_and_read_newest_first(store: NamespaceStore) {
+    for (i, namespace) in ["orders", "users", "orders"].iter().enumerate() {
+        let at = 1_000 * (i as i64 + 1);
+        store
+            .record(&AuditRecord {
+                id: format!("id-{i}"),
+                at_micros: at,
+                actor: "alice".into(),
+                verb: "pause".into(),
+                namespace: (*namespace).to_owned(),
+                subject: String::new(),
+                detail: format!("reason {i}"),
+                result: "done".into(),
+            })
+            .await
+            .unwrap();
+    }
+    let orders = store.audit(Some("orders"), 100).await.unwrap();
+    assert_eq!(
+        orders.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["id-2", "id-0"]
+    );
+    assert_eq!(orders[0].detail, "reason 2");
+    let newest = store.audit(None, 1).await.unwrap();
+    assert_eq!(newest.len(), 1);
+    assert_eq!(newest[0].id, "id-2");
+}
+
 /// A pool on the database at `url` itself, as a build before this one or an operator reaches
 /// it (SQLite's file created if missing).
 async fn raw(url: &str) -> sqlx::AnyPool {
@@ -278,7 +353,9 @@ conformance!(
     versions_are_kept_and_read_back,
     a_taken_or_skipped_version_is_a_conflict,
     current_lists_the_latest_of_each_and_skips_deleted,
-    concurrent_writers_of_one_version_leave_one_winner;
+    concurrent_writers_of_one_version_leave_one_winner,
+    a_pause_holds_until_resumed_and_the_first_one_stays,
+    audit_records_are_kept_and_read_newest_first;
     databases:
     a_store_from_before_migrations_is_taken_over,
     a_store_a_newer_build_migrated_is_refused,

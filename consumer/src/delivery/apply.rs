@@ -136,6 +136,31 @@ impl Deliverer {
         }
     }
 
+    /// Holds the entry while an operator's pause holds its destination: no attempt is counted
+    /// and nothing is written to the queue; the queue takes no new entries meanwhile (see
+    /// `hold`), and an SQS message is kept invisible. False at shutdown.
+    pub(super) async fn wait_while_paused(
+        &self,
+        context: &QueueContext,
+        delivery: &Delivery,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let _hold = context.holds.enter();
+        self.stats.paused.fetch_add(1, Ordering::Relaxed);
+        let resumed = context.pause.resumed(shutdown);
+        tokio::pin!(resumed);
+        loop {
+            tokio::select! {
+                resumed = &mut resumed => return resumed,
+                () = tokio::time::sleep(HOLD_EXTEND_EVERY) => {
+                    if let Err(error) = context.queue.extend(delivery, HOLD_EXTEND_EVERY * 3).await {
+                        tracing::warn!(%error, "cannot keep a paused entry invisible; it may be received again");
+                    }
+                }
+            }
+        }
+    }
+
     /// Keeps the entry in the namespace's archive (with its payload, not a claim check, which
     /// expires sooner), within the apply timeout. A failure is retryable: the entry is tried
     /// again, the apply included, which idempotent targets take without harm.

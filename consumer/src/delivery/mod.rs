@@ -28,6 +28,7 @@ use wal_queue::{Delivery, Failure, Queue};
 use crate::destination::Destination;
 use crate::hold::Holds;
 use crate::metrics::{KindMetrics, QueueMetrics};
+use crate::pause::PauseSwitch;
 use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
 use wal_runtime::trace_context;
@@ -57,6 +58,8 @@ pub struct QueueContext {
     pub holds: Arc<Holds>,
     /// What the queue is read for: where its entries are applied, and how (see `destination`).
     pub destination: Arc<Destination>,
+    /// Whether an operator paused this destination (see `pause`).
+    pub pause: PauseSwitch,
 }
 
 #[derive(Debug)]
@@ -78,6 +81,8 @@ pub struct DeliveryStats {
     pub early: AtomicU64,
     /// Entries held because their target was unavailable (each counted once).
     pub held: AtomicU64,
+    /// Entries held because an operator paused their destination (counted each time one waits).
+    pub paused: AtomicU64,
 }
 
 /// What became of an attempt.
@@ -177,6 +182,13 @@ impl Deliverer {
         let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
         let settle = loop {
+            if context.pause.holding().is_some()
+                && !Box::pin(self.wait_while_paused(context, delivery, shutdown)).await
+            {
+                // Shutdown while paused: left to the queue, received again.
+                let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                return;
+            }
             let applied = match &breaker {
                 None => attempt().await,
                 Some(breaker) => {

@@ -246,7 +246,7 @@ impl RegistryService {
 /// A stored config, as the update rules need it: its queues (which still hold entries) and
 /// limits. A default target an earlier build accepted and this one refuses is left out with a
 /// warning: it must not lock every later apply out.
-fn stored_config(name: &str, text: &str) -> Result<Namespace, Status> {
+pub(crate) fn stored_config(name: &str, text: &str) -> Result<Namespace, Status> {
     let origin = format!("the stored config of '{name}'");
     let (namespace, refused) = wal_namespaces::parse_stored(text, &origin).map_err(|errors| {
         Status::internal(format!(
@@ -263,14 +263,14 @@ fn forbidden(rule: Forbidden) -> Status {
     Status::failed_precondition(rule.to_string())
 }
 
-fn store_status(error: StoreError) -> Status {
+pub(crate) fn store_status(error: StoreError) -> Status {
     match error {
         StoreError::Conflict { .. } => Status::aborted(error.to_string()),
         _ => Status::unavailable(error.to_string()),
     }
 }
 
-fn now_micros() -> i64 {
+pub(crate) fn now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))

@@ -20,6 +20,7 @@ mod failure;
 mod index;
 mod lag;
 mod namespace;
+mod operations;
 mod output;
 mod producer;
 mod replay;
@@ -112,6 +113,15 @@ enum Command {
     /// What each destination did with one entry: applied, dead_lettered or pending (from the
     /// receipts of a namespace with durable_storage.receipts, or of a write that awaited them).
     Entry(entry::Entry),
+    /// Pause delivery of a namespace or one destination: consumers hold its entries in place
+    /// (no attempt used) until `walctl resume`. Writes are still accepted. Audited.
+    Pause(operations::Pause),
+    /// End a pause: the held entries are delivered. Audited.
+    Resume(operations::Resume),
+    /// The pauses in force: what, by whom, since when, why.
+    Pauses(operations::Pauses),
+    /// Who did what to which namespace through the control plane, and how it ended.
+    Audit(operations::Audit),
 }
 
 /// Runs the command line's command; the exit code says how it ended.
@@ -141,6 +151,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             destinations::run(command, &cli.control_plane, cli.output).await
         }
         Command::Entry(command) => entry::run(command, &cli.control_plane, cli.output).await,
+        Command::Pause(args) => operations::pause(args, &cli.control_plane, cli.output).await,
+        Command::Resume(args) => operations::resume(args, &cli.control_plane, cli.output).await,
+        Command::Pauses(args) => operations::pauses(args, &cli.control_plane, cli.output).await,
+        Command::Audit(args) => operations::audit(args, &cli.control_plane, cli.output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@
 mod destinations;
 mod dlq;
 mod index;
+mod operations;
 mod replay;
 mod replication;
 mod transactions;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tonic::Streaming;
 use tonic::transport::Endpoint;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
@@ -12,6 +13,7 @@ use crate::load::{ConfigText, parse_all};
 use crate::model::Namespace;
 
 use super::FeedError;
+use super::pauses::Pauses;
 
 /// How long a starting process waits for the control plane's first snapshot.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
@@ -26,12 +28,15 @@ pub(super) struct Follower {
     /// The (name, version) pairs of the last snapshot seen; a reconnect repeats it.
     seen: Vec<(String, i64)>,
     retry: Duration,
+    /// Where each snapshot's pauses go.
+    pauses: watch::Sender<Pauses>,
 }
 
 impl Follower {
     pub(super) async fn open(
         url: &str,
         tls: Option<super::ClientTls>,
+        pauses: watch::Sender<Pauses>,
     ) -> Result<(Self, Vec<Namespace>), FeedError> {
         let mut follower = Self {
             url: url.to_owned(),
@@ -39,6 +44,7 @@ impl Follower {
             stream: None,
             seen: Vec::new(),
             retry: RETRY_FIRST,
+            pauses,
         };
         let first = tokio::time::timeout(STARTUP_WAIT, async {
             loop {
@@ -70,6 +76,7 @@ impl Follower {
         loop {
             match self.receive().await {
                 Ok(snapshot) => {
+                    self.take_pauses(&snapshot);
                     let versions = versions(&snapshot);
                     if versions == self.seen {
                         continue;
@@ -136,7 +143,21 @@ impl Follower {
         self.retry = (self.retry * 2).min(RETRY_MAX);
     }
 
+    /// Publishes the snapshot's pauses when they differ from those in force.
+    fn take_pauses(&self, snapshot: &NamespaceSnapshot) {
+        let pauses = Pauses::from_proto(&snapshot.pauses);
+        self.pauses.send_if_modified(|current| {
+            if *current == pauses {
+                return false;
+            }
+            tracing::info!(control_plane = %self.url, paused = ?pauses.names(), "pauses changed");
+            *current = pauses;
+            true
+        });
+    }
+
     fn parse(&mut self, snapshot: NamespaceSnapshot) -> Result<Vec<Namespace>, String> {
+        self.take_pauses(&snapshot);
         self.seen = versions(&snapshot);
         let texts: Vec<ConfigText> = snapshot
             .namespaces

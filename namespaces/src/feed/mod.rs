@@ -9,6 +9,7 @@
 
 mod control_plane;
 mod folder;
+pub mod pauses;
 
 use std::path::PathBuf;
 
@@ -18,6 +19,7 @@ use crate::error::ConfigErrors;
 use crate::model::Namespace;
 
 pub use folder::POLL as FOLDER_POLL;
+pub use pauses::{Pause, Pauses};
 
 const RELOADS: &str = "wal_namespace_reloads_total";
 const REFUSED: &str = "wal_namespace_config_refused";
@@ -109,6 +111,7 @@ pub struct Feed {
     changes: Changes,
     current: Vec<Namespace>,
     status: watch::Sender<FeedStatus>,
+    pauses: watch::Sender<Pauses>,
 }
 
 #[derive(Debug)]
@@ -121,13 +124,15 @@ impl Feed {
     /// Reads the first set of namespaces: a folder's must be valid; a control plane is waited
     /// for up to [`control_plane::STARTUP_WAIT`].
     pub async fn open(source: Source) -> Result<Self, FeedError> {
+        let pauses = watch::Sender::new(Pauses::default());
         let (changes, current) = match &source {
             Source::Folder(dir) => {
                 let (changes, current) = folder::FolderChanges::open(dir)?;
                 (Changes::Folder(changes), current)
             }
             Source::ControlPlane(url, tls) => {
-                let (follower, current) = control_plane::Follower::open(url, tls.clone()).await?;
+                let (follower, current) =
+                    control_plane::Follower::open(url, tls.clone(), pauses.clone()).await?;
                 (Changes::ControlPlane(Box::new(follower)), current)
             }
         };
@@ -136,7 +141,14 @@ impl Feed {
             changes,
             current,
             status: watch::Sender::new(FeedStatus::default()),
+            pauses,
         })
+    }
+
+    /// The pauses in force, as the control plane last said; they change apart from the
+    /// namespaces (a pause is not a new config), without [`Feed::next`] returning.
+    pub fn pauses(&self) -> watch::Receiver<Pauses> {
+        self.pauses.subscribe()
     }
 
     /// The set in use.

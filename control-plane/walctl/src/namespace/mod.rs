@@ -164,6 +164,11 @@ pub fn use_tls(tls: wal_namespaces::feed::ClientTls) {
 }
 
 pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, Failure> {
+    Ok(NamespaceRegistryClient::new(channel(address).await?))
+}
+
+/// A connection to the control plane, for any of its services.
+pub async fn channel(address: &str) -> Result<Channel, Failure> {
     let endpoint = Channel::from_shared(address.to_owned())
         .map_err(|e| Failure::usage(format!("--control-plane '{address}' is not a URL: {e}")))?;
     let endpoint = match TLS.get() {
@@ -176,7 +181,7 @@ pub async fn connect(address: &str) -> Result<NamespaceRegistryClient<Channel>, 
         .connect()
         .await
         .map_err(|e| Failure::unreachable(address, e))?;
-    Ok(NamespaceRegistryClient::new(channel))
+    Ok(channel)
 }
 
 /// Reads a config file (or standard input for `-`) and validates it locally, so a bad file is
