@@ -3,6 +3,7 @@
 //! is audited before it answers.
 
 pub mod audit;
+pub mod dlq;
 pub mod pauses;
 
 use std::sync::Arc;

@@ -44,14 +44,19 @@ pub async fn dead_letters_by(
     reader_of: impl Fn(&wal_queue::entry::Entry) -> Option<String>,
 ) -> Result<BTreeMap<String, u64>, Failure> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    crate::dlq::source::DeadLetters::connect(brokers, namespace)
-        .await?
+    let clusters = brokers
+        .cluster_map(brokers.kafka(), &Default::default())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    wal_control_plane::operations::dlq::DeadLetters::connect(&clusters, namespace)
+        .await
+        .map_err(crate::dlq::dlq_failure)?
         .read_all(|found| {
             if let Some(reader) = reader_of(&found.entry) {
                 *counts.entry(reader).or_default() += 1;
             }
         })
-        .await?;
+        .await
+        .map_err(crate::dlq::dlq_failure)?;
     Ok(counts)
 }
 

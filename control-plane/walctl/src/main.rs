@@ -17,7 +17,11 @@ async fn main() -> ExitCode {
     // No log lines unless RUST_LOG asks (the output is the command's); spans over OTLP when
     // OpenTelemetry's environment asks, as the services do: a replay's and a redrive's, each
     // linked to the write it repeats.
-    let traces = process::init_tracing("walctl", "off", process::LogFormat::Text);
+    let traces = process::init_tracing(
+        "walctl",
+        "off,wal_control_plane=warn",
+        process::LogFormat::Text,
+    );
     let code = walctl::run(cli).await;
     traces.shutdown().await;
     code

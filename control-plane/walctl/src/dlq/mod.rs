@@ -4,7 +4,6 @@
 
 mod filter;
 mod redrive;
-pub(crate) mod source;
 
 use std::collections::BTreeMap;
 
@@ -14,11 +13,11 @@ use serde_json::{Value, json};
 use wal_namespaces::Namespace;
 use wal_queue::entry::{Body, Entry};
 
-use self::filter::{FilterArgs, Verdict};
-use self::source::{DeadLetters, Found};
+use self::filter::FilterArgs;
 use crate::Failure;
 use crate::output::{Format, print_json, table, when};
 use wal_clusters::flags::BrokerFlags;
+use wal_control_plane::operations::dlq::{DeadLetters, Found, Verdict};
 
 #[derive(Debug, clap::Args)]
 pub struct Dlq {
@@ -52,11 +51,25 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
         Command::Redrive(args) => args.namespace(),
     };
     let namespace = crate::namespace::current(control_plane, name).await?;
-    let dead = DeadLetters::connect(&dlq.brokers, &namespace).await?;
+    let clusters = dlq
+        .brokers
+        .cluster_map(dlq.brokers.kafka(), &Default::default())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let dead = DeadLetters::connect(&clusters, &namespace)
+        .await
+        .map_err(dlq_failure)?;
     match dlq.command {
         Command::List { filter, limit, .. } => list(&dead, &filter, limit, format).await,
         Command::Show { id, .. } => show(&dead, &namespace, &id, format).await,
         Command::Redrive(args) => redrive::run(args, dead, format).await,
+    }
+}
+
+/// The exit a DLQ operation's failure maps to.
+pub(crate) fn dlq_failure(error: wal_control_plane::operations::dlq::DlqError) -> Failure {
+    match error {
+        wal_control_plane::operations::dlq::DlqError::Usage(message) => Failure::usage(message),
+        other => Failure::broker(other.to_string()),
     }
 }
 
@@ -99,7 +112,8 @@ async fn list(
             listed.push(found);
         }
     })
-    .await?;
+    .await
+    .map_err(dlq_failure)?;
     listed.sort_by_key(|found| found.entry.dead_lettered_at_micros);
     match format {
         Format::Json => print_json(&json!({
@@ -182,7 +196,8 @@ async fn show(
             copies.push(found);
         }
     })
-    .await?;
+    .await
+    .map_err(dlq_failure)?;
     if copies.is_empty() {
         return Err(Failure::not_found(format!(
             "no dead letter with id '{id}' in the DLQs of namespace '{}'; `walctl dlq list {}` shows those there are",

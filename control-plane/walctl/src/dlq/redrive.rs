@@ -1,25 +1,20 @@
-//! `walctl dlq redrive`: dead letters back onto their namespace queue, at a bounded rate, each at
-//! most `--max-redrives` times over its life, resumable after an interruption.
-//!
-//! Every redrive writes the copy to the queue first and records it as done second (Kafka: the
-//! checkpoint; SQS: deleting the DLQ message), so an interruption between the two redrives that
-//! entry once more, never loses it. The copy keeps the entry's id, which an idempotent target
-//! (CQL with the entry's write time, an http target honouring Idempotency-Key) applies once.
+//! `walctl dlq redrive --direct`: the redrive (see the control plane's `operations::dlq::
+//! redrive`) run by walctl itself against the brokers, its progress kept in a checkpoint file,
+//! resumable after an interruption by running the same command again.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
-use governor::{Quota, RateLimiter};
 use indicatif::ProgressBar;
 use serde_json::json;
-use tracing::Instrument as _;
-use wal_namespaces::Backend;
-use wal_queue::redrive_copy;
+use tokio_util::sync::CancellationToken;
+use wal_control_plane::operations::dlq::redrive::{
+    Positions, Progress, RedriveSettings, Report, WOULD_REDRIVE, redrive,
+};
+use wal_control_plane::operations::dlq::{DeadLetters, DlqError};
 
-use super::filter::{Filter, FilterArgs, Verdict};
-use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
+use super::filter::{Filter, FilterArgs};
 use crate::Failure;
 use crate::checkpoint::Checkpoint;
 use crate::output::{Format, print_json, progress, table};
@@ -57,33 +52,35 @@ impl RedriveArgs {
     }
 }
 
-/// How a dry run counts the entries it would redrive.
-const WOULD_REDRIVE: &str = "would be redriven";
-
-type Limiter = RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
-    governor::clock::DefaultClock,
->;
-
-/// What a run did.
-#[derive(Debug, Default)]
-struct Report {
-    read: u64,
-    redriven: u64,
-    passed: BTreeMap<&'static str, u64>,
+/// Where a run's progress goes when walctl runs it: a progress bar, and the checkpoint file.
+struct FileProgress<'a> {
+    bar: ProgressBar,
+    checkpoint: &'a mut Checkpoint,
+    path: &'a Path,
+    /// The checkpoint's count when this run began.
+    done_before: u64,
 }
 
-struct Run<'a> {
-    args: &'a RedriveArgs,
-    dead: &'a DeadLetters,
-    /// When the run began: an SQS entry dead-lettered since (say, a redriven one that failed
-    /// again) waits for the next run, as Kafka's records past the scan's ends do.
-    started_micros: i64,
-    filter: Filter,
-    limiter: Limiter,
-    report: Report,
-    bar: ProgressBar,
+impl Progress for FileProgress<'_> {
+    fn found(&mut self, more: u64) {
+        self.bar.inc_length(more);
+    }
+
+    fn read(&mut self, _report: &Report) {
+        self.bar.inc(1);
+    }
+
+    async fn save(&mut self, positions: &Positions, redriven: u64) -> Result<(), DlqError> {
+        self.checkpoint.positions = positions.clone();
+        self.checkpoint.done = self.done_before + redriven;
+        self.checkpoint
+            .save(self.path)
+            .map_err(|failure| DlqError::Usage(failure.message))
+    }
+
+    fn warn(&mut self, message: String) {
+        self.bar.suspend(|| eprintln!("walctl: {message}"));
+    }
 }
 
 pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result<(), Failure> {
@@ -133,211 +130,33 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
             (fresh, filter)
         }
     };
-    let per_second = NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN);
-    let bar = progress(
-        format,
-        "{spinner} {msg} [{bar:30}] {pos}/{len} read, {per_sec}",
-    );
-    let mut run = Run {
-        args: &args,
-        dead: &dead,
-        started_micros: wal_queue::entry::now_micros(),
+    let settings = RedriveSettings {
         filter,
-        // A burst of one: the rate holds from the first entry, not after a burst.
-        limiter: RateLimiter::direct(Quota::per_second(per_second).allow_burst(NonZeroU32::MIN)),
-        report: Report::default(),
-        bar,
+        rate: NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN),
+        max_redrives: args.max_redrives,
+        dry_run: args.dry_run,
     };
-    for dlq in &dead.dlqs {
-        run.bar.set_message(dlq.name.clone());
-        match dlq.backend {
-            Backend::Kafka => run.kafka(dlq, &mut checkpoint, &path).await?,
-            Backend::Sqs => run.sqs(dlq).await?,
-        }
-    }
-    run.bar.finish_and_clear();
-    print(&args, &run.report, &path, format);
+    let mut positions = checkpoint.positions.clone();
+    let done_before = checkpoint.done;
+    let mut progress = FileProgress {
+        bar: progress(
+            format,
+            "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}",
+        ),
+        checkpoint: &mut checkpoint,
+        path: &path,
+        done_before,
+    };
+    // Ctrl-C stops walctl at once; what was saved is where the next run continues.
+    let never = CancellationToken::new();
+    let report = redrive(&dead, &settings, &mut positions, &mut progress, &never).await;
+    progress.bar.finish_and_clear();
+    let report = report.map_err(|error| match error {
+        DlqError::Usage(message) => Failure::usage(message),
+        other => Failure::broker(other.to_string()),
+    })?;
+    print(&args, &report, &path, format);
     Ok(())
-}
-
-impl Run<'_> {
-    async fn kafka(
-        &mut self,
-        dlq: &DlqHandle,
-        checkpoint: &mut Checkpoint,
-        path: &std::path::Path,
-    ) -> Result<(), Failure> {
-        let from = checkpoint
-            .positions
-            .get(&dlq.name)
-            .cloned()
-            .unwrap_or_default();
-        let mut scan = self.dead.scan(dlq, from).await?;
-        for partition in &scan.reset {
-            eprintln!(
-                "walctl: DLQ '{}' partition {partition} is shorter than the checkpoint says (the topic was made again?); reading it from its start",
-                dlq.name
-            );
-        }
-        self.bar.inc_length(scan.unread());
-        // Where each partition has been read to, by this run.
-        let mut read_to = scan.starts.clone();
-        let mut unsaved = 0;
-        while let Some(record) = scan.records.recv().await {
-            let record =
-                record.map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", dlq.name)))?;
-            let verdict = match &record.entry {
-                Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
-                Err(_) => Verdict::Pass("undecodable"),
-            };
-            let redriven = match (&verdict, &record.entry) {
-                (Verdict::Take, Ok(entry)) => self.redrive(entry).await?,
-                _ => false,
-            };
-            self.count(&verdict);
-            read_to.insert(record.partition, record.offset + 1);
-            if self.args.dry_run {
-                continue;
-            }
-            checkpoint
-                .positions
-                .entry(dlq.name.clone())
-                .or_default()
-                .insert(record.partition, record.offset + 1);
-            unsaved += 1;
-            if redriven {
-                checkpoint.done += 1;
-            }
-            // Saved after each redrive, so a kill repeats at most one; passed-over entries
-            // are only read again, so those are saved in batches.
-            if redriven || unsaved >= 100 {
-                checkpoint.save(path)?;
-                unsaved = 0;
-            }
-        }
-        // The scan ends only when every partition reached its end, or after an error sent
-        // first; anything else would leave dead letters unread, so it is checked, not assumed.
-        for (partition, end) in &scan.ends {
-            if read_to.get(partition).copied().unwrap_or(0) < *end {
-                return Err(Failure::broker(format!(
-                    "reading DLQ '{}' stopped before the end of partition {partition}; run the redrive again to continue",
-                    dlq.name
-                )));
-            }
-        }
-        if !self.args.dry_run {
-            // Also records partitions that had nothing to read, and those read from the start.
-            checkpoint
-                .positions
-                .insert(dlq.name.clone(), scan.ends.clone());
-            checkpoint.save(path)?;
-        }
-        Ok(())
-    }
-
-    async fn sqs(&mut self, dlq: &DlqHandle) -> Result<(), Failure> {
-        let backlog = dlq.queue.backlog().await.ok().flatten().unwrap_or(0);
-        self.bar.inc_length(backlog);
-        // Passed-over messages stay hidden until the end, so this run does not read them twice;
-        // they are made visible again however the run ends.
-        let mut passed = Vec::new();
-        let result = self.sqs_receiving(dlq, &mut passed).await;
-        release(dlq, &passed).await;
-        result
-    }
-
-    async fn sqs_receiving(
-        &mut self,
-        dlq: &DlqHandle,
-        passed: &mut Vec<wal_queue::Delivery>,
-    ) -> Result<(), Failure> {
-        loop {
-            let batch = dlq
-                .queue
-                .receive(10, Duration::from_secs(1))
-                .await
-                .map_err(|e| Failure::broker(format!("reading DLQ '{}': {e}", dlq.name)))?;
-            if batch.is_empty() {
-                return Ok(());
-            }
-            for delivery in batch {
-                let verdict = match &delivery.entry {
-                    Ok(entry) if entry.dead_lettered_at_micros >= self.started_micros => {
-                        Verdict::Pass("dead-lettered during this run (the next run takes it)")
-                    }
-                    Ok(entry) => self.filter.judge_redrive(entry, self.args.max_redrives),
-                    Err(_) => Verdict::Pass("undecodable"),
-                };
-                self.count(&verdict);
-                let redriven = match (&verdict, &delivery.entry) {
-                    (Verdict::Take, Ok(entry)) => self.redrive(entry).await?,
-                    _ => false,
-                };
-                if redriven {
-                    dlq.queue.acknowledge(&delivery).await.map_err(|e| {
-                        Failure::broker(format!(
-                            "an entry was redriven but could not be deleted from DLQ '{}' ({e}); it will be redriven again by the next run",
-                            dlq.name
-                        ))
-                    })?;
-                } else {
-                    passed.push(delivery);
-                }
-                if passed.len() >= SQS_MAX_HELD {
-                    eprintln!(
-                        "walctl: {SQS_MAX_HELD} messages of DLQ '{}' passed over; run again for the rest",
-                        dlq.name
-                    );
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    /// Puts the entry's redrive copy on its queue (not in a dry run); whether it did.
-    async fn redrive(&mut self, entry: &wal_queue::entry::Entry) -> Result<bool, Failure> {
-        if self.args.dry_run {
-            return Ok(false);
-        }
-        self.limiter.until_ready().await;
-        let home = self.dead.home_of(entry);
-        // The copy is the write again: a span linked to it, whose context the copy carries on
-        // so the next delivery's spans are the redrive's children, when walctl exports spans.
-        let mut copy = redrive_copy(entry);
-        let span = wal_runtime::process::trace_span(
-            || tracing::info_span!("redrive", namespace = %entry.namespace, entry_id = %entry.id),
-        );
-        if !span.is_none() {
-            wal_runtime::trace_context::link(&span, &entry.trace_context);
-            copy.trace_context = wal_runtime::trace_context::onward(&span, &entry.trace_context);
-            // Its delivery still links to the one that dead-lettered it.
-            wal_runtime::trace_context::keep_retry_mark(
-                &entry.trace_context,
-                &mut copy.trace_context,
-            );
-        }
-        home.requeue(&copy).instrument(span).await.map_err(|e| {
-            Failure::broker(format!(
-                "redriving entry {} to queue '{}': {e}; nothing was lost, run the redrive again",
-                entry.id,
-                home.spec().name
-            ))
-        })?;
-        self.report.redriven += 1;
-        Ok(true)
-    }
-
-    fn count(&mut self, verdict: &Verdict) {
-        self.report.read += 1;
-        self.bar.inc(1);
-        match verdict {
-            Verdict::Take if self.args.dry_run => {
-                *self.report.passed.entry(WOULD_REDRIVE).or_default() += 1;
-            }
-            Verdict::Take => {}
-            Verdict::Pass(reason) => *self.report.passed.entry(reason).or_default() += 1,
-        }
-    }
 }
 
 fn print(args: &RedriveArgs, report: &Report, checkpoint: &std::path::Path, format: Format) {

@@ -1,6 +1,7 @@
 //! Where a namespace's dead letters are: its queues' DLQs on Kafka or SQS, and how to reach them
 //! without disturbing the namespace's consumers. Kafka DLQs are read straight from their
-//! partitions; SQS DLQ messages are received and, unless redriven, made visible again.
+//! partitions; SQS DLQ messages are received and, unless redriven, made visible again. Used by
+//! the control plane's Operations service and by `walctl dlq --direct`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,12 +14,11 @@ use wal_queue::entry::Entry;
 use wal_queue::kafka::scan::{self, Scan};
 use wal_queue::{Delivery, Queue, QueueSpec};
 
-use crate::Failure;
-use wal_clusters::flags::BrokerFlags;
+use super::DlqError;
 
-/// How long a received SQS dead letter stays hidden from others while walctl holds it: longer
+/// How long a received SQS dead letter stays hidden from others while a reader holds it: longer
 /// than a run takes, so a message passed over is not received twice by the same run. One held
-/// when walctl is killed is visible again after this.
+/// by a reader that was killed is visible again after this.
 pub const SQS_HOLD: Duration = Duration::from_secs(600);
 /// The most SQS dead letters one run holds at once (each is hidden until released).
 pub const SQS_MAX_HELD: usize = 10_000;
@@ -54,17 +54,16 @@ pub struct Found {
 }
 
 impl DeadLetters {
-    pub async fn connect(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Self, Failure> {
-        let clusters = brokers
-            .cluster_map(brokers.kafka(), &Default::default())
-            .map_err(|e| Failure::usage(e.to_string()))?
+    pub async fn connect(clusters: &ClusterMap, namespace: &Namespace) -> Result<Self, DlqError> {
+        let clusters = clusters
+            .clone()
             .tune_sqs(|sqs| sqs.visibility_timeout = SQS_HOLD);
         clusters
             .check(std::slice::from_ref(namespace))
-            .map_err(|e| Failure::usage(e.to_string()))?;
+            .map_err(|e| DlqError::Usage(e.to_string()))?;
         let backends = Backends::connect(&clusters, std::slice::from_ref(namespace))
             .await
-            .map_err(|e| Failure::broker(format!("configuring Kafka: {e}")))?;
+            .map_err(|e| DlqError::Broker(format!("configuring Kafka: {e}")))?;
         let mut dlqs: Vec<DlqHandle> = Vec::new();
         let mut homes = Vec::new();
         for queue in &namespace.queues {
@@ -72,12 +71,14 @@ impl DeadLetters {
             let backend = queue.backend;
             let dlq_spec = spec
                 .dead_letters()
-                .ok_or_else(|| Failure::broker("a namespace queue without a DLQ"))?;
+                .ok_or_else(|| DlqError::Broker("a namespace queue without a DLQ".to_owned()))?;
             let (Some(home), Some(dlq)) = (
                 backends.queue(backend, spec),
                 backends.queue(backend, dlq_spec),
             ) else {
-                return Err(Failure::broker("no client for the queue's backend"));
+                return Err(DlqError::Broker(
+                    "no client for the queue's backend".to_owned(),
+                ));
             };
             homes.push(home);
             if !dlqs
@@ -107,14 +108,14 @@ impl DeadLetters {
 
     /// Every dead letter of every DLQ (up to [`SQS_MAX_HELD`] per SQS DLQ), handed to `visit`
     /// in order; SQS messages are made visible again afterwards.
-    pub async fn read_all(&self, mut visit: impl FnMut(Found)) -> Result<(), Failure> {
+    pub async fn read_all(&self, mut visit: impl FnMut(Found)) -> Result<(), DlqError> {
         for (index, dlq) in self.dlqs.iter().enumerate() {
             match dlq.backend {
                 Backend::Kafka => {
                     let mut scan = self.scan(dlq, BTreeMap::new()).await?;
                     while let Some(record) = scan.records.recv().await {
                         let record = record.map_err(|e| {
-                            Failure::broker(format!("reading DLQ '{}': {e}", dlq.name))
+                            DlqError::Broker(format!("reading DLQ '{}': {e}", dlq.name))
                         })?;
                         if let Ok(entry) = record.entry {
                             visit(Found {
@@ -153,29 +154,29 @@ impl DeadLetters {
         Ok(())
     }
 
-    pub async fn scan(&self, dlq: &DlqHandle, from: BTreeMap<i32, i64>) -> Result<Scan, Failure> {
+    pub async fn scan(&self, dlq: &DlqHandle, from: BTreeMap<i32, i64>) -> Result<Scan, DlqError> {
         let name = &dlq.name;
         let kafka = self.clusters.kafka(dlq.cluster.as_deref()).ok_or_else(|| {
-            Failure::usage(format!(
+            DlqError::Usage(format!(
                 "DLQ '{name}' is on a Kafka cluster the cluster map does not have"
             ))
         })?;
         scan::scan(kafka, name, from, BTreeMap::new(), scan::Gaps::Skip)
             .await
-            .map_err(|e| Failure::broker(format!("reading DLQ '{name}': {e}")))
+            .map_err(|e| DlqError::Broker(format!("reading DLQ '{name}': {e}")))
     }
 }
 
 /// Receives every message of an SQS DLQ (up to [`SQS_MAX_HELD`]), each hidden for
 /// [`SQS_HOLD`] until released or deleted. On a failure, what was received so far comes back
 /// with it, to be released.
-async fn receive_all(dlq: &DlqHandle) -> Result<Vec<Delivery>, (Vec<Delivery>, Failure)> {
+async fn receive_all(dlq: &DlqHandle) -> Result<Vec<Delivery>, (Vec<Delivery>, DlqError)> {
     let mut held = Vec::new();
     while held.len() < SQS_MAX_HELD {
         let batch = match dlq.queue.receive(10, Duration::from_secs(1)).await {
             Ok(batch) => batch,
             Err(e) => {
-                let failure = Failure::broker(format!("reading DLQ '{}': {e}", dlq.name));
+                let failure = DlqError::Broker(format!("reading DLQ '{}': {e}", dlq.name));
                 return Err((held, failure));
             }
         };
@@ -188,14 +189,11 @@ async fn receive_all(dlq: &DlqHandle) -> Result<Vec<Delivery>, (Vec<Delivery>, F
 }
 
 /// Makes held SQS dead letters visible again. A failure only delays them (until [`SQS_HOLD`]
-/// ends), so it is reported, not fatal.
+/// ends), so it is logged, not fatal.
 pub async fn release(dlq: &DlqHandle, held: &[Delivery]) {
     for delivery in held {
         if let Err(error) = dlq.queue.extend(delivery, Duration::ZERO).await {
-            eprintln!(
-                "walctl: could not make a message of DLQ '{}' visible again ({error}); it will be after {SQS_HOLD:?}",
-                dlq.name
-            );
+            tracing::warn!(dlq = %dlq.name, %error, hold = ?SQS_HOLD, "could not make a dead letter visible again; it will be when its hold ends");
         }
     }
 }
