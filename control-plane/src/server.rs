@@ -15,6 +15,9 @@ use crate::provision::Provisioner;
 use crate::service::RegistryService;
 use crate::store::{NamespaceStore, StoreError};
 
+/// How long a shutting-down control plane waits for its redrives to record their stop.
+const REDRIVES_STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What a control plane runs on; `ControlPlaneOptions::settings` makes it from the flags.
 #[derive(Debug, Clone)]
 pub struct ControlPlaneSettings {
@@ -50,8 +53,12 @@ impl ControlPlane {
         let provisioner = Provisioner::connect(&settings.clusters).await?;
         let service = RegistryService::new(store.clone(), provisioner, settings.authorizer.clone());
         // One announcer: a pause reaches the watches as a new config does.
-        let operations =
-            OperationsService::new(store, service.announcer(), settings.authorizer.clone());
+        let operations = OperationsService::new(
+            store,
+            service.announcer(),
+            settings.authorizer.clone(),
+            settings.clusters.clone(),
+        );
         Ok(Self {
             service,
             operations,
@@ -78,10 +85,14 @@ impl ControlPlane {
             .set_serving::<OperationsServer<OperationsService>>()
             .await;
         let announcer = self.service.announcer();
+        let redrives = self.operations.stopper();
+        let stopping = redrives.clone();
         let shutdown = async move {
             shutdown.await;
             // Open watches would otherwise keep the server waiting for ever.
             announcer.stop();
+            // Redrives stop now too, saving their progress, so a follower sees them stopped.
+            stopping.stop(REDRIVES_STOP_WITHIN).await;
         };
         let router = router
             .add_service(NamespaceRegistryServer::new(self.service))
@@ -98,6 +109,7 @@ impl ControlPlane {
                     .await?
             }
         }
+        redrives.stop(REDRIVES_STOP_WITHIN).await;
         Ok(())
     }
 }

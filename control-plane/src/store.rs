@@ -83,8 +83,8 @@ pub enum StoreError {
 ///
 /// 1. `namespace_versions`: every version of every namespace; a change or a deletion adds a
 ///    row. `IF NOT EXISTS`: a store made before migrations is taken over as it is.
-/// 2. `pauses` (the pauses in force, see `operations::pauses`) and `audit` (every operation,
-///    see `operations::audit`).
+/// 2. `pauses` (the pauses in force, see `operations::pauses`), `audit` (every operation, see
+///    `operations::audit`), `redrives` and `redrive_positions` (see `operations::redrives`).
 fn migrations() -> Migrator {
     use sqlx::SqlSafeStr as _;
     use sqlx::migrate::{Migration, MigrationType};
@@ -105,8 +105,8 @@ fn migrations() -> Migrator {
         ),
         migration(
             2,
-            "pauses and audit",
-            include_str!("../migrations/0002_pauses_and_audit.sql"),
+            "operations",
+            include_str!("../migrations/0002_operations.sql"),
         ),
     ])
 }

@@ -33,6 +33,28 @@ pub async fn control_plane_serving(
     authorizer: wal_runtime::authorize::Authorizer,
 ) -> std::net::SocketAddr {
     let store = std::env::temp_dir().join(format!("{}.db", unique("registry")));
+    let (address, _) = control_plane_with(&store, tls, authorizer, std::future::pending()).await;
+    address
+}
+
+/// A plaintext control plane without authorization on the SQLite store at `store` (made when
+/// missing), serving until `shutdown`; its URL, and its task, which ends once it has stopped
+/// (its redrives' stops recorded).
+pub async fn control_plane_on(
+    store: &std::path::Path,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let off = wal_runtime::authorize::Authorizer::off();
+    let (address, task) = control_plane_with(store, None, off, shutdown).await;
+    (format!("http://{address}"), task)
+}
+
+async fn control_plane_with(
+    store: &std::path::Path,
+    tls: Option<wal_runtime::tls::ServerTls>,
+    authorizer: wal_runtime::authorize::Authorizer,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let brokers = wal_clusters::flags::BrokerFlags::local_stack();
     let clusters = brokers
         .cluster_map(
@@ -52,8 +74,10 @@ pub async fn control_plane_serving(
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(control_plane.serve(listener, std::future::pending()));
-    address
+    let task = tokio::spawn(async move {
+        control_plane.serve(listener, shutdown).await.unwrap();
+    });
+    (address, task)
 }
 
 /// A namespace config: `queues` as (name, "KAFKA" | "SQS") in one persistence configuration each,

@@ -70,8 +70,8 @@ pub use consumer::{
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
-    apply_config, config, control_plane, control_plane_at, control_plane_serving, delete_namespace,
-    json_of, walctl_at,
+    apply_config, config, control_plane, control_plane_at, control_plane_on, control_plane_serving,
+    delete_namespace, json_of, walctl_at,
 };
 #[cfg(feature = "stores")]
 pub use cql::{Cql, KEYSPACE};

@@ -1,25 +1,34 @@
 //! The `Operations` gRPC service (proto/wal/v1/operations.proto): pausing and resuming delivery,
-//! and the audit trail of both. Every call that changes something, or is refused the grant to,
-//! is audited before it answers.
+//! reading and redriving dead letters, and the audit trail. Every call that changes something,
+//! or is refused the grant to, is audited before it answers. The calls are in files of their
+//! own; this one holds what they share.
 
 pub mod audit;
+mod dead_letters;
 pub mod dlq;
+mod pause_calls;
 pub mod pauses;
+mod redrive_calls;
+mod redrive_job;
+pub mod redrives;
 
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 use wal_namespaces::{Action, Namespace};
 use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
-    AuditRequest, AuditResponse, ListPausesRequest, ListPausesResponse, PauseRequest,
-    PauseResponse, ResumeRequest, ResumeResponse,
+    AuditRequest, AuditResponse, GetRedriveRequest, ListDeadLettersRequest,
+    ListDeadLettersResponse, ListPausesRequest, ListPausesResponse, PauseRequest, PauseResponse,
+    Redrive, ResumeRequest, ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse,
+    StartRedriveRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
 
 use self::audit::AuditRecord;
-use self::pauses::PauseRecord;
 use crate::service::{now_micros, store_status, stored_config};
 use crate::store::NamespaceStore;
 use crate::watch::Announcer;
@@ -29,9 +38,15 @@ pub struct OperationsService {
     store: NamespaceStore,
     announcer: Announcer,
     authorizer: Authorizer,
+    /// Where the namespaces' DLQs are.
+    clusters: wal_clusters::ClusterMap,
+    /// The redrives this control plane runs; each stops (its progress saved) at shutdown.
+    jobs: TaskTracker,
+    stopping: CancellationToken,
 }
 
 /// One call being carried out: who makes it and on what, for its audit record.
+#[derive(Debug, Clone)]
 struct Call {
     actor: String,
     verb: &'static str,
@@ -41,11 +56,28 @@ struct Call {
 }
 
 impl OperationsService {
-    pub fn new(store: NamespaceStore, announcer: Announcer, authorizer: Authorizer) -> Self {
+    pub fn new(
+        store: NamespaceStore,
+        announcer: Announcer,
+        authorizer: Authorizer,
+        clusters: wal_clusters::ClusterMap,
+    ) -> Self {
         Self {
             store,
             announcer,
             authorizer,
+            clusters,
+            jobs: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+        }
+    }
+
+    /// Stops the redrives this control plane runs, each saving its progress and recording
+    /// itself as stopped, and waits for them (at most `within`).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            jobs: self.jobs.clone(),
+            stopping: self.stopping.clone(),
         }
     }
 
@@ -92,23 +124,28 @@ impl OperationsService {
         Ok(())
     }
 
-    /// Records `call` and its result in the store and the log. A record that cannot be stored
-    /// is logged as such: the operation itself has happened (or been refused) by then.
+    /// Records `call` and its result; see [`record`].
     async fn record(&self, call: &Call, result: &str) {
-        let record = AuditRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            at_micros: now_micros(),
-            actor: call.actor.clone(),
-            verb: call.verb.to_owned(),
-            namespace: call.namespace.clone(),
-            subject: call.subject.clone(),
-            detail: call.detail.clone(),
-            result: result.to_owned(),
-        };
-        tracing::info!(target: "wal::audit", actor = %record.actor, verb = %record.verb, namespace = %record.namespace, subject = %record.subject, detail = %record.detail, result = %record.result, "operation");
-        if let Err(error) = self.store.record(&record).await {
-            tracing::error!(%error, verb = %record.verb, namespace = %record.namespace, "the audit record could not be stored; this log line is the only record");
-        }
+        record(&self.store, call, result).await;
+    }
+}
+
+/// Records `call` and its result in the store and the log. A record that cannot be stored is
+/// logged as such: the operation itself has happened (or been refused) by then.
+async fn record(store: &NamespaceStore, call: &Call, result: &str) {
+    let record = AuditRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        at_micros: now_micros(),
+        actor: call.actor.clone(),
+        verb: call.verb.to_owned(),
+        namespace: call.namespace.clone(),
+        subject: call.subject.clone(),
+        detail: call.detail.clone(),
+        result: result.to_owned(),
+    };
+    tracing::info!(target: "wal::audit", actor = %record.actor, verb = %record.verb, namespace = %record.namespace, subject = %record.subject, detail = %record.detail, result = %record.result, "operation");
+    if let Err(error) = store.record(&record).await {
+        tracing::error!(%error, verb = %record.verb, namespace = %record.namespace, "the audit record could not be stored; this log line is the only record");
     }
 }
 
@@ -142,135 +179,84 @@ fn check_destination(namespace: &Namespace, destination: &str) -> Result<(), Sta
     )))
 }
 
+/// Stops a control plane's redrives at shutdown; see [`OperationsService::stopper`].
+#[derive(Debug, Clone)]
+pub struct Stopper {
+    jobs: TaskTracker,
+    stopping: CancellationToken,
+}
+
+impl Stopper {
+    pub async fn stop(&self, within: std::time::Duration) {
+        self.stopping.cancel();
+        self.jobs.close();
+        if tokio::time::timeout(within, self.jobs.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                left = self.jobs.len(),
+                "redrives did not record their stop in time; each is taken over once stale"
+            );
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Operations for OperationsService {
     async fn pause(
         &self,
         request: Request<PauseRequest>,
     ) -> Result<Response<PauseResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
-        let request = request.into_inner();
-        let reason = request.reason.trim();
-        if reason.is_empty() || reason.len() > 1024 {
-            return Err(Status::invalid_argument(
-                "reason must say why delivery is paused (1 to 1,024 characters); it is shown beside the pause",
-            ));
-        }
-        let call = Call {
-            actor: actor(peer.as_ref(), &request.operator),
-            verb: "pause",
-            namespace: request.namespace.clone(),
-            subject: request.destination.clone(),
-            detail: reason.to_owned(),
-        };
-        let namespace = self.namespace(&request.namespace).await?;
-        self.check_admin(peer.as_ref(), &namespace, &call).await?;
-        check_destination(&namespace, &request.destination)?;
-        let asked = PauseRecord {
-            namespace: request.namespace,
-            destination: request.destination,
-            paused_by: call.actor.clone(),
-            paused_at_micros: now_micros(),
-            reason: reason.to_owned(),
-        };
-        let (pause, changed) = match self.store.pause(&asked).await {
-            Ok(done) => done,
-            Err(error) => {
-                self.record(&call, &format!("failed: {error}")).await;
-                return Err(store_status(error));
-            }
-        };
-        if changed {
-            self.announcer.stored();
-        }
-        self.record(&call, if changed { "done" } else { "unchanged" })
-            .await;
-        Ok(Response::new(PauseResponse {
-            pause: Some(pause.to_proto()),
-            changed,
-        }))
+        self.pause_call(request).await
     }
 
     async fn resume(
         &self,
         request: Request<ResumeRequest>,
     ) -> Result<Response<ResumeResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
-        let request = request.into_inner();
-        let call = Call {
-            actor: actor(peer.as_ref(), &request.operator),
-            verb: "resume",
-            namespace: request.namespace.clone(),
-            subject: request.destination.clone(),
-            detail: String::new(),
-        };
-        let namespace = self.namespace(&request.namespace).await?;
-        self.check_admin(peer.as_ref(), &namespace, &call).await?;
-        let ended = match self
-            .store
-            .resume(&request.namespace, &request.destination)
-            .await
-        {
-            Ok(ended) => ended,
-            Err(error) => {
-                self.record(&call, &format!("failed: {error}")).await;
-                return Err(store_status(error));
-            }
-        };
-        if ended.is_some() {
-            self.announcer.stored();
-        }
-        self.record(&call, if ended.is_some() { "done" } else { "unchanged" })
-            .await;
-        let still_paused = self
-            .store
-            .pauses(Some(&request.namespace))
-            .await
-            .map_err(store_status)?;
-        Ok(Response::new(ResumeResponse {
-            changed: ended.is_some(),
-            ended: ended.as_ref().map(PauseRecord::to_proto),
-            still_paused: still_paused.iter().map(PauseRecord::to_proto).collect(),
-        }))
+        self.resume_call(request).await
     }
 
     async fn list_pauses(
         &self,
         request: Request<ListPausesRequest>,
     ) -> Result<Response<ListPausesResponse>, Status> {
-        self.check_reader(request.extensions().get::<Peer>())?;
-        let namespace = request.into_inner().namespace;
-        let pauses = self
-            .store
-            .pauses(Some(namespace.as_str()).filter(|n| !n.is_empty()))
-            .await
-            .map_err(store_status)?;
-        Ok(Response::new(ListPausesResponse {
-            pauses: pauses.iter().map(PauseRecord::to_proto).collect(),
-        }))
+        self.list_pauses_call(request).await
     }
 
     async fn audit(
         &self,
         request: Request<AuditRequest>,
     ) -> Result<Response<AuditResponse>, Status> {
-        self.check_reader(request.extensions().get::<Peer>())?;
-        let request = request.into_inner();
-        let limit = if request.limit == 0 {
-            audit::DEFAULT
-        } else {
-            request.limit
-        };
-        let records = self
-            .store
-            .audit(
-                Some(request.namespace.as_str()).filter(|n| !n.is_empty()),
-                limit,
-            )
-            .await
-            .map_err(store_status)?;
-        Ok(Response::new(AuditResponse {
-            records: records.iter().map(AuditRecord::to_proto).collect(),
-        }))
+        self.audit_call(request).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        request: Request<ListDeadLettersRequest>,
+    ) -> Result<Response<ListDeadLettersResponse>, Status> {
+        self.list_dead_letters_call(request).await
+    }
+
+    async fn show_dead_letter(
+        &self,
+        request: Request<ShowDeadLetterRequest>,
+    ) -> Result<Response<ShowDeadLetterResponse>, Status> {
+        self.show_dead_letter_call(request).await
+    }
+
+    async fn start_redrive(
+        &self,
+        request: Request<StartRedriveRequest>,
+    ) -> Result<Response<Redrive>, Status> {
+        self.start_redrive_call(request).await
+    }
+
+    async fn get_redrive(
+        &self,
+        request: Request<GetRedriveRequest>,
+    ) -> Result<Response<Redrive>, Status> {
+        self.get_redrive_call(request).await
     }
 }

@@ -1,7 +1,8 @@
 //! `walctl dlq` on the real stack: entries a broken target refused are listed with their reason
-//! and shown in full; after the target is fixed, a redrive puts every one back exactly once to
-//! the target's effect, at the rate asked for, and resumes where it stopped when walctl is
-//! killed halfway.
+//! and shown in full (through the control plane); after the target is fixed, a redrive walctl
+//! runs itself (--direct) puts every one back exactly once to the target's effect, at the rate
+//! asked for, and resumes where it stopped when walctl is killed halfway; on SQS, a redrive the
+//! control plane runs, followed by walctl, honours filters and the cap.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -119,6 +120,7 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
             "redrive",
             name,
             "--dry-run",
+            "--direct",
             "--checkpoint",
             &checkpoint_arg,
         ])
@@ -131,10 +133,12 @@ async fn redrive_after_the_fix_delivers_every_dead_letter_once_at_the_rate_and_r
     fleet.upstream.mend();
     let fixed_at = SystemTime::now();
     let rate = RATE.to_string();
-    // With a relative --since: its bounds are kept in the checkpoint, so the rerun resumes.
+    // walctl running the redrive itself (--direct), with a relative --since: its bounds are
+    // kept in the checkpoint, so the rerun resumes.
     let redrive_args = [
         "dlq",
         "redrive",
+        "--direct",
         name,
         "--since",
         "1h",
@@ -302,7 +306,8 @@ async fn on_sqs_filters_and_the_redrive_cap_leave_entries_in_the_dlq_and_a_redri
     fleet.stop().await;
 }
 
-/// With OpenTelemetry's environment set, walctl exports a span per entry it redrives, linked
+/// With OpenTelemetry's environment set, walctl exports a span per entry it redrives itself
+/// (--direct; the control plane's redrives run the same code, exporting when it does), linked
 /// to the write it repeats, and the redriven copy carries that span on to its delivery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redrive_is_a_span_linked_to_the_write_it_repeats() {
@@ -323,7 +328,16 @@ async fn a_redrive_is_a_span_linked_to_the_write_it_repeats() {
     fleet.upstream.mend();
     let (otlp, query) = wal_testkit::jaeger();
     let redrive = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .args(["--control-plane", url, "dlq", "redrive", name, "-o", "json"])
+        .args([
+            "--control-plane",
+            url,
+            "dlq",
+            "redrive",
+            "--direct",
+            name,
+            "-o",
+            "json",
+        ])
         .env("WAL_CQL_NODES", wal_testkit::cql_nodes().join(","))
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .env("OTEL_BSP_SCHEDULE_DELAY", "200")

@@ -8,6 +8,7 @@ mod destinations;
 mod dlq;
 mod index;
 mod operations;
+mod redrive;
 mod replay;
 mod replication;
 mod transactions;

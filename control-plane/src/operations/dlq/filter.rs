@@ -58,6 +58,20 @@ impl Filter {
         }
     }
 
+    /// The filter as the proto says it.
+    pub fn to_proto(&self) -> wal_proto::v1::DeadLetterFilter {
+        use wal_proto::v1::ErrorClass;
+        wal_proto::v1::DeadLetterFilter {
+            since_micros: self.since_micros.unwrap_or(0),
+            until_micros: self.until_micros.unwrap_or(0),
+            class: match self.class {
+                None => ErrorClass::Unspecified,
+                Some(Class::Retryable) => ErrorClass::Retryable,
+                Some(Class::Permanent) => ErrorClass::Permanent,
+            } as i32,
+        }
+    }
+
     /// The filter as a stable text: a redrive's progress on Kafka DLQs is kept per namespace and
     /// filter, so the same redrive continues and another starts from the DLQs' start.
     pub fn key(&self) -> String {

@@ -4,6 +4,7 @@
 //! control plane that is down.
 
 pub mod filter;
+pub mod list;
 pub mod redrive;
 pub mod source;
 

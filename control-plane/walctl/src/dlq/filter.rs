@@ -34,6 +34,14 @@ impl FilterArgs {
         )
     }
 
+    /// Whether a bound is a time ago ("2h"), which resolves to another instant at each run.
+    pub fn relative(&self) -> bool {
+        [&self.since, &self.until]
+            .into_iter()
+            .flatten()
+            .any(|text| humantime::parse_duration(text).is_ok())
+    }
+
     pub fn filter(&self, now: SystemTime) -> Result<Filter, Failure> {
         let since_micros = self
             .since

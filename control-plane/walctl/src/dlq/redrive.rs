@@ -22,28 +22,34 @@ use crate::output::{Format, print_json, progress, table};
 #[derive(Debug, clap::Args)]
 pub struct RedriveArgs {
     /// The namespace whose DLQs to redrive.
-    namespace: String,
+    pub(super) namespace: String,
     #[command(flatten)]
-    filter: FilterArgs,
+    pub(super) filter: FilterArgs,
     /// Entries redriven per second at most, so a recovering target is not flooded.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    rate: u32,
+    pub(super) rate: u32,
     /// Entries already redriven this many times stay in the DLQ: one that keeps failing is not
     /// sent round for ever.
     #[arg(long, default_value_t = 3)]
-    max_redrives: u32,
+    pub(super) max_redrives: u32,
     /// Report what would be redriven; change nothing.
     #[arg(long)]
-    dry_run: bool,
-    /// Where the progress on Kafka DLQs is kept (default: one file per namespace and filter,
-    /// under $XDG_STATE_HOME/walctl or ~/.local/state/walctl).
+    pub(super) dry_run: bool,
+    /// With --direct: where the progress on Kafka DLQs is kept (default: one file per namespace
+    /// and filter, under $XDG_STATE_HOME/walctl or ~/.local/state/walctl). The control plane
+    /// keeps its redrives' progress in its store.
     #[arg(long)]
-    checkpoint: Option<PathBuf>,
-    /// Ignore the checkpoint and read the Kafka DLQs from their start. Dead letters redriven
-    /// before are redriven again: --max-redrives counts the redrives of an entry that failed
-    /// again after one, not how often one DLQ record was redriven.
+    pub(super) checkpoint: Option<PathBuf>,
+    /// Ignore the progress kept by earlier redrives with this filter and read the Kafka DLQs
+    /// from their start. Dead letters redriven before are redriven again: --max-redrives counts
+    /// the redrives of an entry that failed again after one, not how often one DLQ record was
+    /// redriven.
     #[arg(long)]
-    from_start: bool,
+    pub(super) from_start: bool,
+    /// Start the redrive on the control plane and return at once, without following it
+    /// (`walctl dlq status` does).
+    #[arg(long)]
+    pub(super) detach: bool,
 }
 
 impl RedriveArgs {
@@ -84,6 +90,11 @@ impl Progress for FileProgress<'_> {
 }
 
 pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result<(), Failure> {
+    if args.detach {
+        return Err(Failure::usage(
+            "--detach is for a redrive the control plane runs; with --direct, walctl runs it",
+        ));
+    }
     let typed = args.filter.typed();
     let path = args
         .checkpoint

@@ -1,0 +1,215 @@
+//! `walctl dlq` through the control plane's Operations service: list, show, redrive (started
+//! there, followed from here) and status.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use tonic::transport::Channel;
+use wal_proto::v1::operations_client::OperationsClient;
+use wal_proto::v1::{
+    GetRedriveRequest, ListDeadLettersRequest, Redrive, ShowDeadLetterRequest, StartRedriveRequest,
+};
+
+use super::filter::FilterArgs;
+use super::redrive::RedriveArgs;
+use super::{not_there, print};
+use crate::Failure;
+use crate::namespace::{channel, refused};
+use crate::output::{Format, print_json, progress, table, when};
+
+/// How often a followed redrive is asked how far it is.
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+async fn client(address: &str) -> Result<OperationsClient<Channel>, Failure> {
+    // A DLQ read may be long (up to 10,000 entries); the messages are bounded by their limit.
+    Ok(OperationsClient::new(channel(address).await?).max_decoding_message_size(64 << 20))
+}
+
+pub async fn list(
+    address: &str,
+    namespace: &str,
+    filter: &FilterArgs,
+    limit: u32,
+    format: Format,
+) -> Result<(), Failure> {
+    let filter = filter.filter(SystemTime::now())?;
+    let listed = client(address)
+        .await?
+        .list_dead_letters(ListDeadLettersRequest {
+            namespace: namespace.to_owned(),
+            filter: Some(filter.to_proto()),
+            limit,
+        })
+        .await
+        .map_err(|status| refused(&status, &format!("listing the DLQs of '{namespace}'")))?
+        .into_inner();
+    print::list(&listed, format);
+    Ok(())
+}
+
+pub async fn show(address: &str, namespace: &str, id: &str, format: Format) -> Result<(), Failure> {
+    let shown = client(address)
+        .await?
+        .show_dead_letter(ShowDeadLetterRequest {
+            namespace: namespace.to_owned(),
+            id: id.to_owned(),
+        })
+        .await;
+    let copies = match shown {
+        Ok(shown) => shown.into_inner().copies,
+        Err(status) if status.code() == tonic::Code::NotFound => {
+            return Err(not_there(namespace, id));
+        }
+        Err(status) => {
+            return Err(refused(
+                &status,
+                &format!("reading the DLQs of '{namespace}'"),
+            ));
+        }
+    };
+    print::show(&copies, format);
+    Ok(())
+}
+
+pub async fn redrive(address: &str, args: RedriveArgs, format: Format) -> Result<(), Failure> {
+    if args.checkpoint.is_some() {
+        return Err(Failure::usage(
+            "--checkpoint is for a redrive walctl runs itself (--direct); the control plane keeps its redrives' progress in its store",
+        ));
+    }
+    let filter = args.filter.filter(SystemTime::now())?;
+    let mut client = client(address).await?;
+    let asked = format!("redriving the DLQs of '{}'", args.namespace);
+    let started = client
+        .start_redrive(StartRedriveRequest {
+            namespace: args.namespace.clone(),
+            filter: Some(filter.to_proto()),
+            rate: args.rate,
+            max_redrives: Some(args.max_redrives),
+            dry_run: args.dry_run,
+            // Only a time ago needs its words kept: other bounds resolve the same each run,
+            // and the control plane names their progress by them, as for any client.
+            filter_text: if args.filter.relative() {
+                args.filter.typed()
+            } else {
+                String::new()
+            },
+            from_start: args.from_start,
+            operator: std::env::var("USER").unwrap_or_else(|_| "walctl".to_owned()),
+        })
+        .await
+        .map_err(|status| refused(&status, &asked))?
+        .into_inner();
+    if args.dry_run || args.detach {
+        report(&started, format);
+        return Ok(());
+    }
+    if format == Format::Table {
+        eprintln!(
+            "walctl: redrive {} started on the control plane; following it (Ctrl-C leaves it running: `walctl dlq status {}`)",
+            started.id, args.namespace
+        );
+    }
+    let bar = progress(
+        format,
+        "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}",
+    );
+    let last = loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        let now = client
+            .get_redrive(GetRedriveRequest {
+                namespace: args.namespace.clone(),
+            })
+            .await
+            .map_err(|status| refused(&status, "following the redrive"))?
+            .into_inner();
+        bar.set_length(now.found.max(now.read));
+        bar.set_position(now.read);
+        if now.id != started.id || now.state != "running" {
+            break now;
+        }
+    };
+    bar.finish_and_clear();
+    report(&last, format);
+    match last.state.as_str() {
+        _ if last.id != started.id => Err(Failure::broker(format!(
+            "redrive {} was taken over by another ({}) before it ended",
+            started.id, last.id
+        ))),
+        "done" => Ok(()),
+        "stopped" => Err(Failure::broker(
+            "the redrive stopped before the end (its control plane shut down); its progress is kept: redrive again with the same filter to continue",
+        )),
+        _ => Err(Failure::broker(format!(
+            "the redrive failed: {}",
+            last.error
+        ))),
+    }
+}
+
+pub async fn status(address: &str, namespace: &str, format: Format) -> Result<(), Failure> {
+    let current = client(address)
+        .await?
+        .get_redrive(GetRedriveRequest {
+            namespace: namespace.to_owned(),
+        })
+        .await
+        .map_err(|status| refused(&status, &format!("reading the redrive of '{namespace}'")))?
+        .into_inner();
+    report(&current, format);
+    Ok(())
+}
+
+/// A redrive as the control plane reports it.
+fn report(redrive: &Redrive, format: Format) {
+    match format {
+        Format::Json => print_json(&json!({
+            "namespace": redrive.namespace,
+            "id": redrive.id,
+            "state": redrive.state,
+            "dry_run": redrive.state == "dry run",
+            "started_by": redrive.started_by,
+            "started_at": when(redrive.started_at_micros),
+            "found": redrive.found,
+            "read": redrive.read,
+            "redriven": redrive.redriven,
+            "redriven_before": redrive.redriven_before,
+            "left": redrive.left,
+            "error": redrive.error,
+        })),
+        Format::Table => {
+            let mut out = table(&["", "ENTRIES"]);
+            out.add_row(vec!["read".to_owned(), redrive.read.to_string()]);
+            out.add_row(vec!["redriven".to_owned(), redrive.redriven.to_string()]);
+            for (reason, count) in &redrive.left {
+                let label = if reason == "would be redriven" {
+                    reason.clone()
+                } else {
+                    format!("left in the DLQ: {reason}")
+                };
+                out.add_row(vec![label, count.to_string()]);
+            }
+            println!("{out}");
+            match redrive.state.as_str() {
+                "dry run" => println!("dry run: nothing was redriven"),
+                state => println!(
+                    "redrive {} {state}, started by {} at {}{}",
+                    redrive.id,
+                    redrive.started_by,
+                    when(redrive.started_at_micros),
+                    if redrive.redriven_before > 0 {
+                        format!(
+                            "; {} redriven by earlier runs of this filter",
+                            redrive.redriven_before
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            }
+            if !redrive.error.is_empty() {
+                println!("why it failed: {}", redrive.error);
+            }
+        }
+    }
+}
