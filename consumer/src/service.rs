@@ -172,6 +172,11 @@ impl Consumer {
 
     /// As [`Consumer::run`], applying each new set of namespaces from `feed` while it runs.
     pub async fn run_following(mut self, mut feed: Option<Feed>, shutdown: CancellationToken) {
+        // The pauses in force when the feed was opened hold from the first entry: no crew
+        // starts before it has them.
+        if let Some(feed) = &feed {
+            self.pauses.send_replace(feed.pauses().borrow().clone());
+        }
         let mut running: BTreeMap<String, RunningCrew> = std::mem::take(&mut self.crews)
             .into_iter()
             .map(|crew| (crew.key.clone(), crew.start(&shutdown)))

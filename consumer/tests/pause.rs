@@ -1,7 +1,8 @@
 //! An operator's pause, end to end: paused through the control plane's Operations service, a
 //! consumer following it holds the namespace's entries in place (nothing delivered, no attempt
 //! used), and resumed, delivers every one of them once, on its first attempt. A destination's
-//! pause holds that destination alone.
+//! pause holds that destination alone; entries already held for a down target stay held when it
+//! comes back; a consumer started during a pause holds from its first entry.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -20,11 +21,13 @@ use wal_testkit::{apply_config, namespace_json, start_consumer_following, write,
 /// How long held entries are watched for not arriving: several of the consumer's polls.
 const HELD_FOR: Duration = Duration::from_secs(3);
 
-/// The idempotency keys `upstream` received, each with the attempt number it came with.
+/// The idempotency keys `upstream` took (answered 200), each with the attempt number it came
+/// with.
 fn received(upstream: &Upstream) -> Vec<(String, String)> {
     upstream
         .received()
         .iter()
+        .filter(|r| r.status == 200)
         .map(|r| {
             let header = |name: &str| r.headers.get(name).cloned().unwrap_or_default();
             (header("idempotency-key"), header("x-wal-attempt"))
@@ -171,6 +174,74 @@ async fn a_paused_namespace_holds_its_entries_without_attempts_and_resumed_deliv
     delivered_once_each(&hook, &later).await;
     assert_eq!(stats.retried.load(Ordering::Relaxed), 0);
     assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
+
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+/// Waits until `consumer` holds `namespace` paused (or not).
+async fn heard(consumer: &wal_testkit::ConsumerHandle, namespace: &str, paused: bool) {
+    let mut pauses = consumer.pauses();
+    let wait = pauses.wait_for(|p| p.holding(namespace, "default").is_some() == paused);
+    tokio::time::timeout(Duration::from_secs(20), wait)
+        .await
+        .expect("the consumer heard the pause's change")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_holds_entries_a_down_target_held_and_binds_a_consumer_started_during_it() {
+    let (mut registry, url) = control_plane_at().await;
+    let mut operations = OperationsClient::connect(url.clone()).await.unwrap();
+    // 503: unavailable, so the consumer opens the target's breaker and holds its entries.
+    let upstream = Upstream::broken(503).await;
+    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
+    let name = apply_config(&mut registry, &config).await.name;
+    let following = async || {
+        Feed::open(Source::ControlPlane(url.clone(), None))
+            .await
+            .unwrap()
+    };
+    let mut producer = TestProducer::start_following(following().await).await;
+    let consumer = start_consumer_following(following().await).await;
+    let client = producer.client.clone();
+    let mut held = BTreeSet::new();
+    for i in 0..5 {
+        held.insert(write_true(&client, write(&name, format!("held {i}").as_bytes())).await);
+    }
+    eventually(
+        Duration::from_secs(30),
+        "the breaker holding the entries",
+        || async { (consumer.deliverer().stats().held.load(Ordering::Relaxed) > 0).then_some(()) },
+    )
+    .await;
+
+    // Paused while held, the target comes back: its probes would pass, but nothing is applied.
+    pause(&mut operations, &name, "").await;
+    heard(&consumer, &name, true).await;
+    upstream.mend();
+    tokio::time::sleep(HELD_FOR + Duration::from_secs(2)).await;
+    assert_eq!(received(&upstream).len(), 0, "applied while paused");
+    resume(&mut operations, &name, "").await;
+    delivered_once_each(&upstream, &held).await;
+
+    // A consumer that starts while a pause is in force, its entries waiting on the queue,
+    // holds from its first entry.
+    consumer.shutdown().await;
+    pause(&mut operations, &name, "").await;
+    let mut later = BTreeSet::new();
+    for i in 0..5 {
+        later.insert(write_true(&client, write(&name, format!("later {i}").as_bytes())).await);
+    }
+    let consumer = start_consumer_following(following().await).await;
+    tokio::time::sleep(HELD_FOR + Duration::from_secs(3)).await;
+    let arrived = received(&upstream)
+        .into_iter()
+        .filter(|(key, _)| later.contains(key))
+        .count();
+    assert_eq!(arrived, 0, "a consumer started during the pause delivered");
+    resume(&mut operations, &name, "").await;
+    delivered_once_each(&upstream, &later).await;
 
     consumer.shutdown().await;
     producer.shutdown().await;

@@ -8,7 +8,8 @@ use tonic::transport::Channel;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::operations_client::OperationsClient;
 use wal_proto::v1::{
-    ApplyRequest, AuditRequest, ListPausesRequest, PauseRequest, ResumeRequest, WatchRequest,
+    ApplyRequest, AuditRequest, ListPausesRequest, PauseRequest, ResumeRequest,
+    ShowDeadLetterRequest, WatchRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::ServerTls;
@@ -160,6 +161,23 @@ async fn a_pause_is_kept_watched_resumed_and_audited() {
     );
     assert!(audit.records.iter().all(|r| r.actor == "ops-test"));
     assert_eq!(audit.records[4].detail, "disk full on the target");
+
+    // A deleted namespace's pause stays, and its last admins may still end it.
+    wal_testkit::delete_namespace(&mut registry, &name).await;
+    let refused = operations
+        .pause(pause(&name, "", "after the deletion"))
+        .await
+        .unwrap_err();
+    assert_refused(&refused, Code::NotFound, &["deleted"]);
+    let resumed = operations
+        .resume(resume(&name, "events"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        resumed.changed && resumed.still_paused.is_empty(),
+        "{resumed:?}"
+    );
 }
 
 #[tokio::test]
@@ -193,6 +211,13 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
         .into_inner();
     assert_eq!(paused.pause.unwrap().paused_by, r#"alice (as "ops-test")"#);
     let denied = bob.resume(resume(&name, "")).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied}");
+    // A dead letter's payload is the admins' to read.
+    let show = ShowDeadLetterRequest {
+        namespace: name.clone(),
+        id: "any".into(),
+    };
+    let denied = bob.show_dead_letter(show).await.unwrap_err();
     assert_eq!(denied.code(), Code::PermissionDenied, "{denied}");
 
     // Reads are open to any principal; they show the pause still in force, and who tried what.

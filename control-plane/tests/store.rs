@@ -5,6 +5,9 @@
 
 use wal_control_plane::operations::audit::AuditRecord;
 use wal_control_plane::operations::pauses::PauseRecord;
+use wal_control_plane::operations::redrives::{
+    RedriveAsk, RedriveProgress, RedriveRecord, STALE_AFTER, SavedPositions,
+};
 use wal_control_plane::store::{NamespaceStore, NewVersion, StoreError, schema_version};
 
 /// A fresh, empty store of the named engine.
@@ -252,6 +255,93 @@ async fn audit_records_are_kept_and_read_newest_first(store: NamespaceStore) {
     assert_eq!(newest[0].id, "id-2");
 }
 
+fn redrive(namespace: &str, id: &str, started_at_micros: i64) -> RedriveRecord {
+    RedriveRecord {
+        namespace: namespace.to_owned(),
+        id: id.to_owned(),
+        state: "running".to_owned(),
+        started_by: "alice".to_owned(),
+        started_at_micros,
+        updated_at_micros: started_at_micros,
+        finished_at_micros: 0,
+        ask: RedriveAsk::default(),
+        progress: RedriveProgress::default(),
+    }
+}
+
+/// One redrive of a namespace runs at a time: a second claim is refused while the first
+/// reports, succeeds once it ended or went silent; a taken-over redrive can neither update its
+/// row nor keep its progress.
+async fn one_redrive_runs_at_a_time_and_a_silent_one_is_taken_over(store: NamespaceStore) {
+    let second = 1_000_000;
+    let first = redrive("orders", "first", 100 * second);
+    assert_eq!(store.claim_redrive(&first).await.unwrap(), None);
+    let refused = store
+        .claim_redrive(&redrive("orders", "second", 110 * second))
+        .await
+        .unwrap();
+    assert_eq!(refused.map(|r| r.id), Some("first".to_owned()));
+    assert_eq!(
+        store
+            .claim_redrive(&redrive("users", "other", 110 * second))
+            .await
+            .unwrap(),
+        None,
+        "another namespace's redrive is its own"
+    );
+
+    // The first keeps its progress, with no time bounds (NULLs) to begin with.
+    let saved = SavedPositions {
+        positions: [("orders-dlq".to_owned(), [(0, 7)].into())].into(),
+        redriven: 3,
+        ..SavedPositions::default()
+    };
+    assert!(
+        store
+            .save_redrive_positions("orders", "any", &saved, "first")
+            .await
+            .unwrap()
+    );
+    let read = store.redrive_positions("orders", "any").await.unwrap();
+    assert_eq!(read, Some(saved.clone()));
+
+    // Silent for longer than the bound: taken over. The first may no longer write.
+    let taker = redrive(
+        "orders",
+        "taker",
+        100 * second + STALE_AFTER.as_micros() as i64 + second,
+    );
+    assert_eq!(store.claim_redrive(&taker).await.unwrap(), None);
+    let mut late = first.clone();
+    late.progress.read = 99;
+    assert!(!store.update_redrive(&late).await.unwrap());
+    let stale = SavedPositions {
+        redriven: 1,
+        ..saved.clone()
+    };
+    assert!(
+        !store
+            .save_redrive_positions("orders", "any", &stale, "first")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.redrive_positions("orders", "any").await.unwrap(),
+        Some(saved)
+    );
+
+    // Ended: the next claim succeeds at once; the row reads back as written.
+    let mut done = taker.clone();
+    done.state = "done".to_owned();
+    done.progress.redriven = 5;
+    done.ask.filter.since_micros = Some(42);
+    assert!(store.update_redrive(&done).await.unwrap());
+    assert_eq!(store.redrive("orders").await.unwrap(), Some(done));
+    let next = redrive("orders", "next", 200 * second);
+    assert_eq!(store.claim_redrive(&next).await.unwrap(), None);
+    assert_eq!(store.redrive("orders").await.unwrap(), Some(next));
+}
+
 /// A pool on the database at `url` itself, as a build before this one or an operator reaches
 /// it (SQLite's file created if missing).
 async fn raw(url: &str) -> sqlx::AnyPool {
@@ -355,7 +445,8 @@ conformance!(
     current_lists_the_latest_of_each_and_skips_deleted,
     concurrent_writers_of_one_version_leave_one_winner,
     a_pause_holds_until_resumed_and_the_first_one_stays,
-    audit_records_are_kept_and_read_newest_first;
+    audit_records_are_kept_and_read_newest_first,
+    one_redrive_runs_at_a_time_and_a_silent_one_is_taken_over;
     databases:
     a_store_from_before_migrations_is_taken_over,
     a_store_a_newer_build_migrated_is_refused,

@@ -97,6 +97,13 @@ impl Deliverer {
             }
         };
         loop {
+            // An operator's pause holds the entry here too: a target coming back does not end
+            // it.
+            if context.pause.holding().is_some()
+                && !self.wait_while_paused(context, delivery, shutdown).await
+            {
+                return None;
+            }
             if breaker.is_open() {
                 held(&mut hold);
             }
@@ -111,6 +118,12 @@ impl Deliverer {
                     }
                 }
             };
+            // Paused while waiting for the breaker: the pass goes back unused (a probe's turn
+            // to the next entry waiting, of this destination or another).
+            if context.pause.holding().is_some() {
+                breaker.unused(pass);
+                continue;
+            }
             let applied = attempt().await;
             match (&applied, pass) {
                 (Err(error @ TargetError::Unavailable { .. }), _) => {

@@ -43,14 +43,19 @@ impl OperationsService {
         &self,
         request: Request<ShowDeadLetterRequest>,
     ) -> Result<Response<ShowDeadLetterResponse>, Status> {
-        self.check_reader(request.extensions().get::<Peer>())?;
+        // A dead letter's payload is the namespace's data: its admins' to read, as the DLQ's
+        // broker credentials were before the control plane read it for them.
+        let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
+        let namespace = self.namespace(&request.namespace).await?;
+        self.authorizer
+            .check(peer.as_ref(), &namespace, wal_namespaces::Action::Admin)?;
         let dead = self.dead_letters(&request.namespace).await?;
         let copies = show(&dead, &request.id).await.map_err(dlq_status)?;
         if copies.is_empty() {
             return Err(Status::not_found(format!(
-                "no dead letter with id '{}' in the DLQs of namespace '{}'",
-                request.id, request.namespace
+                "no dead letter with id '{}' in the DLQs of namespace '{}'; ListDeadLetters (walctl dlq list {}) shows those there are",
+                request.id, request.namespace, request.namespace
             )));
         }
         Ok(Response::new(ShowDeadLetterResponse { copies }))

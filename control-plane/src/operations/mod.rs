@@ -97,6 +97,17 @@ impl OperationsService {
         }
     }
 
+    /// The namespace's last config, a deleted one's included; NOT_FOUND when it never had one.
+    async fn last_namespace(&self, name: &str) -> Result<Namespace, Status> {
+        let last = self.store.last_config(name).await.map_err(store_status)?;
+        match last.as_ref().and_then(|v| v.config.as_deref()) {
+            Some(text) => stored_config(name, text),
+            None => Err(Status::not_found(format!(
+                "namespace '{name}' was never held by this control plane"
+            ))),
+        }
+    }
+
     /// Whether `peer` holds `namespace`'s admin grant; a refusal is audited.
     async fn check_admin(
         &self,

@@ -73,7 +73,9 @@ impl OperationsService {
             subject: request.destination.clone(),
             detail: String::new(),
         };
-        let namespace = self.namespace(&request.namespace).await?;
+        // A deleted namespace's pauses stay (a namespace re-created under its name would start
+        // paused): its last admins may still end them.
+        let namespace = self.last_namespace(&request.namespace).await?;
         self.check_admin(peer.as_ref(), &namespace, &call).await?;
         let ended = match self
             .store

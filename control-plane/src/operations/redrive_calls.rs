@@ -68,15 +68,54 @@ impl OperationsService {
         } else {
             self.check_admin(peer.as_ref(), &namespace, &call).await?;
         }
-        let saved = if request.from_start {
+        let dead = self.dead_letters(&namespace.name).await?;
+        let now = now_micros();
+        let record = RedriveRecord {
+            namespace: namespace.name.clone(),
+            id: uuid::Uuid::now_v7().to_string(),
+            state: RUNNING.to_owned(),
+            started_by: call.actor.clone(),
+            started_at_micros: now,
+            updated_at_micros: now,
+            finished_at_micros: 0,
+            ask: RedriveAsk {
+                filter: asked,
+                filter_text: text.to_owned(),
+                filter_key,
+                rate,
+                max_redrives,
+            },
+            progress: RedriveProgress::default(),
+        };
+        let started = Started {
+            record,
+            dead,
+            from_start: request.from_start,
+            call,
+        };
+        if request.dry_run {
+            self.dry_run(started).await
+        } else {
+            self.run_redrive(started).await
+        }
+    }
+
+    /// The progress kept for the redrive's filter (none with `from_start`), and the filter with
+    /// the bounds it was first used with: "the last 2 hours" means what it meant then.
+    async fn resume_point(
+        &self,
+        record: &RedriveRecord,
+        from_start: bool,
+    ) -> Result<(SavedPositions, Filter), Status> {
+        let asked = &record.ask.filter;
+        let saved = if from_start {
             None
         } else {
             self.store
-                .redrive_positions(&namespace.name, &filter_key)
+                .redrive_positions(&record.namespace, &record.ask.filter_key)
                 .await
                 .map_err(store_status)?
         };
-        // A filter written as "the last 2 hours" means what it meant when first used.
         let saved = saved.unwrap_or(SavedPositions {
             since_micros: asked.since_micros,
             until_micros: asked.until_micros,
@@ -87,50 +126,45 @@ impl OperationsService {
             until_micros: saved.until_micros,
             class: asked.class,
         };
-        let settings = RedriveSettings {
-            filter: filter.clone(),
-            rate: NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN),
-            max_redrives,
-            dry_run: request.dry_run,
-        };
-        let dead = self.dead_letters(&namespace.name).await?;
-        let now = now_micros();
-        let mut record = RedriveRecord {
-            namespace: namespace.name.clone(),
-            id: uuid::Uuid::now_v7().to_string(),
-            state: RUNNING.to_owned(),
-            started_by: call.actor.clone(),
-            started_at_micros: now,
-            updated_at_micros: now,
-            finished_at_micros: 0,
-            ask: RedriveAsk {
-                filter,
-                filter_text: text.to_owned(),
-                filter_key,
-                rate,
-                max_redrives,
-            },
-            progress: RedriveProgress {
-                redriven_before: saved.redriven,
-                ..RedriveProgress::default()
-            },
-        };
-        if request.dry_run {
-            let mut positions = saved.positions.clone();
-            let report = redrive(&dead, &settings, &mut positions, &mut Quiet, &self.stopping)
-                .await
-                .map_err(dlq_status)?;
-            record.state = "dry run".to_owned();
-            record.id.clear();
-            record.finished_at_micros = now_micros();
-            record.progress.read = report.read;
-            record.progress.left = report
-                .passed
-                .iter()
-                .map(|(reason, count)| ((*reason).to_owned(), *count))
-                .collect();
-            return Ok(Response::new(redrive_message(&record)));
-        }
+        Ok((saved, filter))
+    }
+
+    /// Counts what a redrive would take, changing nothing.
+    async fn dry_run(&self, started: Started) -> Result<Response<Redrive>, Status> {
+        let Started {
+            mut record,
+            dead,
+            from_start,
+            ..
+        } = started;
+        let (saved, filter) = self.resume_point(&record, from_start).await?;
+        let settings = settings(&record, filter, true);
+        let mut positions = saved.positions;
+        let report = redrive(&dead, &settings, &mut positions, &mut Quiet, &self.stopping)
+            .await
+            .map_err(dlq_status)?;
+        record.state = "dry run".to_owned();
+        record.id.clear();
+        record.finished_at_micros = now_micros();
+        record.progress.read = report.read;
+        record.progress.redriven_before = saved.redriven;
+        record.progress.left = report
+            .passed
+            .iter()
+            .map(|(reason, count)| ((*reason).to_owned(), *count))
+            .collect();
+        Ok(Response::new(redrive_message(&record)))
+    }
+
+    /// Claims the namespace's redrive for `started` (refused while another runs), then starts
+    /// it in the background from the progress its filter has kept.
+    async fn run_redrive(&self, started: Started) -> Result<Response<Redrive>, Status> {
+        let Started {
+            mut record,
+            dead,
+            from_start,
+            call,
+        } = started;
         if let Some(running) = self
             .store
             .claim_redrive(&record)
@@ -141,19 +175,49 @@ impl OperationsService {
             self.record(&call, &format!("refused: {refusal}")).await;
             return Err(Status::failed_precondition(refusal));
         }
+        // Read once the claim is this redrive's: one with the same filter that ended just
+        // before has saved all its progress by then.
+        let resumed = self.resume_point(&record, from_start).await;
+        let (saved, filter) = match resumed {
+            Ok(point) => point,
+            Err(status) => {
+                self.end_claim(&mut record, &call, status.message()).await;
+                return Err(status);
+            }
+        };
+        record.ask.filter = filter.clone();
+        record.progress.redriven_before = saved.redriven;
+        if let Err(error) = self.store.update_redrive(&record).await {
+            self.end_claim(&mut record, &call, &error.to_string()).await;
+            return Err(store_status(error));
+        }
         self.record(&call, &format!("started {}", record.id)).await;
         tracing::info!(namespace = %record.namespace, redrive = %record.id, started_by = %record.started_by, "redrive started");
         let job = Job {
             store: self.store.clone(),
+            settings: settings(&record, filter, false),
             record: record.clone(),
             dead,
-            settings,
             saved,
             stop: self.stopping.child_token(),
             call,
         };
         self.jobs.spawn(job.run());
         Ok(Response::new(redrive_message(&record)))
+    }
+
+    /// A claimed redrive that could not start: recorded failed (else it would hold the lock
+    /// until stale), and audited.
+    async fn end_claim(&self, record: &mut RedriveRecord, call: &Call, why: &str) {
+        record.state = "failed".to_owned();
+        record.progress.error = why.to_owned();
+        record.updated_at_micros = now_micros();
+        record.finished_at_micros = record.updated_at_micros;
+        if let Err(error) = self.store.update_redrive(record).await {
+            tracing::warn!(namespace = %record.namespace, %error, "a redrive that could not start is left running until it is stale");
+        }
+        self.record(call, &format!("failed {}: {why}", record.id))
+            .await;
     }
 
     pub(super) async fn get_redrive_call(
@@ -168,6 +232,23 @@ impl OperationsService {
                 "namespace '{namespace}' has had no redrive through the control plane"
             ))),
         }
+    }
+}
+
+/// A redrive asked for, checked and authorized, not yet claimed or run.
+struct Started {
+    record: RedriveRecord,
+    dead: super::dlq::DeadLetters,
+    from_start: bool,
+    call: Call,
+}
+
+fn settings(record: &RedriveRecord, filter: Filter, dry_run: bool) -> RedriveSettings {
+    RedriveSettings {
+        filter,
+        rate: NonZeroU32::new(record.ask.rate).unwrap_or(NonZeroU32::MIN),
+        max_redrives: record.ask.max_redrives,
+        dry_run,
     }
 }
 

@@ -33,6 +33,8 @@ pub(super) struct Job {
 struct StoreProgress {
     store: NamespaceStore,
     namespace: String,
+    /// The redrive's id: progress is kept only while the namespace's running redrive is it.
+    id: String,
     filter_key: String,
     saved: SavedPositions,
     counts: Arc<Mutex<RedriveProgress>>,
@@ -59,10 +61,17 @@ impl Progress for StoreProgress {
             redriven: self.saved.redriven + redriven,
             ..self.saved.clone()
         };
-        self.store
-            .save_redrive_positions(&self.namespace, &self.filter_key, &saved)
+        let kept = self
+            .store
+            .save_redrive_positions(&self.namespace, &self.filter_key, &saved, &self.id)
             .await
-            .map_err(|e| DlqError::Broker(format!("keeping the redrive's progress: {e}")))
+            .map_err(|e| DlqError::Broker(format!("keeping the redrive's progress: {e}")))?;
+        if kept {
+            Ok(())
+        } else {
+            // Another control plane took this redrive over: its progress is the one kept now.
+            Err(DlqError::Stopped)
+        }
     }
 
     fn warn(&mut self, message: String) {
@@ -93,6 +102,7 @@ impl Job {
         let mut progress = StoreProgress {
             store: store.clone(),
             namespace: record.namespace.clone(),
+            id: record.id.clone(),
             filter_key: record.ask.filter_key.clone(),
             saved: saved.clone(),
             counts: Arc::clone(&counts),

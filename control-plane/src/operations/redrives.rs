@@ -14,7 +14,8 @@ use super::dlq::redrive::Positions;
 use crate::store::{NamespaceStore, StoreError};
 
 /// A running redrive that has not reported for this long is taken to be dead (its control plane
-/// was killed) and may be taken over.
+/// was killed) and may be taken over. Judged by the clocks of the control planes sharing the
+/// store, which must agree to within a few seconds (NTP).
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
 
 pub const RUNNING: &str = "running";
@@ -113,12 +114,12 @@ impl NamespaceStore {
         Ok(Some(running.unwrap_or_else(|| record.clone())))
     }
 
-    /// Stores a redrive's state and progress; false when the row is another redrive's now (this
-    /// one was taken over as stale): it must stop.
+    /// Stores a redrive's state, ask and progress; false when the row is another redrive's now
+    /// (this one was taken over as stale): it must stop.
     pub async fn update_redrive(&self, record: &RedriveRecord) -> Result<bool, StoreError> {
         let updated = sqlx::query(
             "UPDATE redrives SET state = $3, updated_at_micros = $4, finished_at_micros = $5,
-                 progress = $6
+                 progress = $6, request = $7
              WHERE namespace = $1 AND id = $2",
         )
         .bind(&record.namespace)
@@ -127,6 +128,7 @@ impl NamespaceStore {
         .bind(record.updated_at_micros)
         .bind(record.finished_at_micros)
         .bind(json(&record.progress))
+        .bind(json(&record.ask))
         .execute(&self.pool)
         .await
         .map_err(|e| self.database(e))?;
@@ -193,18 +195,36 @@ impl NamespaceStore {
         }))
     }
 
-    /// Keeps the progress for `namespace` and `filter_key`, replacing what was kept.
+    /// Keeps the progress for `namespace` and `filter_key`, replacing what was kept, if the
+    /// namespace's running redrive is still `owner`; false (nothing kept) when another took it
+    /// over, which then stops this one. (The check and the write are one transaction; on
+    /// PostgreSQL a takeover may still slip between them, which only a redrive silent for 30 s
+    /// can meet.)
     pub async fn save_redrive_positions(
         &self,
         namespace: &str,
         filter_key: &str,
         saved: &SavedPositions,
-    ) -> Result<(), StoreError> {
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.database(e))?;
+        let owned = sqlx::query(
+            "SELECT id FROM redrives WHERE namespace = $1 AND id = $2 AND state = 'running'",
+        )
+        .bind(namespace)
+        .bind(owner)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| self.database(e))?;
+        if owned.is_none() {
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO redrive_positions
                  (namespace, filter_key, since_micros, until_micros, positions, redriven)
              VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (namespace, filter_key) DO UPDATE SET positions = excluded.positions,
+             ON CONFLICT (namespace, filter_key) DO UPDATE SET since_micros = excluded.since_micros,
+                 until_micros = excluded.until_micros, positions = excluded.positions,
                  redriven = excluded.redriven",
         )
         .bind(namespace)
@@ -213,9 +233,10 @@ impl NamespaceStore {
         .bind(saved.until_micros)
         .bind(json(&saved.positions))
         .bind(i64::try_from(saved.redriven).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(|e| self.database(e))?;
-        Ok(())
+        tx.commit().await.map_err(|e| self.database(e))?;
+        Ok(true)
     }
 }

@@ -11,14 +11,16 @@ use wal_proto::v1::{
 };
 
 use super::filter::FilterArgs;
+use super::print;
 use super::redrive::RedriveArgs;
-use super::{not_there, print};
 use crate::Failure;
 use crate::namespace::{channel, refused};
 use crate::output::{Format, print_json, progress, table, when};
 
 /// How often a followed redrive is asked how far it is.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+/// A running redrive silent this long may be dead (the control plane's own bound).
+const STALE_AFTER: Duration = wal_control_plane::operations::redrives::STALE_AFTER;
 
 async fn client(address: &str) -> Result<OperationsClient<Channel>, Failure> {
     // A DLQ read may be long (up to 10,000 entries); the messages are bounded by their limit.
@@ -57,9 +59,7 @@ pub async fn show(address: &str, namespace: &str, id: &str, format: Format) -> R
         .await;
     let copies = match shown {
         Ok(shown) => shown.into_inner().copies,
-        Err(status) if status.code() == tonic::Code::NotFound => {
-            return Err(not_there(namespace, id));
-        }
+        // Either the namespace or the entry is not there (exit 4); the message says which.
         Err(status) => {
             return Err(refused(
                 &status,
@@ -110,26 +110,7 @@ pub async fn redrive(address: &str, args: RedriveArgs, format: Format) -> Result
             started.id, args.namespace
         );
     }
-    let bar = progress(
-        format,
-        "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}",
-    );
-    let last = loop {
-        tokio::time::sleep(FOLLOW_EVERY).await;
-        let now = client
-            .get_redrive(GetRedriveRequest {
-                namespace: args.namespace.clone(),
-            })
-            .await
-            .map_err(|status| refused(&status, "following the redrive"))?
-            .into_inner();
-        bar.set_length(now.found.max(now.read));
-        bar.set_position(now.read);
-        if now.id != started.id || now.state != "running" {
-            break now;
-        }
-    };
-    bar.finish_and_clear();
+    let last = follow(&mut client, &started, format).await?;
     report(&last, format);
     match last.state.as_str() {
         _ if last.id != started.id => Err(Failure::broker(format!(
@@ -158,6 +139,57 @@ pub async fn status(address: &str, namespace: &str, format: Format) -> Result<()
         .into_inner();
     report(&current, format);
     Ok(())
+}
+
+/// Asks how far the redrive `started` is until it ends, with a progress bar.
+async fn follow(
+    client: &mut OperationsClient<Channel>,
+    started: &Redrive,
+    format: Format,
+) -> Result<Redrive, Failure> {
+    let bar = progress(
+        format,
+        "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}",
+    );
+    // A control plane restarting (or another replica taking over) answers again within
+    // seconds; one that stays silent for longer leaves the redrive to be taken over.
+    let mut unanswered_since: Option<std::time::Instant> = None;
+    let last = loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        let asked = client
+            .get_redrive(GetRedriveRequest {
+                namespace: started.namespace.clone(),
+            })
+            .await;
+        let now = match asked {
+            Ok(now) => now.into_inner(),
+            Err(status) => {
+                let since = *unanswered_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() < STALE_AFTER {
+                    continue;
+                }
+                return Err(refused(&status, "following the redrive"));
+            }
+        };
+        unanswered_since = None;
+        bar.set_length(now.found.max(now.read));
+        bar.set_position(now.read);
+        if now.id != started.id || now.state != "running" {
+            break now;
+        }
+        let silent = wal_queue::entry::now_micros().saturating_sub(now.updated_at_micros);
+        if silent > i64::try_from(STALE_AFTER.as_micros()).unwrap_or(i64::MAX) {
+            bar.finish_and_clear();
+            report(&now, format);
+            return Err(Failure::broker(format!(
+                "redrive {} has not reported for {} s: the control plane running it may have died; `walctl dlq redrive` with the same filter takes it over and continues",
+                now.id,
+                silent / 1_000_000
+            )));
+        }
+    };
+    bar.finish_and_clear();
+    Ok(last)
 }
 
 /// A redrive as the control plane reports it.

@@ -177,6 +177,20 @@ impl Breaker {
         }
     }
 
+    /// A pass taken and not used (its entry was paused meanwhile): a probe's turn goes to the
+    /// next entry waiting, at once, rather than after the probe's lease.
+    pub fn unused(&self, pass: Pass) {
+        if pass != Pass::Probe {
+            return;
+        }
+        if let State::Open(open) = &mut *lock(&self.state) {
+            open.probing = None;
+        } else {
+            return;
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
     /// An entry starts waiting for the target (once per entry, however many times it is
     /// admitted): counted for the INFO that closes the breaker.
     pub fn hold_entry(&self) {

@@ -87,3 +87,26 @@ fn breakers_are_one_per_endpoint() {
     assert_eq!(open[0].endpoint, "cql/a");
     assert!(breakers.get("cql/b").unwrap().report().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_given_back_unused_passes_its_turn_at_once() {
+    let (breaker, shutdown) = opened("cql/a", "connection refused");
+    let breaker = Arc::new(breaker);
+    assert_eq!(breaker.admit(&shutdown).await, Some(Pass::Probe));
+    let next = tokio::spawn({
+        let (breaker, shutdown) = (Arc::clone(&breaker), shutdown.clone());
+        async move { breaker.admit(&shutdown).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!next.is_finished(), "one probe at a time");
+    let given_back = Instant::now();
+    breaker.unused(Pass::Probe);
+    assert_eq!(next.await.unwrap(), Some(Pass::Probe));
+    assert!(
+        given_back.elapsed() < PROBE_MAX,
+        "waited for the probe's lease"
+    );
+    // A free pass given back changes nothing.
+    breaker.unused(Pass::Free);
+    assert!(breaker.is_open());
+}
