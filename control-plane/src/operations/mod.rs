@@ -8,6 +8,7 @@ mod dead_letters;
 pub mod dlq;
 mod pause_calls;
 pub mod pauses;
+mod purge_calls;
 mod redrive_calls;
 mod redrive_job;
 pub mod redrives;
@@ -22,8 +23,8 @@ use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
     AuditRequest, AuditResponse, GetRedriveRequest, ListDeadLettersRequest,
     ListDeadLettersResponse, ListPausesRequest, ListPausesResponse, PauseRequest, PauseResponse,
-    Redrive, ResumeRequest, ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse,
-    StartRedriveRequest,
+    PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
+    ShowDeadLetterRequest, ShowDeadLetterResponse, StartRedriveRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -269,5 +270,12 @@ impl Operations for OperationsService {
         request: Request<GetRedriveRequest>,
     ) -> Result<Response<Redrive>, Status> {
         self.get_redrive_call(request).await
+    }
+
+    async fn purge_dead_letters(
+        &self,
+        request: Request<PurgeDeadLettersRequest>,
+    ) -> Result<Response<PurgeDeadLettersResponse>, Status> {
+        self.purge_dead_letters_call(request).await
     }
 }

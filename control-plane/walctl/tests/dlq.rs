@@ -22,16 +22,16 @@ const RATE: u32 = 10;
 /// A control plane, a namespace on `backend` delivering to an upstream that refuses everything
 /// (400: permanent, so straight to the DLQ) until it is mended, and a producer and a consumer
 /// serving the namespace.
-struct Fleet {
-    url: String,
-    name: String,
-    upstream: Upstream,
-    producer: TestProducer,
+pub(super) struct Fleet {
+    pub(super) url: String,
+    pub(super) name: String,
+    pub(super) upstream: Upstream,
+    pub(super) producer: TestProducer,
     consumer: wal_testkit::ConsumerHandle,
 }
 
 impl Fleet {
-    async fn start(backend: Backend) -> Self {
+    pub(super) async fn start(backend: Backend) -> Self {
         let upstream = Upstream::broken(400).await;
         let (mut registry, url) = control_plane_at().await;
         let config = namespace_json(backend, 1, &upstream.target(), "");
@@ -46,12 +46,12 @@ impl Fleet {
     }
 
     /// `walctl dlq ARGS -o json` on the namespace's control plane, as JSON.
-    async fn dlq(&self, args: &[&str]) -> Value {
+    pub(super) async fn dlq(&self, args: &[&str]) -> Value {
         let args = [&["dlq"], args, &["-o", "json"]].concat();
         json_of(&walctl(&self.url, &args).await)
     }
 
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         self.consumer.shutdown().await;
         self.producer.shutdown().await;
     }

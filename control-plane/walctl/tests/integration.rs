@@ -8,6 +8,7 @@ mod destinations;
 mod dlq;
 mod index;
 mod operations;
+mod purge;
 mod redrive;
 mod replay;
 mod replication;

@@ -5,6 +5,7 @@
 
 pub mod filter;
 pub mod list;
+pub mod purge;
 pub mod redrive;
 pub mod source;
 

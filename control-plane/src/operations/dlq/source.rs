@@ -154,13 +154,19 @@ impl DeadLetters {
         Ok(())
     }
 
+    /// The Kafka cluster a DLQ is on.
+    pub fn kafka_of(&self, dlq: &DlqHandle) -> Result<&wal_queue::kafka::KafkaSettings, DlqError> {
+        self.clusters.kafka(dlq.cluster.as_deref()).ok_or_else(|| {
+            DlqError::Usage(format!(
+                "DLQ '{}' is on a Kafka cluster the cluster map does not have",
+                dlq.name
+            ))
+        })
+    }
+
     pub async fn scan(&self, dlq: &DlqHandle, from: BTreeMap<i32, i64>) -> Result<Scan, DlqError> {
         let name = &dlq.name;
-        let kafka = self.clusters.kafka(dlq.cluster.as_deref()).ok_or_else(|| {
-            DlqError::Usage(format!(
-                "DLQ '{name}' is on a Kafka cluster the cluster map does not have"
-            ))
-        })?;
+        let kafka = self.kafka_of(dlq)?;
         scan::scan(kafka, name, from, BTreeMap::new(), scan::Gaps::Skip)
             .await
             .map_err(|e| DlqError::Broker(format!("reading DLQ '{name}': {e}")))
@@ -170,7 +176,9 @@ impl DeadLetters {
 /// Receives every message of an SQS DLQ (up to [`SQS_MAX_HELD`]), each hidden for
 /// [`SQS_HOLD`] until released or deleted. On a failure, what was received so far comes back
 /// with it, to be released.
-async fn receive_all(dlq: &DlqHandle) -> Result<Vec<Delivery>, (Vec<Delivery>, DlqError)> {
+pub(crate) async fn receive_all(
+    dlq: &DlqHandle,
+) -> Result<Vec<Delivery>, (Vec<Delivery>, DlqError)> {
     let mut held = Vec::new();
     while held.len() < SQS_MAX_HELD {
         let batch = match dlq.queue.receive(10, Duration::from_secs(1)).await {

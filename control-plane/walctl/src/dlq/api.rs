@@ -1,5 +1,5 @@
 //! `walctl dlq` through the control plane's Operations service: list, show, redrive (started
-//! there, followed from here) and status.
+//! there, followed from here), status and purge.
 
 use std::time::{Duration, SystemTime};
 
@@ -7,7 +7,8 @@ use serde_json::json;
 use tonic::transport::Channel;
 use wal_proto::v1::operations_client::OperationsClient;
 use wal_proto::v1::{
-    GetRedriveRequest, ListDeadLettersRequest, Redrive, ShowDeadLetterRequest, StartRedriveRequest,
+    GetRedriveRequest, ListDeadLettersRequest, PurgeDeadLettersRequest, Redrive,
+    ShowDeadLetterRequest, StartRedriveRequest,
 };
 
 use super::filter::FilterArgs;
@@ -244,4 +245,54 @@ fn report(redrive: &Redrive, format: Format) {
             }
         }
     }
+}
+
+/// A purge: without `expect` a dry run, which prints the command that removes what it counted
+/// (its --until fixed to now when none was given, so "everything" means what is there now).
+pub async fn purge(
+    address: &str,
+    namespace: &str,
+    filter: &FilterArgs,
+    expect: Option<u64>,
+    format: Format,
+) -> Result<(), Failure> {
+    let now = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+    let flags = filter.until_if_none(now);
+    let resolved = flags.filter(SystemTime::now())?;
+    let dry_run = expect.is_none();
+    let purged = client(address)
+        .await?
+        .purge_dead_letters(PurgeDeadLettersRequest {
+            namespace: namespace.to_owned(),
+            filter: Some(resolved.to_proto()),
+            dry_run,
+            expect,
+            operator: std::env::var("USER").unwrap_or_else(|_| "walctl".to_owned()),
+        })
+        .await
+        .map_err(|status| refused(&status, &format!("purging the DLQs of '{namespace}'")))?
+        .into_inner();
+    let command = format!(
+        "walctl dlq purge {namespace}{} --expect {}",
+        flags.as_flags(),
+        purged.purged
+    );
+    match format {
+        Format::Json => print_json(&json!({
+            "namespace": namespace,
+            "dry_run": dry_run,
+            "purged": purged.purged,
+            "by_dlq": purged.by_dlq,
+            "command": if dry_run { Some(command) } else { None },
+        })),
+        Format::Table if dry_run => {
+            println!(
+                "dry run: {} dead letters would be purged; nothing was removed. To remove exactly those:",
+                purged.purged
+            );
+            println!("  {command}");
+        }
+        Format::Table => println!("purged {} dead letters", purged.purged),
+    }
+    Ok(())
 }

@@ -54,6 +54,18 @@ enum Command {
     Redrive(redrive::RedriveArgs),
     /// The namespace's running or last redrive: who started it, how far it is, how it ended.
     Status { namespace: String },
+    /// Remove dead letters for good. Without --expect, a dry run: it counts what would go and
+    /// prints the command that removes exactly those. A Kafka DLQ is a log: only its oldest
+    /// records can go (all, or those before --until), so --since and --class are refused there.
+    Purge {
+        namespace: String,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Remove them, if exactly this many would still go (the dry run's count); else nothing
+        /// is removed.
+        #[arg(long)]
+        expect: Option<u64>,
+    },
 }
 
 pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Failure> {
@@ -69,12 +81,18 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
             }
             Command::Redrive(args) => api::redrive(control_plane, args, format).await,
             Command::Status { namespace } => api::status(control_plane, &namespace, format).await,
+            Command::Purge {
+                namespace,
+                filter,
+                expect,
+            } => api::purge(control_plane, &namespace, &filter, expect, format).await,
         };
     }
     let name = match &dlq.command {
         Command::List { namespace, .. }
         | Command::Show { namespace, .. }
-        | Command::Status { namespace } => namespace,
+        | Command::Status { namespace }
+        | Command::Purge { namespace, .. } => namespace,
         Command::Redrive(args) => args.namespace(),
     }
     .to_owned();
@@ -116,6 +134,9 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
         Command::Redrive(args) => redrive::run(args, dead, format).await,
         Command::Status { .. } => Err(Failure::usage(
             "a redrive run with --direct keeps its progress in its checkpoint file; `dlq status` reads the control plane's redrives",
+        )),
+        Command::Purge { .. } => Err(Failure::usage(
+            "a purge goes through the control plane, which audits it; it has no --direct form",
         )),
     }
 }

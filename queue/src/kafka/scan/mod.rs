@@ -16,7 +16,9 @@ use super::KafkaSettings;
 use super::lag::partition_ids;
 use crate::entry::{self, CodecError, Entry};
 
+mod delete;
 mod retention;
+pub use delete::delete_before;
 pub use retention::{Trimmed, offsets_at, trimmed};
 
 /// How long each broker call of a scan may take.
