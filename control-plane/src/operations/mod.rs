@@ -6,6 +6,7 @@
 pub mod audit;
 mod dead_letters;
 pub mod dlq;
+mod export_calls;
 mod pause_calls;
 pub mod pauses;
 mod purge_calls;
@@ -21,10 +22,11 @@ use tonic::{Request, Response, Status};
 use wal_namespaces::{Action, Namespace};
 use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
-    AuditRequest, AuditResponse, GetRedriveRequest, ListDeadLettersRequest,
-    ListDeadLettersResponse, ListPausesRequest, ListPausesResponse, PauseRequest, PauseResponse,
-    PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
-    ShowDeadLetterRequest, ShowDeadLetterResponse, StartRedriveRequest,
+    AuditRequest, AuditResponse, ExportDeadLettersRequest, GetRedriveRequest,
+    ListDeadLettersRequest, ListDeadLettersResponse, ListPausesRequest, ListPausesResponse,
+    PauseRequest, PauseResponse, PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive,
+    ResumeRequest, ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse,
+    StartRedriveRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -277,5 +279,14 @@ impl Operations for OperationsService {
         request: Request<PurgeDeadLettersRequest>,
     ) -> Result<Response<PurgeDeadLettersResponse>, Status> {
         self.purge_dead_letters_call(request).await
+    }
+
+    type ExportDeadLettersStream = export_calls::ExportStream;
+
+    async fn export_dead_letters(
+        &self,
+        request: Request<ExportDeadLettersRequest>,
+    ) -> Result<Response<Self::ExportDeadLettersStream>, Status> {
+        self.export_dead_letters_call(request).await
     }
 }

@@ -1,6 +1,7 @@
 //! `walctl dlq purge` through the control plane: a dry run counts and prints the command that
 //! removes exactly those; that command removes that many and no more, and removes nothing when
-//! the count changed; a Kafka DLQ refuses what a log cannot do; every purge is audited.
+//! the count changed; a Kafka DLQ refuses what a log cannot do; every purge is audited. An
+//! export writes every dead letter in full first.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -46,6 +47,25 @@ async fn a_kafka_purge_removes_what_its_dry_run_counted_and_nothing_once_that_ch
     let (url, name) = (&fleet.url, &fleet.name);
     dead_letter(&fleet, 10, "first").await;
 
+    // Exported first, in full: one JSON line per dead letter, payload included.
+    let file = std::env::temp_dir().join(format!("{}.jsonl", wal_testkit::unique("export")));
+    let file_arg = file.display().to_string();
+    let exported = fleet.dlq(&["export", name, "--file", &file_arg]).await;
+    assert_eq!(exported["exported"], 10, "{exported:#}");
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut payloads: Vec<&str> = lines
+        .iter()
+        .map(|l| l["payload"].as_str().unwrap())
+        .collect();
+    payloads.sort_unstable();
+    let expected: Vec<String> = (0..10).map(|i| format!("first {i}")).collect();
+    assert_eq!(payloads, expected);
+    std::fs::remove_file(&file).unwrap();
+
     let dry = fleet.dlq(&["purge", name]).await;
     assert_eq!(
         (dry["dry_run"].clone(), dry["purged"].clone()),
@@ -79,17 +99,21 @@ async fn a_kafka_purge_removes_what_its_dry_run_counted_and_nothing_once_that_ch
     assert_eq!(fleet.dlq(&["list", name]).await["total"], 3);
 
     let audit = json_of(&walctl(url, &["audit", name, "-o", "json"]).await);
-    let purges: Vec<&str> = audit
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["verb"] == "purge")
-        .map(|r| r["result"].as_str().unwrap())
-        .collect();
+    let results = |verb: &str| -> Vec<String> {
+        let records = audit.as_array().unwrap().iter();
+        let mine = records.filter(|r| r["verb"] == verb);
+        mine.map(|r| r["result"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(results("export"), ["done: 10 exported"]);
+    let purges = results("purge");
     // The dry runs are not in it; the refused purge and the one done are.
     assert_eq!(purges.len(), 2, "{audit:#}");
     assert!(purges[0].starts_with("done: 10 purged"), "{purges:?}");
-    assert!(purges[1].contains("changed since the dry run"), "{purges:?}");
+    assert!(
+        purges[1].contains("changed since the dry run"),
+        "{purges:?}"
+    );
     fleet.stop().await;
 }
 

@@ -109,6 +109,21 @@ impl DeadLetters {
     /// Every dead letter of every DLQ (up to [`SQS_MAX_HELD`] per SQS DLQ), handed to `visit`
     /// in order; SQS messages are made visible again afterwards.
     pub async fn read_all(&self, mut visit: impl FnMut(Found)) -> Result<(), DlqError> {
+        let (sink, mut found) = tokio::sync::mpsc::channel(256);
+        let sending = self.send_all(sink);
+        let visiting = async {
+            while let Some(one) = found.recv().await {
+                visit(one);
+            }
+        };
+        let (sent, ()) = tokio::join!(sending, visiting);
+        sent
+    }
+
+    /// As [`read_all`](Self::read_all), each dead letter sent to `sink` as the reader takes
+    /// them (a slow reader slows the reading, so nothing piles up). Stops early, without an
+    /// error, when the reader goes away.
+    pub async fn send_all(&self, sink: tokio::sync::mpsc::Sender<Found>) -> Result<(), DlqError> {
         for (index, dlq) in self.dlqs.iter().enumerate() {
             match dlq.backend {
                 Backend::Kafka => {
@@ -117,37 +132,42 @@ impl DeadLetters {
                         let record = record.map_err(|e| {
                             DlqError::Broker(format!("reading DLQ '{}': {e}", dlq.name))
                         })?;
-                        if let Ok(entry) = record.entry {
-                            visit(Found {
-                                dlq: index,
-                                locator: format!(
-                                    "partition {} offset {}",
-                                    record.partition, record.offset
-                                ),
-                                entry,
-                            });
+                        let Ok(entry) = record.entry else { continue };
+                        let locator =
+                            format!("partition {} offset {}", record.partition, record.offset);
+                        let found = Found {
+                            dlq: index,
+                            locator,
+                            entry,
+                        };
+                        if sink.send(found).await.is_err() {
+                            return Ok(());
                         }
                     }
                 }
                 Backend::Sqs => {
-                    let held = receive_all(dlq).await;
-                    let held = match held {
+                    let held = match receive_all(dlq).await {
                         Ok(held) => held,
                         Err((held, failure)) => {
                             release(dlq, &held).await;
                             return Err(failure);
                         }
                     };
+                    let mut gone = false;
                     for delivery in &held {
-                        if let Ok(entry) = &delivery.entry {
-                            visit(Found {
+                        if let (Ok(entry), false) = (&delivery.entry, gone) {
+                            let found = Found {
                                 dlq: index,
                                 locator: delivery.receipt.to_string(),
                                 entry: entry.clone(),
-                            });
+                            };
+                            gone = sink.send(found).await.is_err();
                         }
                     }
                     release(dlq, &held).await;
+                    if gone {
+                        return Ok(());
+                    }
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! time), or with `--direct` against the brokers from here, for a control plane that is down.
 
 mod api;
+mod export;
 mod filter;
 mod print;
 mod redrive;
@@ -66,6 +67,16 @@ enum Command {
         #[arg(long)]
         expect: Option<u64>,
     },
+    /// Every dead letter the filter takes, in full (payload included), as JSON lines: one
+    /// object per dead letter, the fields `show` prints.
+    Export {
+        namespace: String,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Where to write them; - for standard output.
+        #[arg(long, short)]
+        file: PathBuf,
+    },
 }
 
 pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Failure> {
@@ -86,13 +97,19 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
                 filter,
                 expect,
             } => api::purge(control_plane, &namespace, &filter, expect, format).await,
+            Command::Export {
+                namespace,
+                filter,
+                file,
+            } => export::run(control_plane, &namespace, &filter, &file, format).await,
         };
     }
     let name = match &dlq.command {
         Command::List { namespace, .. }
         | Command::Show { namespace, .. }
         | Command::Status { namespace }
-        | Command::Purge { namespace, .. } => namespace,
+        | Command::Purge { namespace, .. }
+        | Command::Export { namespace, .. } => namespace,
         Command::Redrive(args) => args.namespace(),
     }
     .to_owned();
@@ -135,8 +152,8 @@ pub async fn run(dlq: Dlq, control_plane: &str, format: Format) -> Result<(), Fa
         Command::Status { .. } => Err(Failure::usage(
             "a redrive run with --direct keeps its progress in its checkpoint file; `dlq status` reads the control plane's redrives",
         )),
-        Command::Purge { .. } => Err(Failure::usage(
-            "a purge goes through the control plane, which audits it; it has no --direct form",
+        Command::Purge { .. } | Command::Export { .. } => Err(Failure::usage(
+            "purge and export go through the control plane, which audits them; they have no --direct form",
         )),
     }
 }

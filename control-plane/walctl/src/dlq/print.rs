@@ -119,7 +119,7 @@ fn summary_json(dead: &DeadLetter) -> Value {
     })
 }
 
-fn detail_json(dead: &DeadLetter) -> Value {
+pub fn detail_json(dead: &DeadLetter) -> Value {
     let entry = entry_of(dead);
     let mut value = summary_json(dead);
     let (body, encoding) = match &entry.body {
