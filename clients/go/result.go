@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/codes"
+
+	"example.invalid/wal/clients/go/walv1"
 )
 
 // Outcome is the platform's Trilean: what a write's answer says about the entry.
@@ -42,6 +44,33 @@ type Result struct {
 	Attempts int
 	// Message is the producer's reason when the outcome is not True.
 	Message string
+	// Destinations: for a write with AwaitDestinations that was stored, each destination of the
+	// namespace by name, and what it had done with the entry when the producer answered:
+	// "applied", "dead_lettered" or "pending". Nil otherwise.
+	Destinations map[string]string
+}
+
+// destinationStates names each DestinationState as Result.Destinations does.
+var destinationStates = map[walv1.DestinationState]string{
+	walv1.DestinationState_DESTINATION_STATE_APPLIED:       "applied",
+	walv1.DestinationState_DESTINATION_STATE_DEAD_LETTERED: "dead_lettered",
+}
+
+// destinationsOf is a response's destinations as Result.Destinations has them.
+func destinationsOf(r *walv1.WriteToLogResponse) map[string]string {
+	outcomes := r.GetDestinations()
+	if len(outcomes) == 0 {
+		return nil
+	}
+	named := make(map[string]string, len(outcomes))
+	for _, d := range outcomes {
+		state, known := destinationStates[d.GetState()]
+		if !known {
+			state = "pending"
+		}
+		named[d.GetDestination()] = state
+	}
+	return named
 }
 
 // RefusedError is the one error type of a refusal: the request was wrong or not allowed, or

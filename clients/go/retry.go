@@ -101,7 +101,13 @@ func (e ended) result(entryID string) (Result, error) {
 		if id == "" {
 			id = entryID
 		}
-		return Result{Outcome: outcomeOf(r.GetDurable()), EntryID: id, Attempts: e.attempts, Message: r.GetMessage()}, nil
+		return Result{
+			Outcome:      outcomeOf(r.GetDurable()),
+			EntryID:      id,
+			Attempts:     e.attempts,
+			Message:      r.GetMessage(),
+			Destinations: destinationsOf(r),
+		}, nil
 	case e.refused():
 		return Result{}, &RefusedError{Code: a.code, Field: a.field, Message: a.message, Attempts: e.attempts}
 	case e.mayBeStored:

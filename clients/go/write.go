@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,11 @@ type Write struct {
 	Tracestate  string
 	// Unbatched sends this write in its own WriteToLog call even when batching is on.
 	Unbatched bool
+	// AwaitDestinations asks the producer, once the entry is stored, to wait up to this long
+	// (at most 60 s, never past the call's deadline) for the namespace's destinations to apply
+	// it, and to say in Result.Destinations what each had done. Such a write is sent in a call
+	// of its own: in a batch it would hold the others back. Zero: no wait.
+	AwaitDestinations time.Duration
 }
 
 // Target names where an entry is delivered: a kind (cql, cache, kafka, http, region) and that
@@ -93,7 +99,7 @@ func (c *Client) WriteAsync(ctx context.Context, w Write) *Pending {
 	deadline := c.deadline(ctx)
 	tc := traceContext{w.Traceparent, w.Tracestate}
 	attempt, queued := c.directAttempt(req, tc), false
-	if c.batcher != nil && !w.Unbatched {
+	if c.batcher != nil && !w.Unbatched && w.AwaitDestinations == 0 {
 		attempt, queued = c.batcher.attempts(req, tc, deadline), true
 	}
 	go func() {
@@ -115,12 +121,16 @@ func request(w Write) (*walv1.WriteToLogRequest, error) {
 		}
 		id = u.String()
 	}
+	if w.AwaitDestinations < 0 {
+		return nil, fmt.Errorf("wal: AwaitDestinations %v is negative", w.AwaitDestinations)
+	}
 	req := &walv1.WriteToLogRequest{
-		Namespace:     w.Namespace,
-		Payload:       w.Payload,
-		Target:        w.Target.proto(),
-		IdempotencyId: id,
-		Key:           w.Key,
+		Namespace:               w.Namespace,
+		Payload:                 w.Payload,
+		Target:                  w.Target.proto(),
+		IdempotencyId:           id,
+		Key:                     w.Key,
+		AwaitDestinationsMillis: uint32(min(w.AwaitDestinations.Milliseconds(), math.MaxUint32)),
 	}
 	if w.Delay != 0 || w.Jitter != 0 || !w.OriginalWriteTime.IsZero() {
 		req.Lifecycle = &walv1.Lifecycle{

@@ -257,3 +257,43 @@ func TestTheTraceContextGoesAsMetadataAndABatchCarriesItsFirstWrites(t *testing.
 		t.Errorf("traceparents %v over %d batches", f.traces, len(f.batches))
 	}
 }
+
+func TestAWriteAwaitingItsDestinationsGoesAloneAndHearsEach(t *testing.T) {
+	f := &fake{write: func(n int, req *walv1.WriteToLogRequest) (*walv1.WriteToLogResponse, error) {
+		if n == 1 {
+			return &walv1.WriteToLogResponse{Durable: walv1.Trilean_TRILEAN_UNKNOWN, Message: "lost ack"}, nil
+		}
+		resp := trueFor(req)
+		if req.GetAwaitDestinationsMillis() > 0 {
+			resp.Destinations = []*walv1.DestinationOutcome{
+				{Destination: "default", State: walv1.DestinationState_DESTINATION_STATE_APPLIED},
+				{Destination: "cache", State: walv1.DestinationState_DESTINATION_STATE_PENDING},
+				{Destination: "hook", State: walv1.DestinationState_DESTINATION_STATE_DEAD_LETTERED},
+			}
+		}
+		return resp, nil
+	}}
+	c := serve(t, Options{}, f) // batching on, as by default
+	r, err := c.Write(context.Background(), Write{Namespace: "ns", Payload: []byte("p"), AwaitDestinations: 2500 * time.Millisecond})
+	if err != nil || r.Outcome != True || r.Attempts != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	want := map[string]string{"default": "applied", "cache": "pending", "hook": "dead_lettered"}
+	if fmt.Sprint(r.Destinations) != fmt.Sprint(want) {
+		t.Errorf("destinations %v, want %v", r.Destinations, want)
+	}
+	// Each attempt its own WriteToLog, though the client batches, each asking for the wait.
+	if len(f.batches) != 0 || len(f.single) != 2 {
+		t.Fatalf("calls: %d single, %d batches", len(f.single), len(f.batches))
+	}
+	for _, req := range f.single {
+		if req.GetAwaitDestinationsMillis() != 2500 {
+			t.Errorf("await_destinations_millis %d, want 2500", req.GetAwaitDestinationsMillis())
+		}
+	}
+	// A write that does not wait hears of no destination.
+	r, err = c.Write(context.Background(), Write{Namespace: "ns", Payload: []byte("q"), Unbatched: true})
+	if err != nil || r.Destinations != nil {
+		t.Fatalf("%+v, %v", r, err)
+	}
+}
