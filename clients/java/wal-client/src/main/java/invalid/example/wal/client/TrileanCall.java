@@ -20,7 +20,8 @@ abstract class TrileanCall extends RetryLoop<WriteToLogResponse, WriteResult> {
       entryId = response.getEntryId();
     }
     return switch (response.getDurable()) {
-      case TRILEAN_TRUE -> new WriteResult(Outcome.TRUE, entryId, progress.attempts, "");
+      case TRILEAN_TRUE -> new WriteResult(Outcome.TRUE, entryId, progress.attempts, "",
+          destinations(response));
       case TRILEAN_FALSE ->
           new WriteResult(Outcome.FALSE, entryId, progress.attempts, response.getMessage());
       default -> {
@@ -29,6 +30,19 @@ abstract class TrileanCall extends RetryLoop<WriteToLogResponse, WriteResult> {
         yield null;
       }
     };
+  }
+
+  /** What each destination had done, by name, as {@link WriteResult#destinations()} has it. */
+  static java.util.Map<String, String> destinations(WriteToLogResponse response) {
+    var named = new java.util.TreeMap<String, String>();
+    for (var d : response.getDestinationsList()) {
+      named.put(d.getDestination(), switch (d.getState()) {
+        case DESTINATION_STATE_APPLIED -> "applied";
+        case DESTINATION_STATE_DEAD_LETTERED -> "dead_lettered";
+        default -> "pending";
+      });
+    }
+    return named;
   }
 
   @Override

@@ -83,7 +83,8 @@ public final class WalClient implements AutoCloseable {
     WriteToLogRequest request = write.toRequest(id);
     TraceContext trace = TraceContext.of(write.traceparent(), write.tracestate());
     long deadline = deadline(write.deadline());
-    boolean batched = write.batch() != null ? write.batch() : batching;
+    boolean batched = write.awaitDestinationsMillis() == 0
+        && (write.batch() != null ? write.batch() : batching);
     begin();
     CompletableFuture<WriteResult> result;
     if (batched) {

@@ -23,6 +23,7 @@ public final class Write {
   private final String traceparent;
   private final String tracestate;
   private final Boolean batch;
+  private final long awaitDestinationsMillis;
 
   private Write(Builder b) {
     namespace = b.namespace;
@@ -37,6 +38,7 @@ public final class Write {
     traceparent = b.traceparent;
     tracestate = b.tracestate;
     batch = b.batch;
+    awaitDestinationsMillis = b.awaitDestinationsMillis;
   }
 
   public static Builder builder(String namespace, byte[] payload) {
@@ -75,6 +77,11 @@ public final class Write {
     return batch;
   }
 
+  /** How long the producer waits for the destinations once stored; 0: not at all. */
+  long awaitDestinationsMillis() {
+    return awaitDestinationsMillis;
+  }
+
   /** The request, with the id the library chose when the caller gave none. */
   invalid.example.wal.v1.WriteToLogRequest toRequest(String id) {
     var request = invalid.example.wal.v1.WriteToLogRequest.newBuilder()
@@ -93,6 +100,8 @@ public final class Write {
     if (target != null) {
       request.setTarget(target.toProto());
     }
+    // Sent as given: the producer refuses what is out of range, naming the field.
+    request.setAwaitDestinationsMillis((int) Math.min(awaitDestinationsMillis, 0xFFFF_FFFFL));
     return request.build();
   }
 
@@ -110,6 +119,7 @@ public final class Write {
     private String traceparent;
     private String tracestate;
     private Boolean batch;
+    private long awaitDestinationsMillis;
 
     private Builder(String namespace, byte[] payload) {
       this.namespace = Objects.requireNonNull(namespace, "namespace");
@@ -181,6 +191,20 @@ public final class Write {
      */
     public Builder batch(boolean batch) {
       this.batch = batch;
+      return this;
+    }
+
+    /**
+     * Once the entry is stored, the producer waits up to this long (60 s at most, never past the
+     * call's deadline) for the namespace's destinations to apply it, and {@link
+     * WriteResult#destinations()} says what each had done. Such a write is sent as its own
+     * {@code WriteToLog}: in a batch it would hold the others back.
+     */
+    public Builder awaitDestinations(Duration wait) {
+      if (wait.isNegative()) {
+        throw new IllegalArgumentException("awaitDestinations is negative: " + wait);
+      }
+      this.awaitDestinationsMillis = wait.toMillis();
       return this;
     }
 

@@ -3,8 +3,11 @@ package invalid.example.wal.client;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import invalid.example.wal.v1.DestinationOutcome;
+import invalid.example.wal.v1.DestinationState;
 import invalid.example.wal.v1.Trilean;
 import invalid.example.wal.v1.WriteToLogRequest;
+import invalid.example.wal.v1.WriteToLogResponse;
 import io.grpc.Status;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -96,5 +99,30 @@ class BatchTest {
       return e.getCause();
     }
     throw new AssertionError("expected the write to fail");
+  }
+
+  @Test
+  void aWriteAwaitingItsDestinationsGoesAloneAndHearsEach() {
+    producer.answer = w -> w.getAwaitDestinationsMillis() == 0 ? Trilean.TRILEAN_TRUE
+        : WriteToLogResponse.newBuilder().setDurable(Trilean.TRILEAN_TRUE)
+            .setEntryId(w.getIdempotencyId())
+            .addDestinations(outcome("default", DestinationState.DESTINATION_STATE_APPLIED))
+            .addDestinations(outcome("cache", DestinationState.DESTINATION_STATE_PENDING))
+            .addDestinations(outcome("hook", DestinationState.DESTINATION_STATE_DEAD_LETTERED))
+            .build();
+    WriteResult r = client.write(Write.builder("ns", "p")
+        .awaitDestinations(java.time.Duration.ofMillis(2500)).build());
+    assertEquals(Outcome.TRUE, r.outcome());
+    assertEquals(java.util.Map.of("default", "applied", "cache", "pending",
+        "hook", "dead_lettered"), r.destinations());
+    // Its own WriteToLog, though the client batches: in a batch it would hold the others back.
+    assertEquals(0, producer.batches.size());
+    assertEquals(2500, producer.writes.get(0).getAwaitDestinationsMillis());
+    // A write that does not wait hears of no destination.
+    assertTrue(client.write(Write.builder("ns", "q").build()).destinations().isEmpty());
+  }
+
+  private static DestinationOutcome outcome(String name, DestinationState state) {
+    return DestinationOutcome.newBuilder().setDestination(name).setState(state).build();
   }
 }

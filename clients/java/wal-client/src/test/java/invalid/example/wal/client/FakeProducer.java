@@ -110,6 +110,9 @@ final class FakeProducer implements AutoCloseable {
       Object a = answer.apply(request);
       if (a instanceof StatusRuntimeException e) {
         out.onError(e);
+      } else if (a instanceof WriteToLogResponse whole) {
+        out.onNext(whole);
+        out.onCompleted();
       } else {
         out.onNext(response((Trilean) a, request.getIdempotencyId()));
         out.onCompleted();
