@@ -219,9 +219,17 @@ async fn a_pause_holds_entries_a_down_target_held_and_binds_a_consumer_started_d
     // Paused while held, the target comes back: its probes would pass, but nothing is applied.
     pause(&mut operations, &name, "").await;
     heard(&consumer, &name, true).await;
+    // An attempt under way when the pause came may still land; none starts after it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempted = upstream.received().len();
     upstream.mend();
     tokio::time::sleep(HELD_FOR + Duration::from_secs(2)).await;
     assert_eq!(received(&upstream).len(), 0, "applied while paused");
+    assert_eq!(
+        upstream.received().len(),
+        attempted,
+        "attempted while paused"
+    );
     resume(&mut operations, &name, "").await;
     delivered_once_each(&upstream, &held).await;
 

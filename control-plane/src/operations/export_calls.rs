@@ -35,9 +35,12 @@ impl OperationsService {
         let namespace = self.namespace(&request.namespace).await?;
         self.check_admin(peer.as_ref(), &namespace, &call).await?;
         let dead = self.dead_letters(&namespace.name).await?;
+        // Recorded before a payload leaves: a crash midway still leaves a trace.
+        self.record(&call, "started").await;
         let (out, stream) = mpsc::channel::<Result<DeadLetter, Status>>(IN_FLIGHT);
         let store = self.store.clone();
-        tokio::spawn(async move {
+        let stopping = self.stopping.clone();
+        self.jobs.spawn(async move {
             let (found, mut taken) = mpsc::channel::<super::dlq::Found>(IN_FLIGHT);
             let names: Vec<String> = dead.dlqs.iter().map(|d| d.name.clone()).collect();
             let forward = {
@@ -45,6 +48,11 @@ impl OperationsService {
                 async move {
                     let mut exported = 0u64;
                     while let Some(one) = taken.recv().await {
+                        // A caller gone, or the control plane stopping: dropping `taken`
+                        // stops the reading.
+                        if out.is_closed() || stopping.is_cancelled() {
+                            return (exported, false);
+                        }
                         if filter.judge(&one.entry) != Verdict::Take {
                             continue;
                         }
@@ -53,8 +61,11 @@ impl OperationsService {
                             position: one.locator,
                             entry: Some(one.entry),
                         };
-                        if out.send(Ok(letter)).await.is_err() {
-                            // The caller went away: dropping `taken` stops the reading.
+                        let sent = tokio::select! {
+                            sent = out.send(Ok(letter)) => sent.is_ok(),
+                            () = stopping.cancelled() => false,
+                        };
+                        if !sent {
                             return (exported, false);
                         }
                         exported += 1;
@@ -65,7 +76,9 @@ impl OperationsService {
             let (read, (exported, whole)) = tokio::join!(dead.send_all(found), forward);
             let result = match read {
                 Ok(()) if whole => format!("done: {exported} exported"),
-                Ok(()) => format!("stopped by the caller after {exported} exported"),
+                Ok(()) => {
+                    format!("stopped after {exported} exported (the caller left, or shutdown)")
+                }
                 Err(error) => {
                     let status = dlq_status(error);
                     let result = format!("failed after {exported} exported: {}", status.message());

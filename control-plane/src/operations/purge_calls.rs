@@ -36,20 +36,34 @@ impl OperationsService {
             self.check_no_redrive(&namespace.name, &call).await?;
         }
         let dead = self.dead_letters(&namespace.name).await?;
-        let purged = match purge(&dead, &filter, request.dry_run, request.expect).await {
-            Ok(purged) => purged,
-            Err(error) => {
-                let status = dlq_status(error);
-                if !request.dry_run {
-                    self.record(&call, &format!("refused: {}", status.message()))
-                        .await;
-                }
-                return Err(status);
+        // A task of its own: a caller that goes away does not cut the purge short, which
+        // ends (every SQS message it held removed or visible again) and is audited.
+        let (store, dry_run, expect) = (self.store.clone(), request.dry_run, request.expect);
+        let audited = call.clone();
+        let purging = tokio::spawn(async move {
+            let ended = purge(&dead, &filter, dry_run, expect).await;
+            if !dry_run {
+                let result = match &ended {
+                    Ok(purged) => format!("done: {} purged", purged.total()),
+                    Err(stopped) if stopped.purged.total() == 0 => {
+                        format!("refused: {}", stopped.error)
+                    }
+                    Err(stopped) => format!(
+                        "failed after {} purged: {}",
+                        stopped.purged.total(),
+                        stopped.error
+                    ),
+                };
+                super::record(&store, &audited, &result).await;
             }
+            ended
+        });
+        let purged = match purging.await {
+            Ok(Ok(purged)) => purged,
+            Ok(Err(stopped)) => return Err(dlq_status(stopped.error)),
+            Err(panicked) => return Err(Status::internal(format!("the purge failed: {panicked}"))),
         };
         if !request.dry_run {
-            self.record(&call, &format!("done: {} purged", purged.total()))
-                .await;
             tracing::info!(namespace = %namespace.name, purged = purged.total(), by = %call.actor, "dead letters purged");
         }
         Ok(Response::new(PurgeDeadLettersResponse {

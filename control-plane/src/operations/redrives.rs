@@ -197,9 +197,8 @@ impl NamespaceStore {
 
     /// Keeps the progress for `namespace` and `filter_key`, replacing what was kept, if the
     /// namespace's running redrive is still `owner`; false (nothing kept) when another took it
-    /// over, which then stops this one. (The check and the write are one transaction; on
-    /// PostgreSQL a takeover may still slip between them, which only a redrive silent for 30 s
-    /// can meet.)
+    /// over, which then stops this one. The check locks the redrive's row for the write (one
+    /// transaction), so a takeover comes before or after it, never between.
     pub async fn save_redrive_positions(
         &self,
         namespace: &str,
@@ -208,15 +207,18 @@ impl NamespaceStore {
         owner: &str,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.database(e))?;
+        // An update that changes nothing, for the row lock it takes (PostgreSQL) until the
+        // commit: a claim by another control plane waits for it, so it cannot slip between.
         let owned = sqlx::query(
-            "SELECT id FROM redrives WHERE namespace = $1 AND id = $2 AND state = 'running'",
+            "UPDATE redrives SET state = state
+             WHERE namespace = $1 AND id = $2 AND state = 'running'",
         )
         .bind(namespace)
         .bind(owner)
-        .fetch_optional(&mut *tx)
+        .execute(&mut *tx)
         .await
         .map_err(|e| self.database(e))?;
-        if owned.is_none() {
+        if owned.rows_affected() != 1 {
             return Ok(false);
         }
         sqlx::query(

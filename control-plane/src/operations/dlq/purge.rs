@@ -29,80 +29,145 @@ impl Purged {
 /// Why a purge removed nothing: what it counted is not what was expected.
 pub const COUNT_CHANGED: &str = "the dead letters to purge changed since the dry run";
 
+/// How a purge ended early: what it had removed by then, and why it stopped.
+#[derive(Debug)]
+pub struct Stopped {
+    pub purged: Purged,
+    pub error: DlqError,
+}
+
 /// Purges what `filter` takes from every DLQ of `dead` (`dry_run`: counts only). With
 /// `expect`, removes nothing unless the count is `expect` ([`DlqError::Usage`] naming both).
+/// However it ends, every SQS message it held is removed or visible again.
 pub async fn purge(
     dead: &DeadLetters,
     filter: &Filter,
     dry_run: bool,
     expect: Option<u64>,
-) -> Result<Purged, DlqError> {
+) -> Result<Purged, Stopped> {
+    let nothing = |error| Stopped {
+        purged: Purged::default(),
+        error,
+    };
     let kafka_filter = filter.since_micros.is_none() && filter.class.is_none();
     if !kafka_filter && dead.dlqs.iter().any(|d| d.backend == Backend::Kafka) {
-        return Err(DlqError::Usage(
+        return Err(nothing(DlqError::Usage(
             "a Kafka DLQ is a log: a purge removes its oldest records, all of them or those dead-lettered before --until; it cannot take --since or --class (redrive those, or let retention remove them)".to_owned(),
-        ));
+        )));
     }
     // Counted first, everywhere; SQS messages stay held (invisible) until removed or released.
     let mut plans = Vec::new();
-    let mut counted = Purged::default();
     for dlq in &dead.dlqs {
         let plan = match dlq.backend {
-            Backend::Kafka => Plan::Kafka(kafka_cuts(dead, dlq, filter).await?),
-            Backend::Sqs => Plan::Sqs(sqs_split(dlq, filter).await?),
+            Backend::Kafka => kafka_cuts(dead, dlq, filter).await.map(Plan::Kafka),
+            Backend::Sqs => sqs_split(dlq, filter).await.map(Plan::Sqs),
         };
-        counted.by_dlq.insert(dlq.name.clone(), plan.count());
-        plans.push((dlq, plan));
-    }
-    let changed = expect.is_some_and(|expected| expected != counted.total());
-    if dry_run || changed {
-        for (dlq, plan) in &plans {
-            if let Plan::Sqs((taken, passed)) = plan {
-                release(dlq, taken).await;
-                release(dlq, passed).await;
+        match plan {
+            Ok(plan) => plans.push((dlq, plan)),
+            Err(error) => {
+                release_all(&plans).await;
+                return Err(nothing(error));
             }
         }
+    }
+    let counted = Purged {
+        by_dlq: named_counts(plans.iter().map(|(dlq, plan)| (*dlq, plan.count()))),
+    };
+    let changed = expect.is_some_and(|expected| expected != counted.total());
+    if dry_run || changed {
+        release_all(&plans).await;
         if changed {
-            return Err(DlqError::Usage(format!(
+            return Err(nothing(DlqError::Usage(format!(
                 "{COUNT_CHANGED}: {} now, {} expected; nothing was purged (dry-run again)",
                 counted.total(),
                 expect.unwrap_or_default()
-            )));
+            ))));
         }
         return Ok(counted);
     }
-    let mut purged = Purged::default();
-    for (dlq, plan) in plans {
-        let removed = match plan {
-            Plan::Kafka(cuts) => {
-                let kafka = dead.kafka_of(dlq)?;
-                let before: BTreeMap<i32, i64> =
-                    cuts.iter().map(|(p, (_, cut))| (*p, *cut)).collect();
-                wal_queue::kafka::scan::delete_before(kafka, &dlq.name, &before)
-                    .await
-                    .map_err(|e| DlqError::Broker(format!("purging DLQ '{}': {e}", dlq.name)))?;
-                cuts.values()
-                    .map(|(start, cut)| (cut - start).max(0) as u64)
-                    .sum()
-            }
+    remove(dead, plans).await
+}
+
+/// Removes what the plans counted, DLQ by DLQ; on a failure, releases what is left held and
+/// says what was removed before it.
+async fn remove(dead: &DeadLetters, plans: Vec<(&DlqHandle, Plan)>) -> Result<Purged, Stopped> {
+    let mut removed: Vec<(&DlqHandle, u64)> = Vec::new();
+    let mut plans = plans.into_iter();
+    while let Some((dlq, plan)) = plans.next() {
+        let (count, failed) = match plan {
+            Plan::Kafka(cuts) => match delete_prefix(dead, dlq, &cuts).await {
+                Ok(count) => (count, None),
+                Err(error) => (0, Some(error)),
+            },
             Plan::Sqs((taken, passed)) => {
                 release(dlq, &passed).await;
-                let mut removed = 0;
-                for delivery in &taken {
-                    dlq.queue.acknowledge(delivery).await.map_err(|e| {
-                        DlqError::Broker(format!(
-                            "purging DLQ '{}' after {removed} messages: {e}",
+                let mut count = 0;
+                let mut failed = None;
+                for (at, delivery) in taken.iter().enumerate() {
+                    if let Err(e) = dlq.queue.acknowledge(delivery).await {
+                        failed = Some(DlqError::Broker(format!(
+                            "purging DLQ '{}' after {count} messages: {e}",
                             dlq.name
-                        ))
-                    })?;
-                    removed += 1;
+                        )));
+                        release(dlq, &taken[at..]).await;
+                        break;
+                    }
+                    count += 1;
                 }
-                removed
+                (count, failed)
             }
         };
-        purged.by_dlq.insert(dlq.name.clone(), removed);
+        removed.push((dlq, count));
+        if let Some(error) = failed {
+            let left: Vec<(&DlqHandle, Plan)> = plans.collect();
+            release_all(&left).await;
+            let purged = Purged {
+                by_dlq: named_counts(removed),
+            };
+            return Err(Stopped { purged, error });
+        }
     }
-    Ok(purged)
+    Ok(Purged {
+        by_dlq: named_counts(removed),
+    })
+}
+
+/// Deletes a Kafka DLQ's records before the cuts; how many went.
+async fn delete_prefix(
+    dead: &DeadLetters,
+    dlq: &DlqHandle,
+    cuts: &BTreeMap<i32, (i64, i64)>,
+) -> Result<u64, DlqError> {
+    let kafka = dead.kafka_of(dlq)?;
+    let before: BTreeMap<i32, i64> = cuts.iter().map(|(p, (_, cut))| (*p, *cut)).collect();
+    wal_queue::kafka::scan::delete_before(kafka, &dlq.name, &before)
+        .await
+        .map_err(|e| DlqError::Broker(format!("purging DLQ '{}': {e}", dlq.name)))?;
+    Ok(cuts
+        .values()
+        .map(|(start, cut)| u64::try_from(cut - start).unwrap_or(0))
+        .sum())
+}
+
+/// Makes every SQS message the plans hold visible again.
+async fn release_all(plans: &[(&DlqHandle, Plan)]) {
+    for (dlq, plan) in plans {
+        if let Plan::Sqs((taken, passed)) = plan {
+            release(dlq, taken).await;
+            release(dlq, passed).await;
+        }
+    }
+}
+
+/// Counts by DLQ name; two DLQs of one name (a Kafka topic and an SQS queue) add up.
+fn named_counts<'a>(
+    counts: impl IntoIterator<Item = (&'a DlqHandle, u64)>,
+) -> BTreeMap<String, u64> {
+    let mut named = BTreeMap::new();
+    for (dlq, count) in counts {
+        *named.entry(dlq.name.clone()).or_default() += count;
+    }
+    named
 }
 
 enum Plan {

@@ -272,9 +272,11 @@ pub async fn purge(
         .await
         .map_err(|status| refused(&status, &format!("purging the DLQs of '{namespace}'")))?
         .into_inner();
+    // The bounds as they resolved, not as typed: "--since 2h" would mean another window when
+    // the command runs.
     let command = format!(
         "walctl dlq purge {namespace}{} --expect {}",
-        flags.as_flags(),
+        resolved_flags(&resolved),
         purged.purged
     );
     match format {
@@ -295,4 +297,26 @@ pub async fn purge(
         Format::Table => println!("purged {} dead letters", purged.purged),
     }
     Ok(())
+}
+
+/// A filter's flags with its bounds as absolute times (RFC 3339, to the microsecond).
+fn resolved_flags(filter: &wal_control_plane::operations::dlq::Filter) -> String {
+    use wal_control_plane::operations::dlq::Class;
+    let at = |micros: i64| {
+        let at = std::time::UNIX_EPOCH + Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+        humantime::format_rfc3339_micros(at).to_string()
+    };
+    let mut flags = String::new();
+    if let Some(since) = filter.since_micros {
+        flags.push_str(&format!(" --since {}", at(since)));
+    }
+    if let Some(until) = filter.until_micros {
+        flags.push_str(&format!(" --until {}", at(until)));
+    }
+    match filter.class {
+        Some(Class::Retryable) => flags.push_str(" --class retryable"),
+        Some(Class::Permanent) => flags.push_str(" --class permanent"),
+        None => {}
+    }
+    flags
 }

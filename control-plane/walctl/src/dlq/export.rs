@@ -23,16 +23,6 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let filter = filter.filter(SystemTime::now())?;
     let to_stdout = file == Path::new("-");
-    // Written to a file beside the one asked for, renamed when whole: a failed export leaves
-    // no file that looks complete.
-    let partial = file.with_extension("partial");
-    let mut out: Box<dyn std::io::Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
-    } else {
-        let created = std::fs::File::create(&partial)
-            .map_err(|e| Failure::usage(format!("cannot write {}: {e}", partial.display())))?;
-        Box::new(std::io::BufWriter::new(created))
-    };
     let asked = format!("exporting the DLQs of '{namespace}'");
     let mut stream = OperationsClient::new(channel(address).await?)
         .max_decoding_message_size(64 << 20)
@@ -44,6 +34,18 @@ pub async fn run(
         .await
         .map_err(|status| refused(&status, &asked))?
         .into_inner();
+    // Written to a file beside the one asked for (its name and ".partial"), renamed when
+    // whole: a failed export leaves no file that looks complete.
+    let mut partial = file.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    let mut out: Box<dyn std::io::Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let created = std::fs::File::create(&partial)
+            .map_err(|e| Failure::usage(format!("cannot write {}: {e}", partial.display())))?;
+        Box::new(std::io::BufWriter::new(created))
+    };
     let mut exported = 0u64;
     let written = |e: std::io::Error| Failure::usage(format!("writing {}: {e}", file.display()));
     while let Some(letter) = stream

@@ -42,24 +42,6 @@ impl FilterArgs {
         }
     }
 
-    /// The flags as they would be typed again.
-    pub fn as_flags(&self) -> String {
-        let mut flags = String::new();
-        for (flag, value) in [("--since", &self.since), ("--until", &self.until)] {
-            if let Some(value) = value {
-                flags.push_str(&format!(" {flag} {value}"));
-            }
-        }
-        if let Some(class) = self.class {
-            let name = match class {
-                Class::Retryable => "retryable",
-                Class::Permanent => "permanent",
-            };
-            flags.push_str(&format!(" --class {name}"));
-        }
-        flags
-    }
-
     /// Whether a bound is a time ago ("2h"), which resolves to another instant at each run.
     pub fn relative(&self) -> bool {
         [&self.since, &self.until]
