@@ -72,6 +72,8 @@ pub struct ResultMatch {
     pub field: Option<String>,
     pub entry_id: Option<String>,
     pub max_elapsed_millis: Option<u64>,
+    /// What each destination had done, as the result names them (absent in a result: none).
+    pub destinations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

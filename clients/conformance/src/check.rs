@@ -148,6 +148,18 @@ fn mismatches(matcher: &ResultMatch, result: &Value) -> Vec<String> {
             matcher.max_attempts
         ));
     }
+    if let Some(wanted) = &matcher.destinations {
+        let named: BTreeMap<String, String> = result["destinations"]
+            .as_object()
+            .map(|named| {
+                let state = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                named.iter().map(|(k, v)| (k.clone(), state(v))).collect()
+            })
+            .unwrap_or_default();
+        if &named != wanted {
+            found.push(format!("destinations are {named:?}, expected {wanted:?}"));
+        }
+    }
     let elapsed = result["elapsed_millis"].as_u64().unwrap_or(u64::MAX);
     if matcher.max_elapsed_millis.is_some_and(|max| elapsed > max) {
         found.push(format!(

@@ -66,6 +66,9 @@ struct PlannedWrite {
     idempotency_id: String,
     #[serde(default)]
     delay_millis: i64,
+    /// The write waits this long for its destinations (0: not).
+    #[serde(default)]
+    await_destinations_millis: u64,
 }
 
 #[derive(Deserialize)]
@@ -200,11 +203,15 @@ async fn run(client: &Client, step: usize, planned: Step) -> Result<(), String> 
 fn write_of(namespace: &str, planned: PlannedWrite, deadline_millis: u64) -> Result<Write, String> {
     let delay = u64::try_from(planned.delay_millis)
         .map_err(|_| format!("delay_millis {} is negative", planned.delay_millis))?;
-    Ok(Write::new(namespace, planned.payload.into_bytes())
+    let write = Write::new(namespace, planned.payload.into_bytes())
         .key(planned.key)
         .idempotency_id(planned.idempotency_id)
         .delay(Duration::from_millis(delay))
-        .deadline(Duration::from_millis(deadline_millis)))
+        .deadline(Duration::from_millis(deadline_millis));
+    Ok(match planned.await_destinations_millis {
+        0 => write,
+        wait => write.await_destinations(Duration::from_millis(wait)),
+    })
 }
 
 async fn futures_join_all<F: std::future::Future<Output = ()>>(calls: impl Iterator<Item = F>) {
@@ -226,6 +233,14 @@ fn report(step: usize, index: usize, started: Instant, result: Result<Written, E
     let elapsed = started.elapsed().as_millis() as u64;
     print_line(match result {
         Ok(written) => json!({
+            "destinations": written.destinations.iter().map(|(name, applied)| {
+                let state = match applied {
+                    wal_client::Applied::Applied => "applied",
+                    wal_client::Applied::DeadLettered => "dead_lettered",
+                    wal_client::Applied::Pending => "pending",
+                };
+                (name.clone(), json!(state))
+            }).collect::<serde_json::Map<_, _>>(),
             "step": step, "index": index,
             "outcome": match written.outcome {
                 Outcome::True => "TRUE",

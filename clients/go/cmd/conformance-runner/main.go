@@ -116,6 +116,8 @@ func write(s step, w planWrite) wal.Write {
 		IdempotencyID: w.IdempotencyID,
 		Delay:         time.Duration(w.DelayMillis) * time.Millisecond,
 		Unbatched:     !s.Batch,
+
+		AwaitDestinations: time.Duration(w.AwaitDestinationsMillis) * time.Millisecond,
 	}
 }
 
@@ -143,6 +145,7 @@ func report(stepIndex, index int, start time.Time, r wal.Result, err error) resu
 		return line
 	}
 	line.Outcome, line.EntryID, line.Attempts, line.Message = r.Outcome.String(), r.EntryID, r.Attempts, r.Message
+	line.Destinations = r.Destinations
 	return line
 }
 

@@ -35,6 +35,8 @@ type planWrite struct {
 	Payload       string `json:"payload"`
 	IdempotencyID string `json:"idempotency_id"`
 	DelayMillis   int64  `json:"delay_millis"`
+	// AwaitDestinationsMillis: the write waits this long for its destinations (0: not).
+	AwaitDestinationsMillis int64 `json:"await_destinations_millis"`
 }
 
 type planItem struct {
@@ -52,4 +54,6 @@ type result struct {
 	Field         *string `json:"field,omitempty"` // present (maybe empty) for REFUSED
 	ElapsedMillis int64   `json:"elapsed_millis"`
 	Message       string  `json:"message,omitempty"`
+	// Destinations: what each destination had done, for a write that awaited them.
+	Destinations map[string]string `json:"destinations,omitempty"`
 }

@@ -63,6 +63,7 @@ async def _run(
 async def _writes(client: wal_client.Client, number: int, step: dict[str, Any]) -> None:
     def write(entry: dict[str, Any]):
         delay = entry.get("delay_millis")
+        awaited = entry.get("await_destinations_millis", 0)
         return client.write(
             step["namespace"],
             entry["payload"].encode(),
@@ -71,6 +72,7 @@ async def _writes(client: wal_client.Client, number: int, step: dict[str, Any]) 
             delay=None if delay is None else delay / 1000,
             deadline=_deadline(step),
             batch=bool(step.get("batch", False)),
+            await_destinations=awaited / 1000 if awaited else None,
         )
 
     writes = step["writes"]
@@ -106,6 +108,9 @@ async def _one(step: int, index: int, call) -> None:
                      "attempts": result.attempts}
             if result.message:
                 line["message"] = result.message
+            destinations = getattr(result, "destinations", ())
+            if destinations:
+                line["destinations"] = dict(destinations)
     line["elapsed_millis"] = round((time.monotonic() - start) * 1000)
     print(json.dumps(line), flush=True)
 

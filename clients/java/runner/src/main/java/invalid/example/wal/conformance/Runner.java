@@ -159,6 +159,10 @@ public final class Runner {
     if (present(w, "delay_millis")) {
       builder.delayMillis(w.get("delay_millis").getAsLong());
     }
+    if (present(w, "await_destinations_millis")) {
+      builder.awaitDestinations(
+          java.time.Duration.ofMillis(w.get("await_destinations_millis").getAsLong()));
+    }
     return builder.build();
   }
 
@@ -185,6 +189,11 @@ public final class Runner {
     line.addProperty("attempts", r.attempts());
     if (!r.message().isEmpty()) {
       line.addProperty("message", r.message());
+    }
+    if (!r.destinations().isEmpty()) {
+      JsonObject destinations = new JsonObject();
+      r.destinations().forEach(destinations::addProperty);
+      line.add("destinations", destinations);
     }
     return line;
   }
