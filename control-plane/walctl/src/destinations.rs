@@ -1,7 +1,8 @@
 //! `walctl destinations status NAMESPACE`: a row per destination of a namespace (its own target,
 //! and each store of its `destinations`): its kind, how far its reader trails, the newest entry
-//! it applied, its dead letters and any gap. Read from the brokers without joining the readers'
-//! groups. A replicated namespace's regions are `walctl replication status`'s.
+//! it applied, its dead letters and any gap, and whether an operator paused it (`walctl pause`).
+//! Read from the brokers without joining the readers' groups. A replicated namespace's regions
+//! are `walctl replication status`'s.
 
 use serde_json::json;
 use wal_clusters::flags::BrokerFlags;
@@ -33,6 +34,8 @@ struct Row {
     kind: String,
     lag: Lag,
     dead_lettered: u64,
+    /// The operator's pause holding it, if any.
+    paused: Option<wal_proto::v1::Pause>,
 }
 
 pub async fn run(
@@ -64,6 +67,7 @@ pub async fn run(
             kind: kind.to_owned(),
             lag: Lag::of_reader(&backends, &namespace, None).await?,
             dead_lettered: dead_lettered.get(DEFAULT_DESTINATION).copied().unwrap_or(0),
+            paused: None,
         });
     }
     for destination in &namespace.destinations {
@@ -73,7 +77,16 @@ pub async fn run(
             kind: destination.target.kind.name().to_owned(),
             lag: Lag::of_reader(&backends, &namespace, Some(&reader)).await?,
             dead_lettered: dead_lettered.get(&destination.name).copied().unwrap_or(0),
+            paused: None,
         });
+    }
+    let pauses = crate::operations::pauses_of(control_plane, &namespace.name).await?;
+    for row in &mut rows {
+        // The namespace's own pause first, as a consumer reads them.
+        row.paused = ["", row.name.as_str()]
+            .iter()
+            .find_map(|d| pauses.iter().find(|p| p.destination == *d))
+            .cloned();
     }
     print(&rows, format);
     Ok(())
@@ -87,6 +100,11 @@ fn print(rows: &[Row], format: Format) {
                     let mut fields = row.lag.json(row.dead_lettered);
                     fields.insert("destination".to_owned(), json!(row.name));
                     fields.insert("kind".to_owned(), json!(row.kind));
+                    if let Some(pause) = &row.paused {
+                        fields.insert("state".to_owned(), json!("paused"));
+                        fields.insert("paused_by".to_owned(), json!(pause.paused_by));
+                        fields.insert("pause_reason".to_owned(), json!(pause.reason));
+                    }
                     serde_json::Value::Object(fields)
                 })
                 .collect::<Vec<_>>()
@@ -95,7 +113,11 @@ fn print(rows: &[Row], format: Format) {
             let mut out = table(&[["DESTINATION", "KIND"].as_slice(), &COLUMNS].concat());
             for row in rows {
                 let named = vec![row.name.clone(), row.kind.clone()];
-                out.add_row([named, row.lag.cells(row.dead_lettered)].concat());
+                let mut cells = row.lag.cells(row.dead_lettered);
+                if let Some(pause) = &row.paused {
+                    cells[0] = format!("paused by {}: {}", pause.paused_by, pause.reason);
+                }
+                out.add_row([named, cells].concat());
             }
             println!("{out}");
         }

@@ -69,10 +69,30 @@ async fn status_shows_each_destination_behind_then_caught_up() {
     // Stopping commits what was acknowledged.
     consumer.shutdown().await;
     assert_eq!(
-        status(url, namespace.name.clone()).await,
+        status(url.clone(), namespace.name.clone()).await,
         [
             row("default", "cql", "caught up", 0),
             row("events", "kafka", "caught up", 0)
+        ]
+    );
+    // An operator's pause shows on the destination it holds, and no other.
+    let paused = walctl(
+        &url,
+        &[
+            "pause",
+            &namespace.name,
+            "events",
+            "--reason",
+            "topic moving",
+        ],
+    )
+    .await;
+    assert!(paused.status.success(), "{paused:?}");
+    assert_eq!(
+        status(url, namespace.name.clone()).await,
+        [
+            row("default", "cql", "caught up", 0),
+            row("events", "kafka", "paused", 0)
         ]
     );
     producer.shutdown().await;
