@@ -123,7 +123,7 @@ async fn hold_queue(context: &QueueContext, shutdown: &CancellationToken) -> boo
             break false;
         }
         // Both at once: a new hold or pause may have come while waiting for the other.
-        if !context.holds.any() && context.pause.holding().is_none() {
+        if !context.holds.any() && !context.pause.paused() {
             break true;
         }
     };
@@ -157,7 +157,7 @@ impl Worker {
         let mut refusals = Refusals::default();
         loop {
             // While entries wait for an unavailable target, take no more (see `hold`).
-            let held = self.context.holds.any() || self.context.pause.holding().is_some();
+            let held = self.context.holds.any() || self.context.pause.paused();
             if held && !hold_queue(&self.context, &shutdown).await {
                 break;
             }

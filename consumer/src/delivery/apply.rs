@@ -99,8 +99,7 @@ impl Deliverer {
         loop {
             // An operator's pause holds the entry here too: a target coming back does not end
             // it.
-            if context.pause.holding().is_some()
-                && !self.wait_while_paused(context, delivery, shutdown).await
+            if context.pause.paused() && !self.wait_while_paused(context, delivery, shutdown).await
             {
                 return None;
             }
@@ -120,7 +119,7 @@ impl Deliverer {
             };
             // Paused while waiting for the breaker: the pass goes back unused (a probe's turn
             // to the next entry waiting, of this destination or another).
-            if context.pause.holding().is_some() {
+            if context.pause.paused() {
                 breaker.unused(pass);
                 continue;
             }

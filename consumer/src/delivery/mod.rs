@@ -182,7 +182,7 @@ impl Deliverer {
         let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
         let settle = loop {
-            if context.pause.holding().is_some()
+            if context.pause.paused()
                 && !Box::pin(self.wait_while_paused(context, delivery, shutdown)).await
             {
                 // Shutdown while paused: left to the queue, received again.

@@ -1,6 +1,7 @@
 //! Reading a namespace's dead letters: ListDeadLetters and ShowDeadLetter.
 
 use tonic::{Request, Response, Status};
+use wal_namespaces::Namespace;
 use wal_proto::v1::{
     DeadLetterFilter, ErrorClass, ListDeadLettersRequest, ListDeadLettersResponse,
     ShowDeadLetterRequest, ShowDeadLetterResponse,
@@ -16,9 +17,8 @@ const MOST_LISTED: u32 = 10_000;
 
 impl OperationsService {
     /// The namespace's DLQs, connected.
-    pub(super) async fn dead_letters(&self, name: &str) -> Result<DeadLetters, Status> {
-        let namespace = self.namespace(name).await?;
-        DeadLetters::connect(&self.clusters, &namespace)
+    pub(super) async fn dead_letters(&self, namespace: &Namespace) -> Result<DeadLetters, Status> {
+        DeadLetters::connect(&self.clusters, namespace)
             .await
             .map_err(dlq_status)
     }
@@ -34,7 +34,8 @@ impl OperationsService {
             0 => 100,
             n => n.min(MOST_LISTED),
         } as usize;
-        let dead = self.dead_letters(&request.namespace).await?;
+        let namespace = self.namespace(&request.namespace).await?;
+        let dead = self.dead_letters(&namespace).await?;
         let listed = list(&dead, &filter, limit).await.map_err(dlq_status)?;
         Ok(Response::new(listed))
     }
@@ -50,7 +51,7 @@ impl OperationsService {
         let namespace = self.namespace(&request.namespace).await?;
         self.authorizer
             .check(peer.as_ref(), &namespace, wal_namespaces::Action::Admin)?;
-        let dead = self.dead_letters(&request.namespace).await?;
+        let dead = self.dead_letters(&namespace).await?;
         let copies = show(&dead, &request.id).await.map_err(dlq_status)?;
         if copies.is_empty() {
             return Err(Status::not_found(format!(

@@ -34,7 +34,7 @@ impl OperationsService {
         };
         let namespace = self.namespace(&request.namespace).await?;
         self.check_admin(peer.as_ref(), &namespace, &call).await?;
-        let dead = self.dead_letters(&namespace.name).await?;
+        let dead = self.dead_letters(&namespace).await?;
         // Recorded before a payload leaves: a crash midway still leaves a trace.
         self.record(&call, "started").await;
         let (out, stream) = mpsc::channel::<Result<DeadLetter, Status>>(IN_FLIGHT);

@@ -35,7 +35,7 @@ impl OperationsService {
             self.check_admin(peer.as_ref(), &namespace, &call).await?;
             self.check_no_redrive(&namespace.name, &call).await?;
         }
-        let dead = self.dead_letters(&namespace.name).await?;
+        let dead = self.dead_letters(&namespace).await?;
         // A task of its own: a caller that goes away does not cut the purge short, which
         // ends (every SQS message it held removed or visible again) and is audited.
         let (store, dry_run, expect) = (self.store.clone(), request.dry_run, request.expect);

@@ -68,7 +68,7 @@ impl OperationsService {
         } else {
             self.check_admin(peer.as_ref(), &namespace, &call).await?;
         }
-        let dead = self.dead_letters(&namespace.name).await?;
+        let dead = self.dead_letters(&namespace).await?;
         let now = now_micros();
         let record = RedriveRecord {
             namespace: namespace.name.clone(),

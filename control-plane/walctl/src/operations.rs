@@ -53,8 +53,10 @@ pub struct Audit {
     limit: u32,
 }
 
-async fn client(address: &str) -> Result<OperationsClient<tonic::transport::Channel>, Failure> {
-    Ok(OperationsClient::new(channel(address).await?))
+/// The control plane's Operations client. A DLQ read may be long (up to 10,000 entries, a
+/// payload each in an export); each message is bounded by its request's limit.
+pub async fn client(address: &str) -> Result<OperationsClient<tonic::transport::Channel>, Failure> {
+    Ok(OperationsClient::new(channel(address).await?).max_decoding_message_size(64 << 20))
 }
 
 pub async fn pause(args: Pause, address: &str, format: Format) -> Result<(), Failure> {

@@ -11,35 +11,36 @@ pub struct Pause {
     pub reason: String,
 }
 
-/// The pauses in force, by (namespace, destination); the empty destination pauses the whole
-/// namespace.
+/// The pauses in force, by namespace then destination; the empty destination pauses the whole
+/// namespace. Nested maps, so a consumer's lookup for each entry borrows its names rather than
+/// allocating a key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pauses {
-    by: BTreeMap<(String, String), Pause>,
+    by: BTreeMap<String, BTreeMap<String, Pause>>,
 }
 
 impl Pauses {
     pub fn from_proto(pauses: &[wal_proto::v1::Pause]) -> Self {
-        let by = pauses
-            .iter()
-            .map(|p| {
-                let pause = Pause {
-                    paused_by: p.paused_by.clone(),
-                    paused_at_micros: p.paused_at_micros,
-                    reason: p.reason.clone(),
-                };
-                ((p.namespace.clone(), p.destination.clone()), pause)
-            })
-            .collect();
+        let mut by: BTreeMap<String, BTreeMap<String, Pause>> = BTreeMap::new();
+        for p in pauses {
+            let pause = Pause {
+                paused_by: p.paused_by.clone(),
+                paused_at_micros: p.paused_at_micros,
+                reason: p.reason.clone(),
+            };
+            by.entry(p.namespace.clone())
+                .or_default()
+                .insert(p.destination.clone(), pause);
+        }
         Self { by }
     }
 
     /// The pause that holds `destination` of `namespace`, if any: the namespace's own first.
     pub fn holding(&self, namespace: &str, destination: &str) -> Option<&Pause> {
-        let key = |d: &str| (namespace.to_owned(), d.to_owned());
-        self.by
-            .get(&key(""))
-            .or_else(|| self.by.get(&key(destination)))
+        let of_namespace = self.by.get(namespace)?;
+        of_namespace
+            .get("")
+            .or_else(|| of_namespace.get(destination))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -48,13 +49,15 @@ impl Pauses {
 
     /// `namespace` or `namespace/destination`, each paused one, for logs.
     pub fn names(&self) -> Vec<String> {
-        self.by
-            .keys()
-            .map(|(namespace, destination)| match destination.as_str() {
-                "" => namespace.clone(),
-                destination => format!("{namespace}/{destination}"),
-            })
-            .collect()
+        let paused = self.by.iter().flat_map(|(namespace, destinations)| {
+            destinations
+                .keys()
+                .map(move |destination| match destination.as_str() {
+                    "" => namespace.clone(),
+                    destination => format!("{namespace}/{destination}"),
+                })
+        });
+        paused.collect()
     }
 }
 

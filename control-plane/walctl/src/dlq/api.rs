@@ -15,18 +15,14 @@ use super::filter::FilterArgs;
 use super::print;
 use super::redrive::RedriveArgs;
 use crate::Failure;
-use crate::namespace::{channel, refused};
+use crate::namespace::refused;
+use crate::operations::client;
 use crate::output::{Format, print_json, progress, table, when};
 
 /// How often a followed redrive is asked how far it is.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 /// A running redrive silent this long may be dead (the control plane's own bound).
 const STALE_AFTER: Duration = wal_control_plane::operations::redrives::STALE_AFTER;
-
-async fn client(address: &str) -> Result<OperationsClient<Channel>, Failure> {
-    // A DLQ read may be long (up to 10,000 entries); the messages are bounded by their limit.
-    Ok(OperationsClient::new(channel(address).await?).max_decoding_message_size(64 << 20))
-}
 
 pub async fn list(
     address: &str,

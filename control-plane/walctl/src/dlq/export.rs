@@ -6,12 +6,11 @@ use std::time::SystemTime;
 
 use serde_json::json;
 use wal_proto::v1::ExportDeadLettersRequest;
-use wal_proto::v1::operations_client::OperationsClient;
 
 use super::filter::FilterArgs;
 use super::print::detail_json;
 use crate::Failure;
-use crate::namespace::{channel, refused};
+use crate::namespace::refused;
 use crate::output::{Format, print_json};
 
 pub async fn run(
@@ -24,8 +23,8 @@ pub async fn run(
     let filter = filter.filter(SystemTime::now())?;
     let to_stdout = file == Path::new("-");
     let asked = format!("exporting the DLQs of '{namespace}'");
-    let mut stream = OperationsClient::new(channel(address).await?)
-        .max_decoding_message_size(64 << 20)
+    let mut stream = crate::operations::client(address)
+        .await?
         .export_dead_letters(ExportDeadLettersRequest {
             namespace: namespace.to_owned(),
             filter: Some(filter.to_proto()),
