@@ -108,13 +108,14 @@ pub struct RunningCrew {
 impl Crew {
     /// Handles on the namespace's queues (created first with `settings.provision`) and a worker
     /// for each queue, read as the destination reads it, and for each of its delay tiers where
-    /// the destination parks entries. `pauses`: an operator's pauses, as the control plane says.
+    /// the destination parks entries. `directives`: an operator's pauses and cancellations, as
+    /// the control plane says.
     pub async fn build(
         settings: &ConsumerSettings,
         backends: &Backends,
         deliverer: &Arc<Deliverer>,
         plan: Plan,
-        pauses: &tokio::sync::watch::Receiver<wal_namespaces::feed::Pauses>,
+        directives: &tokio::sync::watch::Receiver<wal_namespaces::feed::Directives>,
     ) -> anyhow::Result<Self> {
         let Plan {
             key,
@@ -151,7 +152,8 @@ impl Crew {
                 archive_recorded: Arc::default(),
                 holds: Arc::default(),
                 destination: Arc::clone(&destination),
-                pause: PauseSwitch::new(pauses.clone(), &namespace.name, &destination.name()),
+                pause: PauseSwitch::new(directives.clone(), &namespace.name, &destination.name()),
+                directives: directives.clone(),
             };
             let worker = |context, role| Worker {
                 context,

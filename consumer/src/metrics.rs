@@ -23,6 +23,7 @@ pub const PARKED: &str = "wal_consumer_parked";
 /// counter sample, which the gauge [`PARKED`] already names.
 pub const PARKED_TOTAL: &str = "wal_consumer_parks_total";
 pub const EARLY: &str = "wal_consumer_early_total";
+pub const CANCELLED: &str = "wal_consumer_cancelled_total";
 pub const REPLICATION_LAG_ENTRIES: &str = "wal_replication_lag_entries";
 pub const REPLICATION_LAG_SECONDS: &str = "wal_replication_lag_seconds";
 pub const REPLICATION_CONNECTED: &str = "wal_replication_connected";
@@ -92,6 +93,10 @@ pub fn describe() {
         "Entries waiting on the broker for their deliver-at, per queue (SQS delayed messages, Kafka delay tiers' backlog)."
     );
     describe_counter!(
+        CANCELLED,
+        "Entries an operator cancelled (Operations.CancelEntry), acknowledged without being applied."
+    );
+    describe_counter!(
         PARKED_TOTAL,
         "Entries given back to wait on the broker because their deliver-at was far (one per SQS step or Kafka tier hop)."
     );
@@ -121,6 +126,7 @@ pub struct QueueMetrics {
     pub parked: Gauge,
     pub parked_total: Counter,
     pub early: Counter,
+    pub cancelled: Counter,
     pub queue_errors: Counter,
     /// Per target kind; a handful at most (the registry's kinds, plus "none").
     kinds: RwLock<Vec<(String, Arc<KindMetrics>)>>,
@@ -156,6 +162,7 @@ impl QueueMetrics {
             parked: gauge!(PARKED, &labels),
             parked_total: counter!(PARKED_TOTAL, &labels),
             early: counter!(EARLY, &labels),
+            cancelled: counter!(CANCELLED, &labels),
             queue_errors: counter!(QUEUE_ERRORS, &labels),
             kinds: RwLock::new(Vec::new()),
         }

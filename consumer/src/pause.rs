@@ -5,19 +5,23 @@
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use wal_namespaces::feed::{Pause, Pauses};
+use wal_namespaces::feed::{Directives, Pause};
 
 #[derive(Debug, Clone)]
 pub struct PauseSwitch {
-    pauses: watch::Receiver<Pauses>,
+    directives: watch::Receiver<Directives>,
     namespace: String,
     destination: String,
 }
 
 impl PauseSwitch {
-    pub fn new(pauses: watch::Receiver<Pauses>, namespace: &str, destination: &str) -> Self {
+    pub fn new(
+        directives: watch::Receiver<Directives>,
+        namespace: &str,
+        destination: &str,
+    ) -> Self {
         Self {
-            pauses,
+            directives,
             namespace: namespace.to_owned(),
             destination: destination.to_owned(),
         }
@@ -25,34 +29,36 @@ impl PauseSwitch {
 
     /// A switch no pause ever reaches: for a consumer without a control plane, and for tests.
     pub fn never() -> Self {
-        let (_, pauses) = watch::channel(Pauses::default());
-        Self::new(pauses, "", "")
+        let (_, directives) = watch::channel(Directives::default());
+        Self::new(directives, "", "")
     }
 
     /// Whether a pause holds this destination now: asked for every entry, so it clones nothing.
     pub fn paused(&self) -> bool {
-        self.pauses
+        self.directives
             .borrow()
+            .pauses
             .holding(&self.namespace, &self.destination)
             .is_some()
     }
 
     /// The pause holding this destination now, if any (who and why, for a log line).
     pub fn holding(&self) -> Option<Pause> {
-        self.pauses
+        self.directives
             .borrow()
+            .pauses
             .holding(&self.namespace, &self.destination)
             .cloned()
     }
 
     /// Waits until no pause holds this destination; false at shutdown.
     pub async fn resumed(&self, shutdown: &CancellationToken) -> bool {
-        let mut pauses = self.pauses.clone();
+        let mut directives = self.directives.clone();
         let (namespace, destination) = (&self.namespace, &self.destination);
         let ended = async {
             // Err: the consumer is going away with the pause still in force.
-            pauses
-                .wait_for(|p| p.holding(namespace, destination).is_none())
+            directives
+                .wait_for(|d| d.pauses.holding(namespace, destination).is_none())
                 .await
                 .is_ok()
         };
@@ -66,6 +72,7 @@ impl PauseSwitch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wal_namespaces::feed::Pauses;
 
     fn pause(namespace: &str, destination: &str) -> wal_proto::v1::Pause {
         wal_proto::v1::Pause {
@@ -79,12 +86,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_paused_destination_waits_until_its_pause_ends_and_no_longer() {
-        let (pauses, receiver) = watch::channel(Pauses::default());
+        let (directives, receiver) = watch::channel(Directives::default());
+        let pauses = |list: &[wal_proto::v1::Pause]| {
+            directives.send_replace(Directives {
+                pauses: Pauses::from_proto(list),
+                ..Directives::default()
+            });
+        };
         let switch = PauseSwitch::new(receiver, "orders", "events");
         let shutdown = CancellationToken::new();
         assert!(!switch.paused());
         assert!(switch.resumed(&shutdown).await);
-        pauses.send_replace(Pauses::from_proto(&[pause("orders", "events")]));
+        pauses(&[pause("orders", "events")]);
         assert_eq!(switch.holding().unwrap().reason, "incident");
         let waiting = tokio::spawn({
             let (switch, shutdown) = (switch.clone(), shutdown.clone());
@@ -92,16 +105,13 @@ mod tests {
         });
         tokio::task::yield_now().await;
         // Another destination's pause ending is not this one's.
-        pauses.send_replace(Pauses::from_proto(&[
-            pause("orders", "events"),
-            pause("users", ""),
-        ]));
+        pauses(&[pause("orders", "events"), pause("users", "")]);
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
-        pauses.send_replace(Pauses::from_proto(&[pause("users", "")]));
+        pauses(&[pause("users", "")]);
         assert!(waiting.await.unwrap());
         // Shutdown ends a wait the pause has not.
-        pauses.send_replace(Pauses::from_proto(&[pause("orders", "")]));
+        pauses(&[pause("orders", "")]);
         shutdown.cancel();
         assert!(!switch.resumed(&shutdown).await);
     }

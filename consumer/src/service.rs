@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wal_clusters::Backends;
 use wal_namespaces::Namespace;
-use wal_namespaces::feed::{Feed, Pauses, SetChanges};
+use wal_namespaces::feed::{Directives, Feed, SetChanges};
 use wal_queue::kafka::{self, CloseMark};
 use wal_targets::Kind;
 
@@ -35,8 +35,9 @@ pub struct Consumer {
     crews: Vec<Crew>,
     /// The namespaces served since the last start or reload, as configured.
     served: Vec<Namespace>,
-    /// An operator's pauses, from the control plane's feed (none from a folder).
-    pauses: watch::Sender<Pauses>,
+    /// An operator's pauses and cancellations, from the control plane's feed (none from a
+    /// folder).
+    directives: watch::Sender<Directives>,
 }
 
 impl Consumer {
@@ -64,7 +65,7 @@ impl Consumer {
             backends: Backends::default(),
             crews: Vec::new(),
             served: Vec::new(),
-            pauses: watch::Sender::new(Pauses::default()),
+            directives: watch::Sender::new(Directives::default()),
         };
         let (crews, _, _) = consumer.build(&BTreeMap::new(), namespaces).await?;
         consumer.crews = crews;
@@ -132,13 +133,13 @@ impl Consumer {
         let mut crews = Vec::new();
         for plan in plans {
             if !unchanged(&plan) {
-                let pauses = self.pauses.subscribe();
+                let directives = self.directives.subscribe();
                 let crew = Crew::build(
                     &self.settings,
                     &self.backends,
                     &self.deliverer,
                     plan,
-                    &pauses,
+                    &directives,
                 );
                 crews.push(crew.await?);
             }
@@ -172,20 +173,21 @@ impl Consumer {
 
     /// As [`Consumer::run`], applying each new set of namespaces from `feed` while it runs.
     pub async fn run_following(mut self, mut feed: Option<Feed>, shutdown: CancellationToken) {
-        // The pauses in force when the feed was opened hold from the first entry: no crew
-        // starts before it has them.
+        // The pauses and cancellations in force when the feed was opened hold from the first
+        // entry: no crew starts before it has them.
         if let Some(feed) = &feed {
-            self.pauses.send_replace(feed.pauses().borrow().clone());
+            self.directives
+                .send_replace(feed.directives().borrow().clone());
         }
         let mut running: BTreeMap<String, RunningCrew> = std::mem::take(&mut self.crews)
             .into_iter()
             .map(|crew| (crew.key.clone(), crew.start(&shutdown)))
             .collect();
         if let Some(feed) = feed.as_mut() {
-            // Pauses change apart from the namespaces: the crews' switches follow them as
-            // they are, with no crew rebuilt.
-            let mut from = feed.pauses();
-            let into = self.pauses.clone();
+            // Pauses and cancellations change apart from the namespaces: the crews follow them
+            // as they are, with no crew rebuilt.
+            let mut from = feed.directives();
+            let into = self.directives.clone();
             let following = shutdown.clone();
             tokio::spawn(async move {
                 loop {
@@ -268,13 +270,13 @@ impl Consumer {
     pub fn spawn_following(self, feed: Option<Feed>) -> ConsumerHandle {
         let shutdown = CancellationToken::new();
         let deliverer = Arc::clone(&self.deliverer);
-        let pauses = self.pauses.subscribe();
+        let directives = self.directives.subscribe();
         let task = tokio::spawn(self.run_following(feed, shutdown.clone()));
         ConsumerHandle {
             shutdown,
             task,
             deliverer,
-            pauses,
+            directives,
         }
     }
 }
@@ -285,7 +287,7 @@ pub struct ConsumerHandle {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     deliverer: Arc<Deliverer>,
-    pauses: watch::Receiver<Pauses>,
+    directives: watch::Receiver<Directives>,
 }
 
 impl ConsumerHandle {
@@ -294,9 +296,10 @@ impl ConsumerHandle {
         &self.deliverer
     }
 
-    /// The operator's pauses the running consumer holds entries for, as it last heard them.
-    pub fn pauses(&self) -> watch::Receiver<Pauses> {
-        self.pauses.clone()
+    /// The operator's pauses and cancellations the running consumer acts on, as it last heard
+    /// them.
+    pub fn directives(&self) -> watch::Receiver<Directives> {
+        self.directives.clone()
     }
 
     /// Stops receiving, finishes or hands back the entries in progress, and waits until done.

@@ -112,10 +112,10 @@ async fn a_paused_namespace_holds_its_entries_without_attempts_and_resumed_deliv
     let consumer = start_consumer_following(following().await).await;
     let client = producer.client.clone();
     let heard = |paused: bool| {
-        let mut pauses = consumer.pauses();
+        let mut directives = consumer.directives();
         let name = name.clone();
         async move {
-            let wait = pauses.wait_for(|p| p.holding(&name, "hook").is_some() == paused);
+            let wait = directives.wait_for(|d| d.pauses.holding(&name, "hook").is_some() == paused);
             tokio::time::timeout(Duration::from_secs(20), wait)
                 .await
                 .expect("the consumer heard the pause's change")
@@ -181,8 +181,8 @@ async fn a_paused_namespace_holds_its_entries_without_attempts_and_resumed_deliv
 
 /// Waits until `consumer` holds `namespace` paused (or not).
 async fn heard(consumer: &wal_testkit::ConsumerHandle, namespace: &str, paused: bool) {
-    let mut pauses = consumer.pauses();
-    let wait = pauses.wait_for(|p| p.holding(namespace, "default").is_some() == paused);
+    let mut directives = consumer.directives();
+    let wait = directives.wait_for(|d| d.pauses.holding(namespace, "default").is_some() == paused);
     tokio::time::timeout(Duration::from_secs(20), wait)
         .await
         .expect("the consumer heard the pause's change")

@@ -454,6 +454,7 @@ fn start(broker: &MemoryBroker, namespace: &Arc<Namespace>, generation: u64) -> 
         holds: Arc::default(),
         destination: Arc::new(Destination::Targets),
         pause: wal_consumer::pause::PauseSwitch::never(),
+        directives: tokio::sync::watch::channel(Default::default()).1,
     };
     let worker = Worker {
         context,

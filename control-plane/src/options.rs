@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 
-use wal_clusters::flags::BrokerFlags;
+use wal_clusters::flags::{BrokerFlags, CqlFlags};
 use wal_runtime::authorize::SecurityFlags;
 
 #[derive(Debug, Clone, Parser)]
@@ -29,6 +29,12 @@ pub struct ControlPlaneOptions {
     #[command(flatten)]
     pub brokers: BrokerFlags,
 
+    /// Where the namespaces' durable storage is, for an entry's receipts (a cancel says whether
+    /// it came too late); without it, a cancel says delivery is not known. The control plane
+    /// creates nothing there but the platform's own tables, as every reader does.
+    #[command(flatten)]
+    pub cql: CqlFlags,
+
     /// TLS on the gRPC port, and authorization of applies and deletes against the stored
     /// config's `access.admin` (so no apply can grant itself); only --super-users create
     /// namespaces.
@@ -43,12 +49,9 @@ impl ControlPlaneOptions {
     /// What the control plane library runs on, from these flags; fails on a cluster map that
     /// cannot be read and on TLS files that cannot be used.
     pub fn settings(&self) -> anyhow::Result<crate::ControlPlaneSettings> {
-        // Shard names are all the control plane needs of CQL: it checks the names, and
-        // connects to no CQL cluster.
-        let clusters = self.brokers.cluster_map(
-            self.brokers.kafka(),
-            &wal_clusters::flags::CqlFlags::default(),
-        )?;
+        // The shard names are checked in every config; the contact points are used only to
+        // read receipts.
+        let clusters = self.brokers.cluster_map(self.brokers.kafka(), &self.cql)?;
         Ok(crate::ControlPlaneSettings {
             store: self.store.clone(),
             clusters,

@@ -85,6 +85,7 @@ pub enum StoreError {
 ///    row. `IF NOT EXISTS`: a store made before migrations is taken over as it is.
 /// 2. `pauses` (the pauses in force, see `operations::pauses`), `audit` (every operation, see
 ///    `operations::audit`), `redrives` and `redrive_positions` (see `operations::redrives`).
+/// 3. `cancellations` (the entries cancelled, see `operations::cancellations`).
 fn migrations() -> Migrator {
     use sqlx::SqlSafeStr as _;
     use sqlx::migrate::{Migration, MigrationType};
@@ -107,6 +108,11 @@ fn migrations() -> Migrator {
             2,
             "operations",
             include_str!("../migrations/0002_operations.sql"),
+        ),
+        migration(
+            3,
+            "cancellations",
+            include_str!("../migrations/0003_cancellations.sql"),
         ),
     ])
 }

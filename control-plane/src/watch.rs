@@ -1,7 +1,8 @@
 //! `Watch`: the current namespaces as a stream of snapshots, for producers and consumers to
-//! hot-reload from, with the pauses in force. A snapshot goes out at once, then whenever the set
-//! of (name, version) pairs or the pauses change: at once for a change made through this
-//! process, within [`POLL`] for one made through another control plane sharing the store.
+//! hot-reload from, with the pauses and cancellations in force. A snapshot goes out at once, then
+//! whenever the set of (name, version) pairs, the pauses or the cancellations change (one
+//! expiring included): at once for a change made through this process, within [`POLL`] for one
+//! made through another control plane sharing the store.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use wal_proto::v1::NamespaceSnapshot;
 
+use crate::operations::cancellations::CancellationRecord;
 use crate::operations::pauses::PauseRecord;
 use crate::store::{NamespaceStore, StoreError, StoredVersion};
 
@@ -65,14 +67,18 @@ impl Announcer {
     }
 }
 
-/// What a snapshot carried: each namespace's (name, version), and the pauses.
-type Sent = (Vec<(String, i64)>, Vec<PauseRecord>);
+/// What a snapshot carried: each namespace's (name, version), the pauses and the cancellations.
+type Sent = (
+    Vec<(String, i64)>,
+    Vec<PauseRecord>,
+    Vec<CancellationRecord>,
+);
 
 struct Watcher {
     store: NamespaceStore,
     stored: watch::Receiver<u64>,
     stopping: CancellationToken,
-    /// The (name, version) pairs and the pauses last sent; `None` before the first snapshot.
+    /// What the last snapshot carried; `None` before the first.
     sent: Option<Sent>,
     convert: fn(StoredVersion) -> wal_proto::v1::NamespaceVersion,
     /// An error was sent, which ends the stream.
@@ -94,9 +100,12 @@ impl Watcher {
             }
             let read = async {
                 let current = self.store.current().await?;
-                Ok::<_, StoreError>((current, self.store.pauses(None).await?))
+                let pauses = self.store.pauses(None).await?;
+                let now = crate::service::now_micros();
+                let cancellations = self.store.cancellations(None, now).await?;
+                Ok::<_, StoreError>((current, pauses, cancellations))
             };
-            let (current, pauses) = match read.await {
+            let (current, pauses, cancellations) = match read.await {
                 Ok(read) => read,
                 Err(error) => {
                     // Ends the stream; the follower keeps its namespaces and watches again.
@@ -109,13 +118,14 @@ impl Watcher {
                 .iter()
                 .map(|v| (v.name.clone(), v.version))
                 .collect();
-            let sent = (versions, pauses);
+            let sent = (versions, pauses, cancellations);
             if self.sent.as_ref() == Some(&sent) {
                 continue;
             }
             let snapshot = NamespaceSnapshot {
                 namespaces: current.into_iter().map(self.convert).collect(),
                 pauses: sent.1.iter().map(PauseRecord::to_proto).collect(),
+                cancellations: sent.2.iter().map(CancellationRecord::to_proto).collect(),
             };
             self.sent = Some(sent);
             return Some((Ok(snapshot), self));

@@ -4,6 +4,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use wal_control_plane::operations::audit::AuditRecord;
+use wal_control_plane::operations::cancellations::{
+    CancellationRecord, Cancelled, MAX_PER_NAMESPACE,
+};
 use wal_control_plane::operations::pauses::PauseRecord;
 use wal_control_plane::operations::redrives::{
     RedriveAsk, RedriveProgress, RedriveRecord, STALE_AFTER, SavedPositions,
@@ -226,6 +229,74 @@ async fn a_pause_holds_until_resumed_and_the_first_one_stays(store: NamespaceSto
     assert_eq!(left, [pause("orders", "events", "bob")]);
 }
 
+fn cancellation(namespace: &str, id: &str, by: &str, at: i64) -> CancellationRecord {
+    CancellationRecord {
+        namespace: namespace.to_owned(),
+        entry_id: id.to_owned(),
+        cancelled_by: by.to_owned(),
+        cancelled_at_micros: at,
+        reason: format!("{by}'s reason"),
+        expires_at_micros: at + 10_000,
+    }
+}
+
+/// A cancellation is kept until it expires, the first one of an entry stays, a namespace holds
+/// at most [`MAX_PER_NAMESPACE`] in force, and expired ones make room again.
+async fn a_cancellation_holds_until_it_expires_and_a_namespace_has_a_cap(store: NamespaceStore) {
+    let first = cancellation("orders", "e1", "alice", 1_000);
+    assert_eq!(
+        store.cancel(&first).await.unwrap(),
+        Cancelled::New(first.clone())
+    );
+    let again = cancellation("orders", "e1", "bob", 2_000);
+    assert_eq!(
+        store.cancel(&again).await.unwrap(),
+        Cancelled::Already(first.clone()),
+        "the first cancellation stays"
+    );
+    let other = cancellation("users", "e1", "carol", 3_000);
+    assert!(matches!(
+        store.cancel(&other).await.unwrap(),
+        Cancelled::New(_)
+    ));
+    // Newest first; of one namespace or of all; none past its expiry.
+    let all = store.cancellations(None, 3_000).await.unwrap();
+    assert_eq!(all, [other.clone(), first.clone()]);
+    assert_eq!(
+        store.cancellations(Some("orders"), 3_000).await.unwrap(),
+        std::slice::from_ref(&first)
+    );
+    assert_eq!(store.cancellations(None, 11_000).await.unwrap(), [other]);
+
+    // A namespace full of cancellations in force refuses one more, naming the oldest expiry.
+    for i in 1..MAX_PER_NAMESPACE {
+        let fill = cancellation("orders", &format!("fill-{i}"), "dave", 5_000);
+        assert!(matches!(
+            store.cancel(&fill).await.unwrap(),
+            Cancelled::New(_)
+        ));
+    }
+    let refused = store
+        .cancel(&cancellation("orders", "one-more", "erin", 6_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        Cancelled::Full {
+            oldest_expires_at_micros: 11_000
+        }
+    );
+    // Once the first has expired, its room is free again (and it is gone).
+    let later = cancellation("orders", "one-more", "erin", 11_000);
+    assert_eq!(
+        store.cancel(&later).await.unwrap(),
+        Cancelled::New(later.clone())
+    );
+    let orders = store.cancellations(Some("orders"), 11_000).await.unwrap();
+    assert_eq!(orders.len() as u64, MAX_PER_NAMESPACE);
+    assert!(!orders.iter().any(|c| c.entry_id == "e1"));
+}
+
 /// Audit records come back newest first, by namespace or all, at most the limit.
 async fn audit_records_are_kept_and_read_newest_first(store: NamespaceStore) {
     for (i, namespace) in ["orders", "users", "orders"].iter().enumerate() {
@@ -445,6 +516,7 @@ conformance!(
     current_lists_the_latest_of_each_and_skips_deleted,
     concurrent_writers_of_one_version_leave_one_winner,
     a_pause_holds_until_resumed_and_the_first_one_stays,
+    a_cancellation_holds_until_it_expires_and_a_namespace_has_a_cap,
     audit_records_are_kept_and_read_newest_first,
     one_redrive_runs_at_a_time_and_a_silent_one_is_taken_over;
     databases:

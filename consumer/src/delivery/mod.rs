@@ -8,6 +8,7 @@
 //! [`settle`] (acknowledged, retried or dead-lettered, persisted until the queue heard it).
 
 mod apply;
+mod cancel;
 mod receipt;
 mod settle;
 mod verdict;
@@ -60,6 +61,8 @@ pub struct QueueContext {
     pub destination: Arc<Destination>,
     /// Whether an operator paused this destination (see `pause`).
     pub pause: PauseSwitch,
+    /// The pauses and cancellations in force; the entries cancelled are skipped (`cancel`).
+    pub directives: tokio::sync::watch::Receiver<wal_namespaces::feed::Directives>,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,8 @@ pub struct DeliveryStats {
     pub held: AtomicU64,
     /// Entries held because an operator paused their destination (counted each time one waits).
     pub paused: AtomicU64,
+    /// Entries an operator cancelled, acknowledged without being applied.
+    pub cancelled: AtomicU64,
 }
 
 /// What became of an attempt.
@@ -137,6 +142,12 @@ impl Deliverer {
             self.acknowledge(context, &delivery, shutdown).await;
             return;
         }
+        // Cancelled before it is due: ended now rather than moved on through the delay tiers.
+        if Self::cancelled(context, entry) {
+            self.skip_cancelled(context, &delivery, entry, shutdown)
+                .await;
+            return;
+        }
         if !self
             .wait_until_due(context, &delivery, entry, &mut slot, shutdown)
             .await
@@ -182,6 +193,12 @@ impl Deliverer {
         let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
         let settle = loop {
+            // Before each attempt, so one cancelled while it waited for its deliver-at, or
+            // between retries, is never applied.
+            if Self::cancelled(context, entry) {
+                Box::pin(self.skip_cancelled(context, delivery, entry, shutdown)).await;
+                return;
+            }
             if context.pause.paused()
                 && !Box::pin(self.wait_while_paused(context, delivery, shutdown)).await
             {
@@ -223,6 +240,7 @@ impl Deliverer {
             }
         };
         if settle == Settle::Acknowledge {
+            Self::applied_though_cancelled(context, entry);
             self.applied(context, entry, &metrics);
             self.receipt(context, entry, wal_durable::Outcome::Applied)
                 .await;

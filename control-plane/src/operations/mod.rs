@@ -1,15 +1,18 @@
 //! The `Operations` gRPC service (proto/wal/v1/operations.proto): pausing and resuming delivery,
-//! reading and redriving dead letters, and the audit trail. Every call that changes something,
+//! reading and redriving dead letters, cancelling entries, and the audit trail. Every call that changes something,
 //! or is refused the grant to, is audited before it answers. The calls are in files of their
 //! own; this one holds what they share.
 
 pub mod audit;
+mod cancel_calls;
+pub mod cancellations;
 mod dead_letters;
 pub mod dlq;
 mod export_calls;
 mod pause_calls;
 pub mod pauses;
 mod purge_calls;
+mod receipts;
 mod redrive_calls;
 mod redrive_job;
 pub mod redrives;
@@ -22,11 +25,11 @@ use tonic::{Request, Response, Status};
 use wal_namespaces::{Action, Namespace};
 use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
-    AuditRequest, AuditResponse, ExportDeadLettersRequest, GetRedriveRequest,
-    ListDeadLettersRequest, ListDeadLettersResponse, ListPausesRequest, ListPausesResponse,
-    PauseRequest, PauseResponse, PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive,
-    ResumeRequest, ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse,
-    StartRedriveRequest,
+    AuditRequest, AuditResponse, CancelEntryRequest, CancelEntryResponse, ExportDeadLettersRequest,
+    GetRedriveRequest, ListCancellationsRequest, ListCancellationsResponse, ListDeadLettersRequest,
+    ListDeadLettersResponse, ListPausesRequest, ListPausesResponse, PauseRequest, PauseResponse,
+    PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
+    ShowDeadLetterRequest, ShowDeadLetterResponse, StartRedriveRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -41,8 +44,10 @@ pub struct OperationsService {
     store: NamespaceStore,
     announcer: Announcer,
     authorizer: Authorizer,
-    /// Where the namespaces' DLQs are.
+    /// Where the namespaces' DLQs and durable storage are.
     clusters: wal_clusters::ClusterMap,
+    /// Sessions on the namespaces' durable storage, for an entry's receipts.
+    receipts: receipts::ReceiptReader,
     /// The redrives this control plane runs; each stops (its progress saved) at shutdown.
     jobs: TaskTracker,
     stopping: CancellationToken,
@@ -70,6 +75,7 @@ impl OperationsService {
             announcer,
             authorizer,
             clusters,
+            receipts: receipts::ReceiptReader::default(),
             jobs: TaskTracker::new(),
             stopping: CancellationToken::new(),
         }
@@ -288,5 +294,19 @@ impl Operations for OperationsService {
         request: Request<ExportDeadLettersRequest>,
     ) -> Result<Response<Self::ExportDeadLettersStream>, Status> {
         self.export_dead_letters_call(request).await
+    }
+
+    async fn cancel_entry(
+        &self,
+        request: Request<CancelEntryRequest>,
+    ) -> Result<Response<CancelEntryResponse>, Status> {
+        self.cancel_entry_call(request).await
+    }
+
+    async fn list_cancellations(
+        &self,
+        request: Request<ListCancellationsRequest>,
+    ) -> Result<Response<ListCancellationsResponse>, Status> {
+        self.list_cancellations_call(request).await
     }
 }

@@ -10,6 +10,7 @@
 //! the grant, or its certificate maps to no principal).
 
 mod breakers;
+mod cancel;
 mod checkpoint;
 mod clusters;
 mod destinations;
@@ -122,6 +123,12 @@ enum Command {
     Pauses(operations::Pauses),
     /// Who did what to which namespace through the control plane, and how it ended.
     Audit(operations::Audit),
+    /// Cancel one entry by its id (a delayed delete that must not happen): consumers skip it
+    /// wherever it is not delivered yet. Says where it came too late, from the entry's receipts
+    /// (durable_storage.receipts); without them, it is cancelled if not yet delivered. Audited.
+    Cancel(cancel::Cancel),
+    /// The cancellations in force: which entry, by whom, when, why, and until when.
+    Cancellations(cancel::Cancellations),
 }
 
 /// Runs the command line's command; the exit code says how it ended.
@@ -155,6 +162,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Resume(args) => operations::resume(args, &cli.control_plane, cli.output).await,
         Command::Pauses(args) => operations::pauses(args, &cli.control_plane, cli.output).await,
         Command::Audit(args) => operations::audit(args, &cli.control_plane, cli.output).await,
+        Command::Cancel(args) => cancel::cancel(args, &cli.control_plane, cli.output).await,
+        Command::Cancellations(args) => {
+            cancel::cancellations(args, &cli.control_plane, cli.output).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
-//! `walctl pause`, `resume`, `pauses` and `audit` against a control plane on the real stack:
-//! what each prints, and the exit codes scripts rely on.
+//! `walctl pause`, `resume`, `pauses`, `audit`, `cancel` and `cancellations` against a control
+//! plane on the real stack: what each prints, and the exit codes scripts rely on.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -90,4 +90,45 @@ async fn an_operator_pauses_lists_resumes_and_reads_the_audit() {
             row("night-shift", "pause", "done"),
         ]
     );
+}
+
+/// `walctl cancel` on a namespace that records no receipts: the entry is cancelled if not yet
+/// delivered, and the answer says why delivery is not known; `walctl cancellations` lists it.
+#[tokio::test]
+async fn an_operator_cancels_an_entry_and_lists_the_cancellations() {
+    let (mut registry, url) = control_plane_at().await;
+    let upstream = Upstream::start(|_| 200).await;
+    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
+    let name = apply_config(&mut registry, &config).await.name;
+
+    let cancel = ["cancel", &name, "entry-1", "--reason", "customer asked"];
+    let cancelled = walctl(
+        &url,
+        &[&cancel[..], &["--operator", "night-shift"]].concat(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&cancelled.stdout);
+    assert_eq!(cancelled.status.code(), Some(0), "{cancelled:?}");
+    assert!(
+        text.contains("entry 'entry-1' is cancelled if it is not delivered yet")
+            && text.contains("has no durable_storage"),
+        "{text}"
+    );
+    let again = json_of(&walctl(&url, &[&cancel[..], &["-o", "json"]].concat()).await);
+    assert_eq!(again["changed"], false);
+    assert_eq!(again["delivery_known"], false);
+    assert_eq!(again["cancellation"]["cancelled_by"], "night-shift");
+
+    let listed = json_of(&walctl(&url, &["cancellations", &name, "-o", "json"]).await);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["entry_id"], "entry-1");
+    assert_eq!(listed[0]["reason"], "customer asked");
+
+    let no_reason = walctl(&url, &["cancel", &name, "entry-2"]).await;
+    assert_eq!(no_reason.status.code(), Some(2), "{no_reason:?}");
+    let missing = walctl(&url, &["cancel", "no-such-namespace", "e", "--reason", "x"]).await;
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(4), "{missing:?}");
+    assert!(stderr.contains("no-such-namespace"), "{stderr}");
 }

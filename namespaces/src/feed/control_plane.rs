@@ -13,7 +13,7 @@ use crate::load::{ConfigText, parse_all};
 use crate::model::Namespace;
 
 use super::FeedError;
-use super::pauses::Pauses;
+use super::directives::Directives;
 
 /// How long a starting process waits for the control plane's first snapshot.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
@@ -28,15 +28,15 @@ pub(super) struct Follower {
     /// The (name, version) pairs of the last snapshot seen; a reconnect repeats it.
     seen: Vec<(String, i64)>,
     retry: Duration,
-    /// Where each snapshot's pauses go.
-    pauses: watch::Sender<Pauses>,
+    /// Where each snapshot's pauses and cancellations go.
+    directives: watch::Sender<Directives>,
 }
 
 impl Follower {
     pub(super) async fn open(
         url: &str,
         tls: Option<super::ClientTls>,
-        pauses: watch::Sender<Pauses>,
+        directives: watch::Sender<Directives>,
     ) -> Result<(Self, Vec<Namespace>), FeedError> {
         let mut follower = Self {
             url: url.to_owned(),
@@ -44,7 +44,7 @@ impl Follower {
             stream: None,
             seen: Vec::new(),
             retry: RETRY_FIRST,
-            pauses,
+            directives,
         };
         let first = tokio::time::timeout(STARTUP_WAIT, async {
             loop {
@@ -76,7 +76,7 @@ impl Follower {
         loop {
             match self.receive().await {
                 Ok(snapshot) => {
-                    self.take_pauses(&snapshot);
+                    self.take_directives(&snapshot);
                     let versions = versions(&snapshot);
                     if versions == self.seen {
                         continue;
@@ -143,21 +143,26 @@ impl Follower {
         self.retry = (self.retry * 2).min(RETRY_MAX);
     }
 
-    /// Publishes the snapshot's pauses when they differ from those in force.
-    fn take_pauses(&self, snapshot: &NamespaceSnapshot) {
-        let pauses = Pauses::from_proto(&snapshot.pauses);
-        self.pauses.send_if_modified(|current| {
-            if *current == pauses {
+    /// Publishes the snapshot's pauses and cancellations when they differ from those in force.
+    fn take_directives(&self, snapshot: &NamespaceSnapshot) {
+        let directives = Directives::from_snapshot(snapshot);
+        self.directives.send_if_modified(|current| {
+            if *current == directives {
                 return false;
             }
-            tracing::info!(control_plane = %self.url, paused = ?pauses.names(), "pauses changed");
-            *current = pauses;
+            if current.pauses != directives.pauses {
+                tracing::info!(control_plane = %self.url, paused = ?directives.pauses.names(), "pauses changed");
+            }
+            if current.cancellations != directives.cancellations {
+                tracing::info!(control_plane = %self.url, in_force = directives.cancellations.len(), "cancellations changed");
+            }
+            *current = directives;
             true
         });
     }
 
     fn parse(&mut self, snapshot: NamespaceSnapshot) -> Result<Vec<Namespace>, String> {
-        self.take_pauses(&snapshot);
+        self.take_directives(&snapshot);
         self.seen = versions(&snapshot);
         let texts: Vec<ConfigText> = snapshot
             .namespaces

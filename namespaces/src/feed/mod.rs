@@ -7,7 +7,9 @@
 //! gauge `wal_namespace_config_refused` (1 until a later set applies), so an operator finds
 //! out at once and nothing in flight is touched.
 
+pub mod cancellations;
 mod control_plane;
+pub mod directives;
 mod folder;
 pub mod pauses;
 
@@ -18,6 +20,8 @@ use tokio::sync::watch;
 use crate::error::ConfigErrors;
 use crate::model::Namespace;
 
+pub use cancellations::Cancellations;
+pub use directives::Directives;
 pub use folder::POLL as FOLDER_POLL;
 pub use pauses::{Pause, Pauses};
 
@@ -111,7 +115,7 @@ pub struct Feed {
     changes: Changes,
     current: Vec<Namespace>,
     status: watch::Sender<FeedStatus>,
-    pauses: watch::Sender<Pauses>,
+    directives: watch::Sender<Directives>,
 }
 
 #[derive(Debug)]
@@ -124,7 +128,7 @@ impl Feed {
     /// Reads the first set of namespaces: a folder's must be valid; a control plane is waited
     /// for up to [`control_plane::STARTUP_WAIT`].
     pub async fn open(source: Source) -> Result<Self, FeedError> {
-        let pauses = watch::Sender::new(Pauses::default());
+        let directives = watch::Sender::new(Directives::default());
         let (changes, current) = match &source {
             Source::Folder(dir) => {
                 let (changes, current) = folder::FolderChanges::open(dir)?;
@@ -132,7 +136,7 @@ impl Feed {
             }
             Source::ControlPlane(url, tls) => {
                 let (follower, current) =
-                    control_plane::Follower::open(url, tls.clone(), pauses.clone()).await?;
+                    control_plane::Follower::open(url, tls.clone(), directives.clone()).await?;
                 (Changes::ControlPlane(Box::new(follower)), current)
             }
         };
@@ -141,14 +145,14 @@ impl Feed {
             changes,
             current,
             status: watch::Sender::new(FeedStatus::default()),
-            pauses,
+            directives,
         })
     }
 
-    /// The pauses in force, as the control plane last said; they change apart from the
-    /// namespaces (a pause is not a new config), without [`Feed::next`] returning.
-    pub fn pauses(&self) -> watch::Receiver<Pauses> {
-        self.pauses.subscribe()
+    /// The pauses and cancellations in force, as the control plane last said; they change
+    /// apart from the namespaces (neither is a new config), without [`Feed::next`] returning.
+    pub fn directives(&self) -> watch::Receiver<Directives> {
+        self.directives.subscribe()
     }
 
     /// The set in use.

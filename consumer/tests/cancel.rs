@@ -1,0 +1,224 @@
+//! An operator's cancel of a delayed entry, end to end: cancelled through the control plane's
+//! Operations service while it waits for its deliver-at, the entry never reaches its target,
+//! while one written beside it does; the cancellation is stored, so a consumer started after it
+//! skips a cancelled entry too; and a cancel that comes after delivery is refused, naming where
+//! the entry went (from its receipts).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tonic::transport::Channel;
+use wal_durable::{DurableSettings, DurableStorage, Outcome};
+use wal_namespaces::Backend;
+use wal_namespaces::feed::{Feed, Source};
+use wal_proto::v1::operations_client::OperationsClient;
+use wal_proto::v1::{
+    AuditRequest, CancelEntryRequest, CancelEntryResponse, DestinationState,
+    ListCancellationsRequest,
+};
+use wal_testkit::{TestProducer, Upstream, control_plane_at, cql_nodes, delayed, eventually};
+use wal_testkit::{apply_config, namespace_json, start_consumer_following, write, write_true};
+
+/// The delayed entries' delay: long enough to cancel one and for the consumer to hear of it.
+const DELAY_MILLIS: i64 = 6_000;
+const KEYSPACE: &str = "wal_cancel_test";
+/// How long a cancelled entry that was due is watched for not arriving: several polls.
+const WATCHED_FOR: Duration = Duration::from_secs(3);
+
+async fn cancel(
+    operations: &mut OperationsClient<Channel>,
+    namespace: &str,
+    id: &str,
+) -> Result<CancelEntryResponse, tonic::Status> {
+    let request = CancelEntryRequest {
+        namespace: namespace.to_owned(),
+        entry_id: id.to_owned(),
+        reason: "the cancel test".to_owned(),
+        operator: "cancel-test".to_owned(),
+    };
+    operations
+        .cancel_entry(request)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// How many times `upstream` took entry `id` (answered 200).
+fn arrivals(upstream: &Upstream, id: &str) -> usize {
+    let taken = upstream.received();
+    let of_id = taken.iter().filter(|r| {
+        r.status == 200 && r.headers.get("idempotency-key").map(String::as_str) == Some(id)
+    });
+    of_id.count()
+}
+
+/// Waits until `upstream` took entry `id`.
+async fn arrived(upstream: &Upstream, id: &str) {
+    eventually(Duration::from_secs(40), "the entry delivered", || async {
+        (arrivals(upstream, id) > 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so() {
+    let (mut registry, url) = control_plane_at().await;
+    let mut operations = OperationsClient::connect(url.clone()).await.unwrap();
+    let upstream = Upstream::start(|_| 200).await;
+    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&wal_testkit::with_durable_storage(&config, KEYSPACE)).unwrap();
+    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"]
+        ["receipts"] = serde_json::json!(true);
+    let name = apply_config(&mut registry, &config.to_string()).await.name;
+    let following = async || {
+        Feed::open(Source::ControlPlane(url.clone(), None))
+            .await
+            .unwrap()
+    };
+    let mut producer = TestProducer::start_following(following().await).await;
+    let consumer = start_consumer_following(following().await).await;
+    let client = producer.client.clone();
+
+    // Delivered already: the cancel is refused, names where it went, and stores nothing.
+    let delivered = write_true(&client, write(&name, b"delivered")).await;
+    arrived(&upstream, &delivered).await;
+    let nodes = cql_nodes();
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let storage = DurableStorage::connect(&DurableSettings::new(&nodes, KEYSPACE))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the delivered entry's receipt",
+        || async {
+            let receipts = storage.receipts(&name, &delivered).await.ok()?;
+            receipts
+                .iter()
+                .any(|r| r.outcome == Outcome::Applied)
+                .then_some(())
+        },
+    )
+    .await;
+    let late = cancel(&mut operations, &name, &delivered)
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), tonic::Code::FailedPrecondition, "{late:?}");
+    assert!(
+        late.message().contains("delivered already") && late.message().contains("default"),
+        "{}",
+        late.message()
+    );
+
+    // Two delayed entries; one is cancelled while it waits.
+    let kept = write_true(&client, delayed(&name, b"kept", DELAY_MILLIS, 0)).await;
+    let dropped = write_true(&client, delayed(&name, b"dropped", DELAY_MILLIS, 0)).await;
+    let answer = cancel(&mut operations, &name, &dropped).await.unwrap();
+    assert!(answer.changed && answer.delivery_known, "{answer:?}");
+    let states: Vec<(String, DestinationState)> = answer
+        .destinations
+        .iter()
+        .map(|d| (d.destination.clone(), d.state()))
+        .collect();
+    assert_eq!(states, [("default".to_owned(), DestinationState::Pending)]);
+    assert!(
+        answer.summary.contains("will not be delivered to default"),
+        "{}",
+        answer.summary
+    );
+    let again = cancel(&mut operations, &name, &dropped).await.unwrap();
+    assert!(!again.changed, "cancelled once: {again:?}");
+
+    arrived(&upstream, &kept).await;
+    // The cancelled one was due with the kept one: its skip is counted once it is done.
+    let stats = consumer.deliverer().stats();
+    eventually(
+        Duration::from_secs(20),
+        "the cancelled entry skipped",
+        || async { (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(WATCHED_FOR).await;
+    assert_eq!(
+        arrivals(&upstream, &dropped),
+        0,
+        "a cancelled entry was delivered"
+    );
+    assert_eq!(stats.cancelled.load(Ordering::Relaxed), 1);
+
+    // The cancellation is stored: a consumer started after it skips a cancelled entry too.
+    let later_kept = write_true(&client, delayed(&name, b"later kept", DELAY_MILLIS, 0)).await;
+    let later_dropped =
+        write_true(&client, delayed(&name, b"later dropped", DELAY_MILLIS, 0)).await;
+    cancel(&mut operations, &name, &later_dropped)
+        .await
+        .unwrap();
+    consumer.shutdown().await;
+    let restarted = start_consumer_following(following().await).await;
+    arrived(&upstream, &later_kept).await;
+    // At least the later one (the first may be received again, its acknowledgement not yet
+    // committed when the first consumer left, and skipped again).
+    let stats = restarted.deliverer().stats();
+    eventually(
+        Duration::from_secs(20),
+        "the restarted consumer skipped it",
+        || async { (stats.cancelled.load(Ordering::Relaxed) >= 1).then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(WATCHED_FOR).await;
+    assert_eq!(
+        arrivals(&upstream, &later_dropped),
+        0,
+        "delivered after a restart"
+    );
+    assert_eq!(
+        arrivals(&upstream, &dropped),
+        0,
+        "delivered after a restart"
+    );
+
+    // Listed, and audited: the refusal and both cancels.
+    let listed = operations
+        .list_cancellations(ListCancellationsRequest {
+            namespace: name.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .cancellations;
+    let ids: Vec<&str> = listed.iter().map(|c| c.entry_id.as_str()).collect();
+    assert_eq!(ids, [later_dropped.as_str(), dropped.as_str()]);
+    assert!(listed.iter().all(|c| c.cancelled_by == "cancel-test"));
+    let audit = operations
+        .audit(AuditRequest {
+            namespace: name.clone(),
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    let results: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|r| r.verb == "cancel")
+        .map(|r| {
+            (
+                r.subject.as_str(),
+                r.result.split(':').next().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (later_dropped.as_str(), "done"),
+            (dropped.as_str(), "unchanged"),
+            (dropped.as_str(), "done"),
+            (delivered.as_str(), "refused"),
+        ]
+    );
+
+    restarted.shutdown().await;
+    producer.shutdown().await;
+}
