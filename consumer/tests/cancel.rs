@@ -1,8 +1,9 @@
 //! An operator's cancel of a delayed entry, end to end: cancelled through the control plane's
 //! Operations service while it waits for its deliver-at, the entry never reaches its target,
-//! while one written beside it does; the cancellation is stored, so a consumer started after it
-//! skips a cancelled entry too; and a cancel that comes after delivery is refused, naming where
-//! the entry went (from its receipts).
+//! while one written beside it does; one held by a pause when cancelled is not delivered once
+//! resumed; the cancellation is stored, so a consumer started after it skips a cancelled entry
+//! too; and a cancel that comes after delivery is refused, naming where the entry went (from
+//! its receipts).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -16,7 +17,7 @@ use wal_namespaces::feed::{Feed, Source};
 use wal_proto::v1::operations_client::OperationsClient;
 use wal_proto::v1::{
     AuditRequest, CancelEntryRequest, CancelEntryResponse, DestinationState,
-    ListCancellationsRequest,
+    ListCancellationsRequest, PauseRequest, ResumeRequest,
 };
 use wal_testkit::{TestProducer, Upstream, control_plane_at, cql_nodes, delayed, eventually};
 use wal_testkit::{apply_config, namespace_json, start_consumer_following, write, write_true};
@@ -24,6 +25,8 @@ use wal_testkit::{apply_config, namespace_json, start_consumer_following, write,
 /// The delayed entries' delay: long enough to cancel one and for the consumer to hear of it.
 const DELAY_MILLIS: i64 = 6_000;
 const KEYSPACE: &str = "wal_cancel_test";
+/// Long enough for the consumer to have received an entry just written.
+const RECEIVED_WITHIN: Duration = Duration::from_secs(1);
 /// How long a cancelled entry that was due is watched for not arriving: several polls.
 const WATCHED_FOR: Duration = Duration::from_secs(3);
 
@@ -42,6 +45,28 @@ async fn cancel(
         .cancel_entry(request)
         .await
         .map(tonic::Response::into_inner)
+}
+
+/// Pauses the namespace (`true`) or resumes it.
+async fn pause(operations: &mut OperationsClient<Channel>, namespace: &str, paused: bool) {
+    let (namespace, operator) = (namespace.to_owned(), "cancel-test".to_owned());
+    if paused {
+        let reason = "the cancel test".to_owned();
+        let request = PauseRequest {
+            namespace,
+            reason,
+            operator,
+            ..Default::default()
+        };
+        operations.pause(request).await.unwrap();
+    } else {
+        let request = ResumeRequest {
+            namespace,
+            operator,
+            ..Default::default()
+        };
+        operations.resume(request).await.unwrap();
+    }
 }
 
 /// How many times `upstream` took entry `id` (answered 200).
@@ -111,9 +136,11 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         late.message()
     );
 
-    // Two delayed entries; one is cancelled while it waits.
+    // Two delayed entries; one is cancelled while it waits in the consumer (received already:
+    // only the check after its wait can stop it).
     let kept = write_true(&client, delayed(&name, b"kept", DELAY_MILLIS, 0)).await;
     let dropped = write_true(&client, delayed(&name, b"dropped", DELAY_MILLIS, 0)).await;
+    tokio::time::sleep(RECEIVED_WITHIN).await;
     let answer = cancel(&mut operations, &name, &dropped).await.unwrap();
     assert!(answer.changed && answer.delivery_known, "{answer:?}");
     let states: Vec<(String, DestinationState)> = answer
@@ -146,6 +173,36 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         "a cancelled entry was delivered"
     );
     assert_eq!(stats.cancelled.load(Ordering::Relaxed), 1);
+
+    // An entry held by a pause when its cancel comes is not delivered once resumed.
+    let held = write_true(&client, delayed(&name, b"held", 2_000, 0)).await;
+    tokio::time::sleep(RECEIVED_WITHIN).await;
+    pause(&mut operations, &name, true).await;
+    eventually(
+        Duration::from_secs(20),
+        "the entry held by the pause",
+        || async { (stats.paused.load(Ordering::Relaxed) > 0).then_some(()) },
+    )
+    .await;
+    cancel(&mut operations, &name, &held).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the consumer heard of it",
+        || async {
+            let directives = consumer.directives();
+            let heard = directives.borrow().cancellations.cancelled(&name, &held);
+            heard.then_some(())
+        },
+    )
+    .await;
+    pause(&mut operations, &name, false).await;
+    eventually(
+        Duration::from_secs(20),
+        "the held entry skipped",
+        || async { (stats.cancelled.load(Ordering::Relaxed) == 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(arrivals(&upstream, &held), 0, "delivered after its pause");
 
     // The cancellation is stored: a consumer started after it skips a cancelled entry too.
     let later_kept = write_true(&client, delayed(&name, b"later kept", DELAY_MILLIS, 0)).await;
@@ -188,12 +245,15 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         .into_inner()
         .cancellations;
     let ids: Vec<&str> = listed.iter().map(|c| c.entry_id.as_str()).collect();
-    assert_eq!(ids, [later_dropped.as_str(), dropped.as_str()]);
+    assert_eq!(
+        ids,
+        [later_dropped.as_str(), held.as_str(), dropped.as_str()]
+    );
     assert!(listed.iter().all(|c| c.cancelled_by == "cancel-test"));
     let audit = operations
         .audit(AuditRequest {
             namespace: name.clone(),
-            limit: 10,
+            limit: 20,
         })
         .await
         .unwrap()
@@ -213,6 +273,7 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         results,
         [
             (later_dropped.as_str(), "done"),
+            (held.as_str(), "done"),
             (dropped.as_str(), "unchanged"),
             (dropped.as_str(), "done"),
             (delivered.as_str(), "refused"),

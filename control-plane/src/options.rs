@@ -35,6 +35,11 @@ pub struct ControlPlaneOptions {
     #[command(flatten)]
     pub cql: CqlFlags,
 
+    /// The region the consumers this control plane serves run in (their --region): a cancel
+    /// of an entry of a replicated namespace counts the other regions as its destinations.
+    #[arg(long, env = "WAL_REGION", default_value = "local")]
+    pub region: String,
+
     /// TLS on the gRPC port, and authorization of applies and deletes against the stored
     /// config's `access.admin` (so no apply can grant itself); only --super-users create
     /// namespaces.
@@ -57,6 +62,7 @@ impl ControlPlaneOptions {
             clusters,
             tls: self.security.server_tls()?,
             authorizer: self.security.authorizer().map_err(anyhow::Error::msg)?,
+            region: self.region.clone(),
         })
     }
 }

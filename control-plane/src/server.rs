@@ -29,6 +29,9 @@ pub struct ControlPlaneSettings {
     pub tls: Option<wal_runtime::tls::ServerTls>,
     /// Who may change which namespace; off unless asked for.
     pub authorizer: wal_runtime::authorize::Authorizer,
+    /// The region this control plane's consumers run in: a replicated namespace's entries
+    /// written here are owed to the other regions, as the receipts a cancel reads say.
+    pub region: String,
 }
 
 /// Why a control plane did not start, with its cause.
@@ -57,7 +60,7 @@ impl ControlPlane {
             store,
             service.announcer(),
             settings.authorizer.clone(),
-            settings.clusters.clone(),
+            (settings.clusters.clone(), settings.region.clone()),
         );
         Ok(Self {
             service,

@@ -125,7 +125,7 @@ impl Watcher {
             let snapshot = NamespaceSnapshot {
                 namespaces: current.into_iter().map(self.convert).collect(),
                 pauses: sent.1.iter().map(PauseRecord::to_proto).collect(),
-                cancellations: sent.2.iter().map(CancellationRecord::to_proto).collect(),
+                cancellations: sent.2.iter().map(CancellationRecord::to_feed).collect(),
             };
             self.sent = Some(sent);
             return Some((Ok(snapshot), self));

@@ -202,6 +202,21 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
     .await
     .unwrap();
 
+    // Asking what one may do is no attempt: answered, not audited.
+    let access = |namespace: &str| wal_proto::v1::AccessRequest {
+        namespace: namespace.to_owned(),
+    };
+    let of_alice = alice.access(access(&name)).await.unwrap().into_inner();
+    assert!(
+        of_alice.authorization && of_alice.admin && !of_alice.write,
+        "{of_alice:?}"
+    );
+    assert_eq!(of_alice.principal, "alice");
+    let of_bob = bob.access(access(&name)).await.unwrap().into_inner();
+    assert!(!of_bob.admin && !of_bob.write, "{of_bob:?}");
+    let missing = bob.access(access("no-such-namespace")).await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound, "{missing}");
+
     let denied = bob.pause(pause(&name, "", "bob's idea")).await.unwrap_err();
     assert_refused(&denied, Code::PermissionDenied, &["\"bob\"", "admin"]);
     let paused = alice

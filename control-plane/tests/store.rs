@@ -283,6 +283,7 @@ async fn a_cancellation_holds_until_it_expires_and_a_namespace_has_a_cap(store: 
     assert_eq!(
         refused,
         Cancelled::Full {
+            of_namespace: true,
             oldest_expires_at_micros: 11_000
         }
     );

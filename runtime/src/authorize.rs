@@ -92,6 +92,22 @@ impl Authorizer {
         self.on.is_some()
     }
 
+    /// Whether `peer` may do `action` on `namespace`, as [`Authorizer::check`] decides, without
+    /// counting or logging a denial: for a caller asking what it may do (a console greying out
+    /// what it may not), which is no attempt.
+    pub fn allows(&self, peer: Option<&Peer>, namespace: &Namespace, action: Action) -> bool {
+        let Some(on) = &self.on else {
+            return true;
+        };
+        match peer.and_then(|p| p.principal.as_deref()) {
+            Some(principal) => {
+                on.super_users.iter().any(|s| s == principal)
+                    || namespace.access.allows(principal, action)
+            }
+            None => false,
+        }
+    }
+
     /// Whether `peer` may create namespace `name`: a namespace that does not exist yet has no
     /// grants, so only a super-user may (a namespace's own config cannot grant its creation).
     pub fn check_create(

@@ -67,6 +67,7 @@ async fn control_plane_with(
         clusters: with_second_cluster(clusters),
         tls,
         authorizer,
+        region: "local".to_owned(),
     };
     let control_plane = ControlPlane::start(&settings).await.unwrap_or_else(|e| {
         let error = anyhow::Error::from(e);

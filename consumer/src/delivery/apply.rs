@@ -18,6 +18,15 @@ use wal_runtime::trace_context;
 
 use super::{Applied, Deliverer, QueueContext};
 
+/// How waiting for an available target ended.
+pub(super) enum Waited {
+    Attempted(Applied),
+    /// An operator cancelled the entry meanwhile.
+    Cancelled,
+    /// Shutdown came first.
+    Stopped,
+}
+
 /// How often a held entry's SQS message is made invisible again (for three times as long).
 const HOLD_EXTEND_EVERY: Duration = Duration::from_secs(10);
 
@@ -74,15 +83,15 @@ impl Deliverer {
     /// Attempts the entry once its target's breaker lets it, and holds it for as long as the
     /// target is unavailable: no attempt is counted and nothing is written to the queue; the
     /// queue takes no new entries meanwhile (see `hold`), and an SQS message is kept invisible.
-    /// `None` at shutdown.
+    /// An entry cancelled while it waited is not attempted (its turn goes back unused).
     pub(super) async fn attempt_when_available<F, Fut>(
         &self,
         context: &QueueContext,
-        delivery: &Delivery,
+        (delivery, entry): (&Delivery, &Entry),
         breaker: &Breaker,
         attempt: F,
         shutdown: &CancellationToken,
-    ) -> Option<Applied>
+    ) -> Waited
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Applied>,
@@ -101,14 +110,17 @@ impl Deliverer {
             // it.
             if context.pause.paused() && !self.wait_while_paused(context, delivery, shutdown).await
             {
-                return None;
+                return Waited::Stopped;
             }
             if breaker.is_open() {
                 held(&mut hold);
             }
             let pass = loop {
                 tokio::select! {
-                    pass = breaker.admit(shutdown) => break pass?,
+                    pass = breaker.admit(shutdown) => match pass {
+                        Some(pass) => break pass,
+                        None => return Waited::Stopped,
+                    },
                     () = tokio::time::sleep(HOLD_EXTEND_EVERY) => {
                         // Keep a held SQS message from being handed out again (Kafka: no-op).
                         if let Err(error) = context.queue.extend(delivery, HOLD_EXTEND_EVERY * 3).await {
@@ -122,6 +134,11 @@ impl Deliverer {
             if context.pause.paused() {
                 breaker.unused(pass);
                 continue;
+            }
+            // Cancelled while it was held (for hours, maybe): never attempted.
+            if Self::cancelled(context, entry) {
+                breaker.unused(pass);
+                return Waited::Cancelled;
             }
             let applied = attempt().await;
             match (&applied, pass) {
@@ -138,11 +155,13 @@ impl Deliverer {
                 (Err(error @ TargetError::Retryable { .. }), Pass::Probe) => {
                     breaker.unavailable(pass, &error.to_string());
                 }
-                (Err(TargetError::Retryable { .. }), Pass::Free) => return Some(applied),
+                (Err(TargetError::Retryable { .. }), Pass::Free) => {
+                    return Waited::Attempted(applied);
+                }
                 // The target answered: applied, or refused the entry for its own fault.
                 (Ok(()) | Err(TargetError::Permanent { .. }), _) => {
                     breaker.answered();
-                    return Some(applied);
+                    return Waited::Attempted(applied);
                 }
             }
         }

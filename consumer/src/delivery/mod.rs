@@ -34,6 +34,7 @@ use wal_apply::applier::Applier;
 use wal_apply::{TargetError, TargetRegistry};
 use wal_runtime::trace_context;
 
+use self::apply::Waited;
 use self::verdict::{Settle, Verdict, verdict};
 
 /// One namespace queue, as a delivery sees it.
@@ -193,33 +194,15 @@ impl Deliverer {
         let policy = &context.namespace.retry;
         let mut attempts = entry.attempt;
         let settle = loop {
-            // Before each attempt, so one cancelled while it waited for its deliver-at, or
-            // between retries, is never applied.
-            if Self::cancelled(context, entry) {
-                Box::pin(self.skip_cancelled(context, delivery, entry, shutdown)).await;
+            let turn = self.turn(
+                context,
+                (delivery, entry),
+                breaker.as_ref(),
+                &attempt,
+                shutdown,
+            );
+            let Some(applied) = Box::pin(turn).await else {
                 return;
-            }
-            if context.pause.paused()
-                && !Box::pin(self.wait_while_paused(context, delivery, shutdown)).await
-            {
-                // Shutdown while paused: left to the queue, received again.
-                let _ = context.queue.extend(delivery, Duration::ZERO).await;
-                return;
-            }
-            let applied = match &breaker {
-                None => attempt().await,
-                Some(breaker) => {
-                    let held =
-                        self.attempt_when_available(context, delivery, breaker, attempt, shutdown);
-                    match Box::pin(held).await {
-                        Some(applied) => applied,
-                        // Shutdown while the target was away: left to the queue, received again.
-                        None => {
-                            let _ = context.queue.extend(delivery, Duration::ZERO).await;
-                            return;
-                        }
-                    }
-                }
             };
             attempts = attempts.saturating_add(1);
             let unit = || rand::rng().random();
@@ -248,6 +231,56 @@ impl Deliverer {
         self.settle(context, delivery, &metrics, settle, attempts, shutdown)
             .instrument(span)
             .await;
+    }
+
+    /// One attempt's turn: the entry's cancellation and its destination's pause looked at
+    /// first, and again after any wait, then the attempt (through the target's breaker when it
+    /// has one). `None`: the delivery ended here, skipped as cancelled or, at shutdown, left to
+    /// the queue to be received again.
+    async fn turn<F, Fut>(
+        &self,
+        context: &QueueContext,
+        (delivery, entry): (&Delivery, &Entry),
+        breaker: Option<&Arc<wal_apply::breaker::Breaker>>,
+        attempt: &F,
+        shutdown: &CancellationToken,
+    ) -> Option<Applied>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Applied>,
+    {
+        loop {
+            if Self::cancelled(context, entry) {
+                self.skip_cancelled(context, delivery, entry, shutdown)
+                    .await;
+                return None;
+            }
+            if !context.pause.paused() {
+                break;
+            }
+            if !Box::pin(self.wait_while_paused(context, delivery, shutdown)).await {
+                let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                return None;
+            }
+        }
+        let Some(breaker) = breaker else {
+            return Some(attempt().await);
+        };
+        let held =
+            self.attempt_when_available(context, (delivery, entry), breaker, attempt, shutdown);
+        match Box::pin(held).await {
+            Waited::Attempted(applied) => Some(applied),
+            Waited::Cancelled => {
+                self.skip_cancelled(context, delivery, entry, shutdown)
+                    .await;
+                None
+            }
+            // Shutdown while the target was away: left to the queue, received again.
+            Waited::Stopped => {
+                let _ = context.queue.extend(delivery, Duration::ZERO).await;
+                None
+            }
+        }
     }
 
     /// The metric handles of an entry of `kind` (or a transaction's `marker`). Kinds come from

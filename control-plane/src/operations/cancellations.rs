@@ -13,10 +13,14 @@ use crate::store::{NamespaceStore, StoreError};
 /// Cancellations in force a namespace may have at once: every consumer holds them all in memory
 /// and every Watch snapshot carries them.
 pub const MAX_PER_NAMESPACE: u64 = 1_000;
+/// Cancellations in force across every namespace: a Watch snapshot carries each one's
+/// namespace and id (at most 256 bytes), so it stays a few megabytes at most.
+pub const MAX_IN_FORCE: u64 = 10_000;
 
 /// Kept beyond an entry's longest possible wait: pauses, outages and DLQ redrives can hold an
-/// entry past its deliver-at (a redriven dead letter is checked again).
-const MARGIN: Duration = Duration::from_secs(7 * 86_400);
+/// entry past its deliver-at (a redriven dead letter is checked again). An SQS DLQ keeps a
+/// message 14 days at most; a Kafka DLQ as long as its topic's retention, which may be longer.
+const MARGIN: Duration = Duration::from_secs(14 * 86_400);
 
 /// How long a cancellation of `namespace` is kept: its longest delay and jitter, its retries'
 /// whole horizon, and [`MARGIN`].
@@ -37,6 +41,17 @@ pub struct CancellationRecord {
 }
 
 impl CancellationRecord {
+    /// What a Watch snapshot carries of it: which entry, and until when; who and why stay in
+    /// the store (ListCancellations, the audit), keeping snapshots small.
+    pub fn to_feed(&self) -> wal_proto::v1::Cancellation {
+        wal_proto::v1::Cancellation {
+            namespace: self.namespace.clone(),
+            entry_id: self.entry_id.clone(),
+            expires_at_micros: self.expires_at_micros,
+            ..Default::default()
+        }
+    }
+
     pub fn to_proto(&self) -> wal_proto::v1::Cancellation {
         wal_proto::v1::Cancellation {
             namespace: self.namespace.clone(),
@@ -56,8 +71,12 @@ pub enum Cancelled {
     New(CancellationRecord),
     /// The entry was cancelled already: that one stays.
     Already(CancellationRecord),
-    /// The namespace has [`MAX_PER_NAMESPACE`] in force; the oldest expires then.
-    Full { oldest_expires_at_micros: i64 },
+    /// The namespace has [`MAX_PER_NAMESPACE`] in force (`of_namespace`), or every namespace
+    /// together [`MAX_IN_FORCE`]; the oldest of them expires then.
+    Full {
+        of_namespace: bool,
+        oldest_expires_at_micros: i64,
+    },
 }
 
 impl NamespaceStore {
@@ -73,19 +92,13 @@ impl NamespaceStore {
         if let Some(found) = self.cancellation_of(namespace, id).await? {
             return Ok(Cancelled::Already(found));
         }
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS n, MIN(expires_at_micros) AS oldest FROM cancellations WHERE namespace = $1",
-        )
-        .bind(namespace)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.database(e))?;
-        let count: i64 = row.try_get("n").map_err(|e| self.database(e))?;
-        if u64::try_from(count).unwrap_or(0) >= MAX_PER_NAMESPACE {
-            let oldest: Option<i64> = row.try_get("oldest").map_err(|e| self.database(e))?;
-            return Ok(Cancelled::Full {
-                oldest_expires_at_micros: oldest.unwrap_or_default(),
-            });
+        // Checked before the insert, not locked with it: cancels racing at the cap may pass it
+        // by their number.
+        if let Some(full) = self.fullness(Some(namespace), MAX_PER_NAMESPACE).await? {
+            return Ok(full);
+        }
+        if let Some(full) = self.fullness(None, MAX_IN_FORCE).await? {
+            return Ok(full);
         }
         // ON CONFLICT DO NOTHING: of two operators cancelling one entry at once, the first
         // one's reason stays and both are told it is cancelled.
@@ -109,6 +122,36 @@ impl NamespaceStore {
         Ok(Cancelled::Already(
             found.unwrap_or_else(|| cancellation.clone()),
         ))
+    }
+
+    /// [`Cancelled::Full`] when `namespace` (or every namespace) has `cap` in force.
+    async fn fullness(
+        &self,
+        namespace: Option<&str>,
+        cap: u64,
+    ) -> Result<Option<Cancelled>, StoreError> {
+        let query = match namespace {
+            Some(name) => sqlx::query(
+                "SELECT COUNT(*) AS n, MIN(expires_at_micros) AS oldest FROM cancellations WHERE namespace = $1",
+            )
+            .bind(name),
+            None => sqlx::query(
+                "SELECT COUNT(*) AS n, MIN(expires_at_micros) AS oldest FROM cancellations",
+            ),
+        };
+        let row = query
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.database(e))?;
+        let count: i64 = row.try_get("n").map_err(|e| self.database(e))?;
+        if u64::try_from(count).unwrap_or(0) < cap {
+            return Ok(None);
+        }
+        let oldest: Option<i64> = row.try_get("oldest").map_err(|e| self.database(e))?;
+        Ok(Some(Cancelled::Full {
+            of_namespace: namespace.is_some(),
+            oldest_expires_at_micros: oldest.unwrap_or_default(),
+        }))
     }
 
     async fn cancellation_of(

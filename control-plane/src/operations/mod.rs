@@ -25,11 +25,12 @@ use tonic::{Request, Response, Status};
 use wal_namespaces::{Action, Namespace};
 use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
-    AuditRequest, AuditResponse, CancelEntryRequest, CancelEntryResponse, ExportDeadLettersRequest,
-    GetRedriveRequest, ListCancellationsRequest, ListCancellationsResponse, ListDeadLettersRequest,
-    ListDeadLettersResponse, ListPausesRequest, ListPausesResponse, PauseRequest, PauseResponse,
-    PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
-    ShowDeadLetterRequest, ShowDeadLetterResponse, StartRedriveRequest,
+    AccessRequest, AccessResponse, AuditRequest, AuditResponse, CancelEntryRequest,
+    CancelEntryResponse, ExportDeadLettersRequest, GetRedriveRequest, ListCancellationsRequest,
+    ListCancellationsResponse, ListDeadLettersRequest, ListDeadLettersResponse, ListPausesRequest,
+    ListPausesResponse, PauseRequest, PauseResponse, PurgeDeadLettersRequest,
+    PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse, ShowDeadLetterRequest,
+    ShowDeadLetterResponse, StartRedriveRequest,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -46,6 +47,8 @@ pub struct OperationsService {
     authorizer: Authorizer,
     /// Where the namespaces' DLQs and durable storage are.
     clusters: wal_clusters::ClusterMap,
+    /// This control plane's region (see `ControlPlaneSettings::region`).
+    region: String,
     /// Sessions on the namespaces' durable storage, for an entry's receipts.
     receipts: receipts::ReceiptReader,
     /// The redrives this control plane runs; each stops (its progress saved) at shutdown.
@@ -68,13 +71,14 @@ impl OperationsService {
         store: NamespaceStore,
         announcer: Announcer,
         authorizer: Authorizer,
-        clusters: wal_clusters::ClusterMap,
+        (clusters, region): (wal_clusters::ClusterMap, String),
     ) -> Self {
         Self {
             store,
             announcer,
             authorizer,
             clusters,
+            region,
             receipts: receipts::ReceiptReader::default(),
             jobs: TaskTracker::new(),
             stopping: CancellationToken::new(),
@@ -173,13 +177,25 @@ async fn record(store: &NamespaceStore, call: &Call, result: &str) {
 /// "anonymous".
 fn actor(peer: Option<&Peer>, stated: &str) -> String {
     let principal: Option<Arc<str>> = peer.and_then(|p| p.principal.clone());
-    let stated = stated.trim();
+    let stated = bounded(stated.trim(), MAX_OPERATOR);
     match principal {
         Some(principal) if stated.is_empty() || *principal == *stated => principal.to_string(),
         Some(principal) => format!("{principal} (as {stated:?})"),
         None if stated.is_empty() => "anonymous".to_owned(),
         None => stated.to_owned(),
     }
+}
+
+/// The longest `operator` a request's record keeps: a name, not a document.
+const MAX_OPERATOR: usize = 128;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn bounded(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Refuses a destination `namespace` does not have, naming those it has.
@@ -250,6 +266,13 @@ impl Operations for OperationsService {
         request: Request<AuditRequest>,
     ) -> Result<Response<AuditResponse>, Status> {
         self.audit_call(request).await
+    }
+
+    async fn access(
+        &self,
+        request: Request<AccessRequest>,
+    ) -> Result<Response<AccessResponse>, Status> {
+        self.access_call(request).await
     }
 
     async fn list_dead_letters(

@@ -16,7 +16,14 @@ use wal_proto::v1::{DestinationOutcome, DestinationState};
 const READ_WAIT: Duration = Duration::from_secs(5);
 
 /// Each destination's state, or why it is not known.
-pub type Delivery = Result<Vec<DestinationOutcome>, String>;
+pub type Delivery = Result<Receipts, String>;
+
+/// Each destination's state by the receipts found; `any` is false when none was.
+#[derive(Debug, Clone, Default)]
+pub struct Receipts {
+    pub destinations: Vec<DestinationOutcome>,
+    pub any: bool,
+}
 
 #[derive(Debug, Default)]
 pub struct ReceiptReader {
@@ -24,10 +31,11 @@ pub struct ReceiptReader {
 }
 
 impl ReceiptReader {
-    /// Each destination of `namespace` and what it did with entry `id`, by its receipts.
+    /// Each destination of `namespace` and what it did with entry `id`, by its receipts; a
+    /// replicated namespace's destinations are the regions other than `region`.
     pub async fn delivery(
         &self,
-        clusters: &wal_clusters::ClusterMap,
+        (clusters, region): (&wal_clusters::ClusterMap, &str),
         namespace: &Namespace,
         id: &str,
     ) -> Delivery {
@@ -55,8 +63,7 @@ impl ReceiptReader {
                 namespace.name
             ));
         }
-        // Every region too, whichever region's consumer reads it.
-        let outcomes = namespace.destination_names("").into_iter().map(|name| {
+        let outcomes = namespace.destination_names(region).into_iter().map(|name| {
             let state = match receipts.iter().find(|r| r.destination == name) {
                 Some(r) if r.outcome == Outcome::Applied => DestinationState::Applied,
                 Some(_) => DestinationState::DeadLettered,
@@ -67,7 +74,10 @@ impl ReceiptReader {
                 state: state.into(),
             }
         });
-        Ok(outcomes.collect())
+        Ok(Receipts {
+            destinations: outcomes.collect(),
+            any: !receipts.is_empty(),
+        })
     }
 
     async fn storage(

@@ -15,6 +15,9 @@ use crate::model::Namespace;
 use super::FeedError;
 use super::directives::Directives;
 
+/// The largest Watch snapshot a follower takes.
+const MAX_SNAPSHOT: usize = 64 << 20;
+
 /// How long a starting process waits for the control plane's first snapshot.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
 const RETRY_FIRST: Duration = Duration::from_millis(500);
@@ -131,7 +134,10 @@ impl Follower {
             .connect()
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
+        // Past tonic's 4 MiB default: many namespaces, or many cancellations in force, make a
+        // large snapshot, and one refused would stop every follower following.
         let response = NamespaceRegistryClient::new(channel)
+            .max_decoding_message_size(MAX_SNAPSHOT)
             .watch(WatchRequest {})
             .await
             .map_err(|status| format!("{}: {}", status.code(), status.message()))?;
