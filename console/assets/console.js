@@ -1,0 +1,167 @@
+// The console's page: plain JavaScript (ES modules, fetch, template strings), no framework and
+// no build step, so what the binary embeds is what runs. Two views, by the URL's hash:
+// `#/` every namespace, `#/ns/NAME` one namespace. Every action goes through the console's
+// API to the control plane, which authorizes and audits it; the page only greys out what the
+// control plane said this identity may not do.
+
+const view = document.getElementById("view");
+const errorBox = document.getElementById("error");
+
+const escape = (text) =>
+  String(text ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const when = (micros) => (micros ? new Date(micros / 1000).toISOString().replace(".000", "") : "");
+
+/** The API's answer as JSON; a refusal throws with the control plane's own words. */
+async function api(path, options = {}) {
+  const response = await fetch(`/api${path}`, {
+    headers: { "content-type": "application/json" },
+    ...options,
+  });
+  const body = await response.json();
+  if (!response.ok) {
+    throw new Error(`${body.code ?? response.status}: ${body.error ?? response.statusText}`);
+  }
+  return body;
+}
+
+function showError(error) {
+  errorBox.textContent = error.message;
+  errorBox.hidden = false;
+}
+
+function clearError() {
+  errorBox.hidden = true;
+  errorBox.textContent = "";
+}
+
+function pausesText(pauses) {
+  return pauses
+    .map((p) => `${p.destination || "all"} by ${p.paused_by}: ${p.reason}`)
+    .join("; ");
+}
+
+async function listView() {
+  const listed = await api("/namespaces");
+  document.getElementById("control-plane").textContent = listed.control_plane;
+  const rows = listed.namespaces
+    .map(
+      (n) => `<tr data-namespace="${escape(n.name)}">
+        <td><a href="#/ns/${encodeURIComponent(n.name)}">${escape(n.name)}</a></td>
+        <td>${n.version}</td><td>${escape(n.author)}</td><td>${when(n.changed_at_micros)}</td>
+        <td>${n.pauses.length ? `<span class="badge paused">paused</span> ${escape(pausesText(n.pauses))}` : ""}</td>
+      </tr>`,
+    )
+    .join("");
+  view.innerHTML = `<h1>Namespaces</h1><section><table id="namespaces">
+    <tr><th>namespace</th><th>version</th><th>changed by</th><th>changed at</th><th>pauses</th></tr>
+    ${rows}</table></section>`;
+}
+
+function accessBadge(access) {
+  if (access.admin) {
+    const who = access.authorization ? escape(access.principal) : "anyone: authorization is off";
+    return `<span id="access" class="badge admin">admin (${who})</span>`;
+  }
+  return `<span id="access" class="badge read-only">read-only: ${escape(access.principal || "no principal")} lacks access.admin</span>`;
+}
+
+function deadLettersSection(letters, admin) {
+  const reasons = letters.reasons
+    .map((r) => `<tr><td>${r.class}</td><td>${escape(r.reason)}</td><td>${r.entries}</td><td>${when(r.last_micros)}</td></tr>`)
+    .join("");
+  const entries = letters.entries
+    .map(
+      (e) => `<tr data-entry="${escape(e.id)}"><td>${escape(e.id)}</td><td>${e.class}</td>
+        <td>${escape(e.reason)}</td><td>${e.attempt}</td><td>${when(e.dead_lettered_at_micros)}</td>
+        <td><button class="show" data-id="${escape(e.id)}" ${admin ? "" : "disabled title=\"payloads are the admins' to read\""}>payload</button></td></tr>`,
+    )
+    .join("");
+  return `<section><h2>Dead letters</h2>
+    <p id="dead-letter-total">${letters.total} dead letter${letters.total === 1 ? "" : "s"}</p>
+    <table><tr><th>class</th><th>reason</th><th>entries</th><th>last</th></tr>${reasons}</table>
+    <table id="dead-letters"><tr><th>entry</th><th>class</th><th>reason</th><th>attempts</th><th>dead-lettered</th><th></th></tr>${entries}</table>
+    <pre id="payload" hidden></pre>
+    <p><button id="redrive" ${admin ? "" : "disabled title=\"redriving needs access.admin\""}>Redrive…</button>
+    <span id="redrive-state"></span></p>
+    <div id="confirmation-slot"></div></section>`;
+}
+
+function redriveText(redrive) {
+  if (!redrive) return "";
+  const left = Object.entries(redrive.left).map(([why, n]) => `${n} ${why}`).join(", ");
+  const error = redrive.error ? ` (${redrive.error})` : "";
+  return `last redrive: ${redrive.state}${error}, ${redrive.redriven} redriven by ${redrive.started_by} at ${when(redrive.started_at_micros)}${left ? `; left: ${left}` : ""}`;
+}
+
+async function namespaceView(name) {
+  const path = `/namespaces/${encodeURIComponent(name)}`;
+  const [ns, letters, redrive] = await Promise.all([
+    api(path),
+    api(`${path}/dead-letters`),
+    api(`${path}/redrive`),
+  ]);
+  const history = ns.history
+    .map((v) => `<tr><td>${v.version}</td><td>${escape(v.author)}</td><td>${when(v.at_micros)}</td><td>${escape(v.changes.join(", "))}</td></tr>`)
+    .join("");
+  view.innerHTML = `<h1>${escape(ns.name)} ${accessBadge(ns.access)}</h1>
+    ${ns.pauses.length ? `<section><h2>Paused</h2><p id="pauses">${escape(pausesText(ns.pauses))}</p></section>` : ""}
+    ${deadLettersSection(letters, ns.access.admin)}
+    <section><h2>Config, version ${ns.version}</h2><pre id="config">${escape(JSON.stringify(ns.config, null, 2))}</pre>
+    <table id="history"><tr><th>version</th><th>by</th><th>at</th><th>changed</th></tr>${history}</table></section>`;
+  document.getElementById("redrive-state").textContent = redriveText(redrive);
+  document.getElementById("redrive").addEventListener("click", () => confirmRedrive(path));
+  for (const button of view.querySelectorAll("button.show")) {
+    button.addEventListener("click", () => showPayload(path, button.dataset.id));
+  }
+}
+
+async function showPayload(path, id) {
+  const shown = await api(`${path}/dead-letters/${encodeURIComponent(id)}`);
+  const box = document.getElementById("payload");
+  box.textContent = shown.copies.map((c) => `${c.dlq} ${c.position}\n${c.payload ?? ""}`).join("\n\n");
+  box.hidden = false;
+}
+
+/** The dry run first; nothing moves until the operator confirms what it found. */
+async function confirmRedrive(path) {
+  clearError();
+  const dry = await api(`${path}/redrive`, { method: "POST", body: JSON.stringify({ dry_run: true }) });
+  const count = dry.left["would be redriven"] ?? 0;
+  const kept = Object.entries(dry.left).filter(([why]) => why !== "would be redriven");
+  const slot = document.getElementById("confirmation-slot");
+  slot.innerHTML = `<section id="confirmation">
+    <p id="dry-run">The dry run found <strong>${count}</strong> dead letter${count === 1 ? "" : "s"} to redrive${kept.length ? ` (staying: ${escape(kept.map(([why, n]) => `${n} ${why}`).join(", "))})` : ""}.
+    Redrive ${count === 1 ? "it" : "them"} now, at 50 a second at most?</p>
+    <button id="confirm" ${count ? "" : "disabled"}>Redrive ${count}</button> <button id="dismiss">Cancel</button></section>`;
+  document.getElementById("dismiss").addEventListener("click", () => (slot.innerHTML = ""));
+  document.getElementById("confirm").addEventListener("click", async () => {
+    slot.innerHTML = "";
+    await run(async () => {
+      let redrive = await api(`${path}/redrive`, { method: "POST", body: JSON.stringify({ dry_run: false }) });
+      const state = document.getElementById("redrive-state");
+      while (redrive && redrive.state === "running") {
+        state.textContent = redriveText(redrive);
+        await new Promise((done) => setTimeout(done, 1000));
+        redrive = await api(`${path}/redrive`);
+      }
+      state.textContent = redriveText(redrive);
+    });
+  });
+}
+
+async function run(work) {
+  try {
+    await work();
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function route() {
+  clearError();
+  const match = location.hash.match(/^#\/ns\/(.+)$/);
+  await run(() => (match ? namespaceView(decodeURIComponent(match[1])) : listView()));
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,51 @@
+//! The operators' web console (`wal-console`): a small HTTP server, run beside the operator (or
+//! as a service of its own), that serves one embedded page and a JSON API over the control
+//! plane's NamespaceRegistry and Operations services. It calls them with its own identity (the
+//! client certificate it is given), so the control plane authorizes and audits every action
+//! as it would the same operator's walctl: the console holds no grants of its own.
+
+mod api;
+mod assets;
+mod control_plane;
+
+use std::future::Future;
+
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+pub use control_plane::ControlPlane;
+
+/// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`.
+pub async fn serve(
+    listener: TcpListener,
+    control_plane: ControlPlane,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(control_plane))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The page, its assets, and the API the page calls (`/api/...`, JSON both ways).
+pub fn router(control_plane: ControlPlane) -> Router {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/console.js", get(assets::script))
+        .route("/console.css", get(assets::style))
+        .route("/api/namespaces", get(api::namespaces))
+        .route("/api/namespaces/{name}", get(api::namespace))
+        .route(
+            "/api/namespaces/{name}/dead-letters",
+            get(api::dead_letters),
+        )
+        .route(
+            "/api/namespaces/{name}/dead-letters/{id}",
+            get(api::dead_letter),
+        )
+        .route(
+            "/api/namespaces/{name}/redrive",
+            get(api::redrive).post(api::start_redrive),
+        )
+        .with_state(control_plane)
+}

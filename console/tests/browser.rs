@@ -1,0 +1,300 @@
+//! The console in a real browser: Debian's Chromium, headless, driven through ChromeDriver
+//! (WebDriver) by fantoccini, against consoles talking to a TLS control plane with
+//! authorization on, on the real stack. An admin's console lists the namespace, shows the dead
+//! letter the test made, redrives it after a confirmation that shows the dry run, and the row
+//! arrives in Cassandra; a console with the identity of a principal without `admin` shows the
+//! page read-only, and the control plane refuses its redrive.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use tokio::net::TcpListener;
+use wal_namespaces::Backend;
+use wal_namespaces::feed::ClientTls;
+use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
+use wal_proto::v1::operations_client::OperationsClient;
+use wal_proto::v1::{ApplyRequest, AuditRequest, ListDeadLettersRequest};
+use wal_runtime::authorize::Authorizer;
+use wal_runtime::tls::ServerTls;
+use wal_testkit::pki::{Named, Pki, tls_channel};
+use wal_testkit::{Cql, KEYSPACE, TestProducer, control_plane_serving, cql_target, eventually};
+use wal_testkit::{namespace_json, put, start_consumer, unique, write_true};
+
+/// Where Debian's packages put them (`scripts/stack browser` installs both).
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long the page may take to show what the test waits for.
+const PAGE_WAIT: Duration = Duration::from_secs(30);
+
+/// Headless Chromium under ChromeDriver; both end with it.
+struct Browser {
+    client: Client,
+    _driver: Driver,
+    _profile: PathBuf,
+}
+
+/// ChromeDriver in a process group of its own, killed with every Chromium process it started
+/// when dropped: a test that fails halfway closes no session, and Chromium's processes would
+/// outlive it, holding the test's output open.
+struct Driver(std::process::Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+async fn browser() -> Browser {
+    let port = free_port().await;
+    let driver = std::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map(Driver)
+        .unwrap_or_else(|e| panic!("{CHROMEDRIVER} (scripts/stack browser installs it): {e}"));
+    let profile = std::env::temp_dir().join(unique("chromium-profile"));
+    // As the machine notes say: without the background-networking flags Chromium keeps trying
+    // Google's hosts, which a closed network refuses; as root it needs --no-sandbox.
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        &format!("--user-data-dir={}", profile.display()),
+    ];
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({"binary": CHROMIUM, "args": args}),
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let client = eventually(Duration::from_secs(20), "ChromeDriver's session", || {
+        let (url, capabilities) = (url.clone(), capabilities.clone());
+        async move {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            ClientBuilder::new(connector)
+                .capabilities(capabilities)
+                .connect(&url)
+                .await
+                .ok()
+        }
+    })
+    .await;
+    Browser {
+        client,
+        _driver: driver,
+        _profile: profile,
+    }
+}
+
+async fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A console on a free port, presenting `principal`'s client certificate to the control plane
+/// at `address`; its URL.
+async fn console(pki: &Pki, address: std::net::SocketAddr, principal: &str) -> String {
+    let client = pki.client(Named::Cn(principal));
+    let (cert, key) = (
+        pki.dir.join(format!("{principal}.pem")),
+        pki.dir.join(format!("{principal}.key")),
+    );
+    std::fs::write(&cert, &client.cert).unwrap();
+    std::fs::write(&key, &client.key).unwrap();
+    let tls = ClientTls {
+        ca: pki.ca_path(),
+        cert: Some(cert),
+        key: Some(key),
+    };
+    let control_plane = format!("https://localhost:{}", address.port());
+    let control_plane = wal_console::ControlPlane::new(&control_plane, Some(&tls)).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(wal_console::serve(
+        listener,
+        control_plane,
+        std::future::pending(),
+    ));
+    url
+}
+
+/// The text of the element `css` once it holds `expected`.
+async fn text_holding(client: &Client, css: &str, expected: &str) -> String {
+    let waited = tokio::time::timeout(PAGE_WAIT, async {
+        loop {
+            if let Ok(element) = client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+                && text.contains(expected)
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    match waited.await {
+        Ok(text) => text,
+        Err(_) => {
+            let page = client.source().await.unwrap_or_default();
+            panic!("{css} never held {expected:?} within {PAGE_WAIT:?}; the page:\n{page}")
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused() {
+    let pki = Pki::new("wal console test CA");
+    let tls = ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
+    let address = control_plane_serving(tls, Authorizer::on(vec!["root".into()])).await;
+    let channel =
+        |name: &str| tls_channel(address, &pki.ca_pem(), Some(&pki.client(Named::Cn(name))));
+
+    // A namespace whose table does not exist yet: its first write is dead-lettered.
+    let table = unique("console").replace('-', "_");
+    let access = r#""access": {"admin": ["alice"], "write": ["svc"]}"#;
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), access);
+    let namespace = wal_namespaces::parse(&config, "test").unwrap();
+    let name = namespace.name.clone();
+    NamespaceRegistryClient::new(channel("root"))
+        .apply(ApplyRequest {
+            config_json: config,
+            author: "root".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace]).await;
+    let id = write_true(
+        &producer.client,
+        wal_testkit::write(&name, &put("o-1", "paid")),
+    )
+    .await;
+    let mut alice = OperationsClient::new(channel("alice"));
+    eventually(Duration::from_secs(60), "the write dead-lettered", || {
+        let (mut alice, name) = (alice.clone(), name.clone());
+        async move {
+            let request = ListDeadLettersRequest {
+                namespace: name,
+                ..Default::default()
+            };
+            let listed = alice.list_dead_letters(request).await.ok()?.into_inner();
+            (listed.total == 1).then_some(())
+        }
+    })
+    .await;
+    let cql = Cql::connect().await;
+    let create = format!("CREATE TABLE {KEYSPACE}.{table} (id text PRIMARY KEY, value text)");
+    cql.session.query_unpaged(create, &[]).await.unwrap();
+
+    let browser = browser().await;
+    let page = &browser.client;
+    // Alice, an admin: the list, the namespace's page, its dead letter, and the redrive.
+    let as_alice = console(&pki, address, "alice").await;
+    page.goto(&format!("{as_alice}/")).await.unwrap();
+    text_holding(page, "#namespaces", &name).await;
+    page.find(Locator::LinkText(&name))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    text_holding(page, "#access", "admin (alice)").await;
+    text_holding(page, "#dead-letters", &id).await;
+    text_holding(page, "#dead-letter-total", "1 dead letter").await;
+    page.find(Locator::Id("redrive"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Nothing moves before the confirmation, which shows the dry run's count.
+    text_holding(page, "#dry-run", "found 1 dead letter to redrive").await;
+    assert!(
+        cql.rows(&table).await.is_empty(),
+        "redriven before it was confirmed"
+    );
+    page.find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    text_holding(page, "#redrive-state", "last redrive: done").await;
+    eventually(
+        Duration::from_secs(60),
+        "the redriven row in Cassandra",
+        || async {
+            let rows = cql.rows(&table).await;
+            (rows.get("o-1") == Some(&Some("paid".to_owned()))).then_some(())
+        },
+    )
+    .await;
+
+    // Bob, no admin: the page is read-only, and a redrive asked through his console anyway is
+    // refused by the control plane, in its words.
+    let as_bob = console(&pki, address, "bob").await;
+    page.goto(&format!("{as_bob}/#/ns/{name}")).await.unwrap();
+    text_holding(page, "#access", "read-only: bob lacks access.admin").await;
+    let redrive = page.find(Locator::Id("redrive")).await.unwrap();
+    assert!(
+        !redrive.is_enabled().await.unwrap(),
+        "bob may press redrive"
+    );
+    let script = format!(
+        "return fetch('/api/namespaces/{name}/redrive', {{method: 'POST', \
+         headers: {{'content-type': 'application/json'}}, body: '{{}}'}}) \
+         .then(async (r) => [r.status, (await r.json()).error]);"
+    );
+    let answer = page.execute(&script, vec![]).await.unwrap();
+    assert_eq!(answer[0], 403, "{answer}");
+    let refusal = answer[1].as_str().unwrap_or_default();
+    assert!(
+        refusal.contains("\"bob\"") && refusal.contains("admin"),
+        "{refusal}"
+    );
+
+    let audit = alice
+        .audit(AuditRequest {
+            namespace: name.clone(),
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    let redrives: Vec<(&str, bool)> = audit
+        .iter()
+        .filter(|r| r.verb == "redrive")
+        .map(|r| (r.actor.as_str(), r.result.starts_with("refused")))
+        .collect();
+    assert!(
+        redrives.contains(&("bob (as \"wal-console\")", true)),
+        "{redrives:?}"
+    );
+    assert!(
+        redrives
+            .iter()
+            .any(|(actor, refused)| actor.starts_with("alice") && !refused),
+        "{redrives:?}"
+    );
+
+    browser.client.close().await.unwrap();
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

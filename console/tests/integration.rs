@@ -1,0 +1,3 @@
+//! The console's integration tests as one program (`autotests = false` in Cargo.toml).
+
+mod browser;
