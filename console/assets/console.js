@@ -11,13 +11,20 @@ const escape = (text) =>
   String(text ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const when = (micros) => (micros ? new Date(micros / 1000).toISOString().replace(".000", "") : "");
 
-/** The API's answer as JSON; a refusal throws with the control plane's own words. */
+/** The API's answer as JSON; a refusal throws with the control plane's own words (or, from
+ * something that is not the console's API, with what it said). */
 async function api(path, options = {}) {
   const response = await fetch(`/api${path}`, {
     headers: { "content-type": "application/json" },
     ...options,
   });
-  const body = await response.json();
+  const text = await response.text();
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { error: text || response.statusText };
+  }
   if (!response.ok) {
     throw new Error(`${body.code ?? response.status}: ${body.error ?? response.statusText}`);
   }
@@ -109,9 +116,20 @@ async function namespaceView(name) {
     <section><h2>Config, version ${ns.version}</h2><pre id="config">${escape(JSON.stringify(ns.config, null, 2))}</pre>
     <table id="history"><tr><th>version</th><th>by</th><th>at</th><th>changed</th></tr>${history}</table></section>`;
   document.getElementById("redrive-state").textContent = redriveText(redrive);
-  document.getElementById("redrive").addEventListener("click", () => confirmRedrive(path));
+  const redriveButton = document.getElementById("redrive");
+  redriveButton.addEventListener("click", () => busy(redriveButton, () => confirmRedrive(path)));
   for (const button of view.querySelectorAll("button.show")) {
-    button.addEventListener("click", () => showPayload(path, button.dataset.id));
+    button.addEventListener("click", () => busy(button, () => showPayload(path, button.dataset.id)));
+  }
+}
+
+/** Runs a click's work with its button disabled meanwhile (one call at a time), errors shown. */
+async function busy(button, work) {
+  button.disabled = true;
+  try {
+    await run(work);
+  } finally {
+    button.disabled = false;
   }
 }
 
@@ -132,21 +150,35 @@ async function confirmRedrive(path) {
   slot.innerHTML = `<section id="confirmation">
     <p id="dry-run">The dry run found <strong>${count}</strong> dead letter${count === 1 ? "" : "s"} to redrive${kept.length ? ` (staying: ${escape(kept.map(([why, n]) => `${n} ${why}`).join(", "))})` : ""}.
     Redrive ${count === 1 ? "it" : "them"} now, at 50 a second at most?</p>
-    <button id="confirm" ${count ? "" : "disabled"}>Redrive ${count}</button> <button id="dismiss">Cancel</button></section>`;
+    <button id="confirm" ${count ? "" : "disabled"}>Redrive</button> <button id="dismiss">Cancel</button>
+    <small>(it takes what the DLQs hold when it starts: more, if more arrived since the dry run)</small></section>`;
   document.getElementById("dismiss").addEventListener("click", () => (slot.innerHTML = ""));
   document.getElementById("confirm").addEventListener("click", async () => {
     slot.innerHTML = "";
     await run(async () => {
-      let redrive = await api(`${path}/redrive`, { method: "POST", body: JSON.stringify({ dry_run: false }) });
-      const state = document.getElementById("redrive-state");
-      while (redrive && redrive.state === "running") {
-        state.textContent = redriveText(redrive);
-        await new Promise((done) => setTimeout(done, 1000));
-        redrive = await api(`${path}/redrive`);
-      }
-      state.textContent = redriveText(redrive);
+      const redrive = await api(`${path}/redrive`, { method: "POST", body: JSON.stringify({ dry_run: false }) });
+      await follow(path, redrive);
     });
   });
+}
+
+/** A control plane reports a running redrive every 2 s; one silent for this long has stopped
+ * (its control plane died), and the next redrive on any control plane takes it over. */
+const SILENT_MS = 30000;
+
+/** Shows the redrive's progress until it ends, goes silent, or the page moves elsewhere. */
+async function follow(path, redrive) {
+  const state = document.getElementById("redrive-state");
+  while (redrive && redrive.state === "running" && state.isConnected) {
+    if (Date.now() - redrive.updated_at_micros / 1000 > SILENT_MS) {
+      state.textContent = `${redriveText(redrive)}; not reporting for 30 s: Redrive again continues it`;
+      return;
+    }
+    state.textContent = redriveText(redrive);
+    await new Promise((done) => setTimeout(done, 1000));
+    redrive = await api(`${path}/redrive`);
+  }
+  state.textContent = redriveText(redrive);
 }
 
 async function run(work) {

@@ -7,6 +7,7 @@
 mod api;
 mod assets;
 mod control_plane;
+mod guard;
 
 use std::future::Future;
 
@@ -16,19 +17,24 @@ use tokio::net::TcpListener;
 
 pub use control_plane::ControlPlane;
 
-/// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`.
+/// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`;
+/// requests naming another host than the listener's own, or one of `accept_hosts`
+/// (`host:port`), are refused.
 pub async fn serve(
     listener: TcpListener,
     control_plane: ControlPlane,
+    accept_hosts: &[String],
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(control_plane))
+    let hosts = guard::Hosts::of(listener.local_addr()?, accept_hosts);
+    axum::serve(listener, router(control_plane, hosts))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
-/// The page, its assets, and the API the page calls (`/api/...`, JSON both ways).
-pub fn router(control_plane: ControlPlane) -> Router {
+/// The page, its assets, and the API the page calls (`/api/...`, JSON both ways), behind the
+/// guard against other sites (see `guard`).
+fn router(control_plane: ControlPlane, hosts: guard::Hosts) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/console.js", get(assets::script))
@@ -48,4 +54,5 @@ pub fn router(control_plane: ControlPlane) -> Router {
             get(api::redrive).post(api::start_redrive),
         )
         .with_state(control_plane)
+        .layer(axum::middleware::from_fn_with_state(hosts, guard::guard))
 }

@@ -20,6 +20,12 @@ struct Options {
     #[arg(long, env = "WAL_CONSOLE_LISTEN", default_value = "127.0.0.1:8088")]
     listen: SocketAddr,
 
+    /// Further `host:port` names the page may be reached by (behind a proxy, or on a
+    /// non-loopback address); a request naming any other is refused, so a web page elsewhere
+    /// cannot reach the console through a name that resolves to it.
+    #[arg(long, env = "WAL_CONSOLE_ACCEPT_HOSTS", value_delimiter = ',')]
+    accept_hosts: Vec<String>,
+
     /// The control plane (http://, or https:// with --control-plane-ca).
     #[arg(
         long,
@@ -34,7 +40,12 @@ struct Options {
 
     /// The client certificate (PEM) the console presents: the control plane grants and audits
     /// what the page does as this certificate's principal.
-    #[arg(long, env = "WAL_CONTROL_PLANE_CERT", requires = "control_plane_ca")]
+    #[arg(
+        long,
+        env = "WAL_CONTROL_PLANE_CERT",
+        requires = "control_plane_ca",
+        requires = "control_plane_key"
+    )]
     control_plane_cert: Option<PathBuf>,
 
     /// The client certificate's private key (PEM).
@@ -63,6 +74,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let listener = process::listen(options.listen).await?;
     tracing::info!(listen = %options.listen, control_plane = %options.control_plane, "wal-console ready");
-    wal_console::serve(listener, control_plane, process::shutdown_signal()).await?;
+    let accept = &options.accept_hosts;
+    wal_console::serve(listener, control_plane, accept, process::shutdown_signal()).await?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use wal_namespaces::Backend;
 use wal_namespaces::feed::ClientTls;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::operations_client::OperationsClient;
-use wal_proto::v1::{ApplyRequest, AuditRequest, ListDeadLettersRequest};
+use wal_proto::v1::{ApplyRequest, AuditRequest, GetRedriveRequest, ListDeadLettersRequest};
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::ServerTls;
 use wal_testkit::pki::{Named, Pki, tls_channel};
@@ -31,11 +31,17 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long the page may take to show what the test waits for.
 const PAGE_WAIT: Duration = Duration::from_secs(30);
 
-/// Headless Chromium under ChromeDriver; both end with it.
+/// Headless Chromium under ChromeDriver; both end with it, and its profile is removed.
 struct Browser {
     client: Client,
     _driver: Driver,
-    _profile: PathBuf,
+    profile: PathBuf,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
 }
 
 /// ChromeDriver in a process group of its own, killed with every Chromium process it started
@@ -98,7 +104,7 @@ async fn browser() -> Browser {
     Browser {
         client,
         _driver: driver,
-        _profile: profile,
+        profile,
     }
 }
 
@@ -123,14 +129,16 @@ async fn console(pki: &Pki, address: std::net::SocketAddr, principal: &str) -> S
         key: Some(key),
     };
     let control_plane = format!("https://localhost:{}", address.port());
-    let control_plane = wal_console::ControlPlane::new(&control_plane, Some(&tls)).unwrap();
+    serve_console(wal_console::ControlPlane::new(&control_plane, Some(&tls)).unwrap()).await
+}
+
+/// A console on a free port for `control_plane`; its URL.
+async fn serve_console(control_plane: wal_console::ControlPlane) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(wal_console::serve(
-        listener,
-        control_plane,
-        std::future::pending(),
-    ));
+    tokio::spawn(async move {
+        wal_console::serve(listener, control_plane, &[], std::future::pending()).await
+    });
     url
 }
 
@@ -156,21 +164,36 @@ async fn text_holding(client: &Client, css: &str, expected: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused() {
+/// The control plane (TLS, authorization on), a namespace whose one write was dead-lettered
+/// (its table did not exist yet; it does now), and what serves it.
+struct Setup {
+    pki: Pki,
+    address: std::net::SocketAddr,
+    name: String,
+    table: String,
+    id: String,
+    producer: TestProducer,
+    consumer: wal_testkit::ConsumerHandle,
+}
+
+impl Setup {
+    fn operations(&self, principal: &str) -> OperationsClient<tonic::transport::Channel> {
+        let client = self.pki.client(Named::Cn(principal));
+        OperationsClient::new(tls_channel(self.address, &self.pki.ca_pem(), Some(&client)))
+    }
+}
+
+async fn setup() -> Setup {
     let pki = Pki::new("wal console test CA");
     let tls = ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
     let address = control_plane_serving(tls, Authorizer::on(vec!["root".into()])).await;
-    let channel =
-        |name: &str| tls_channel(address, &pki.ca_pem(), Some(&pki.client(Named::Cn(name))));
-
-    // A namespace whose table does not exist yet: its first write is dead-lettered.
+    let root = tls_channel(address, &pki.ca_pem(), Some(&pki.client(Named::Cn("root"))));
     let table = unique("console").replace('-', "_");
     let access = r#""access": {"admin": ["alice"], "write": ["svc"]}"#;
     let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), access);
     let namespace = wal_namespaces::parse(&config, "test").unwrap();
     let name = namespace.name.clone();
-    NamespaceRegistryClient::new(channel("root"))
+    NamespaceRegistryClient::new(root)
         .apply(ApplyRequest {
             config_json: config,
             author: "root".into(),
@@ -178,19 +201,25 @@ async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused(
         })
         .await
         .unwrap();
-    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
-    let id = write_true(
-        &producer.client,
-        wal_testkit::write(&name, &put("o-1", "paid")),
-    )
-    .await;
-    let mut alice = OperationsClient::new(channel("alice"));
+    let payload = put("o-1", "paid");
+    let id = write_true(&producer.client, wal_testkit::write(&name, &payload)).await;
+    let setup = Setup {
+        pki,
+        address,
+        name,
+        table,
+        id,
+        producer,
+        consumer,
+    };
+    let alice = setup.operations("alice");
     eventually(Duration::from_secs(60), "the write dead-lettered", || {
-        let (mut alice, name) = (alice.clone(), name.clone());
+        let (mut alice, namespace) = (alice.clone(), setup.name.clone());
         async move {
             let request = ListDeadLettersRequest {
-                namespace: name,
+                namespace,
                 ..Default::default()
             };
             let listed = alice.list_dead_letters(request).await.ok()?.into_inner();
@@ -198,57 +227,69 @@ async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused(
         }
     })
     .await;
-    let cql = Cql::connect().await;
-    let create = format!("CREATE TABLE {KEYSPACE}.{table} (id text PRIMARY KEY, value text)");
-    cql.session.query_unpaged(create, &[]).await.unwrap();
+    let create = format!(
+        "CREATE TABLE {KEYSPACE}.{} (id text PRIMARY KEY, value text)",
+        setup.table
+    );
+    Cql::connect()
+        .await
+        .session
+        .query_unpaged(create, &[])
+        .await
+        .unwrap();
+    setup
+}
 
-    let browser = browser().await;
-    let page = &browser.client;
-    // Alice, an admin: the list, the namespace's page, its dead letter, and the redrive.
-    let as_alice = console(&pki, address, "alice").await;
+async fn click(page: &Client, locator: Locator<'_>) {
+    page.find(locator).await.unwrap().click().await.unwrap();
+}
+
+/// Alice, an admin: the list, the namespace's page with its dead letter and payload, and the
+/// redrive: its dry run first, nothing moved before the confirmation, then the row in
+/// Cassandra.
+async fn alice_redrives(setup: &Setup, page: &Client) {
+    let (name, id) = (&setup.name, &setup.id);
+    let as_alice = console(&setup.pki, setup.address, "alice").await;
     page.goto(&format!("{as_alice}/")).await.unwrap();
-    text_holding(page, "#namespaces", &name).await;
-    page.find(Locator::LinkText(&name))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    text_holding(page, "#namespaces", name).await;
+    click(page, Locator::LinkText(name)).await;
     text_holding(page, "#access", "admin (alice)").await;
-    text_holding(page, "#dead-letters", &id).await;
+    text_holding(page, "#dead-letters", id).await;
     text_holding(page, "#dead-letter-total", "1 dead letter").await;
-    page.find(Locator::Id("redrive"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    // Nothing moves before the confirmation, which shows the dry run's count.
+    click(page, Locator::Css(&format!("button[data-id='{id}']"))).await;
+    text_holding(page, "#payload", r#""id":"o-1""#).await;
+    click(page, Locator::Id("redrive")).await;
     text_holding(page, "#dry-run", "found 1 dead letter to redrive").await;
-    assert!(
-        cql.rows(&table).await.is_empty(),
+    // The dry run started nothing: no redrive on record yet.
+    let mut alice = setup.operations("alice");
+    let asked = GetRedriveRequest {
+        namespace: name.clone(),
+    };
+    let before = alice.get_redrive(asked).await.unwrap_err();
+    assert_eq!(
+        before.code(),
+        tonic::Code::NotFound,
         "redriven before it was confirmed"
     );
-    page.find(Locator::Id("confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(page, Locator::Id("confirm")).await;
     text_holding(page, "#redrive-state", "last redrive: done").await;
+    let cql = Cql::connect().await;
     eventually(
         Duration::from_secs(60),
         "the redriven row in Cassandra",
         || async {
-            let rows = cql.rows(&table).await;
+            let rows = cql.rows(&setup.table).await;
             (rows.get("o-1") == Some(&Some("paid".to_owned()))).then_some(())
         },
     )
     .await;
+}
 
-    // Bob, no admin: the page is read-only, and a redrive asked through his console anyway is
-    // refused by the control plane, in its words.
-    let as_bob = console(&pki, address, "bob").await;
+/// Bob, no admin: the page is read-only, a redrive asked through his console anyway is refused
+/// by the control plane in its words, and the page shows an error in its error box.
+async fn bob_is_read_only(setup: &Setup, page: &Client) {
+    let name = &setup.name;
+    let as_bob = console(&setup.pki, setup.address, "bob").await;
     page.goto(&format!("{as_bob}/#/ns/{name}")).await.unwrap();
     text_holding(page, "#access", "read-only: bob lacks access.admin").await;
     let redrive = page.find(Locator::Id("redrive")).await.unwrap();
@@ -268,8 +309,13 @@ async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused(
         refusal.contains("\"bob\"") && refusal.contains("admin"),
         "{refusal}"
     );
+    page.goto(&format!("{as_bob}/#/ns/no-such-namespace"))
+        .await
+        .unwrap();
+    text_holding(page, "#error", "NotFound").await;
 
-    let audit = alice
+    let audit = setup
+        .operations("alice")
         .audit(AuditRequest {
             namespace: name.clone(),
             limit: 10,
@@ -283,18 +329,70 @@ async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused(
         .filter(|r| r.verb == "redrive")
         .map(|r| (r.actor.as_str(), r.result.starts_with("refused")))
         .collect();
-    assert!(
-        redrives.contains(&("bob (as \"wal-console\")", true)),
-        "{redrives:?}"
-    );
-    assert!(
-        redrives
-            .iter()
-            .any(|(actor, refused)| actor.starts_with("alice") && !refused),
-        "{redrives:?}"
-    );
+    let refused = ("bob (as \"wal-console\")", true);
+    assert!(redrives.contains(&refused), "{redrives:?}");
+    let by_alice = |(actor, refused): &(&str, bool)| actor.starts_with("alice") && !refused;
+    assert!(redrives.iter().any(by_alice), "{redrives:?}");
+}
 
-    browser.client.close().await.unwrap();
-    consumer.shutdown().await;
+/// A request as another web page would make it through the operator's browser: naming another
+/// host (DNS rebinding) or coming from another origin. The status line of the answer.
+async fn forged(console: &str, host: &str, origin: Option<&str>) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address = console.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (method, body) = match origin {
+        Some(_) => ("POST", "{}"),
+        None => ("GET", ""),
+    };
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} /api/namespaces HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused() {
+    let setup = setup().await;
+    let browser = browser().await;
+    alice_redrives(&setup, &browser.client).await;
+    bob_is_read_only(&setup, &browser.client).await;
+    browser.client.clone().close().await.unwrap();
+    setup.consumer.shutdown().await;
+    let mut producer = setup.producer;
     producer.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_from_another_site_is_refused() {
+    let address = control_plane_serving(None, Authorizer::off()).await;
+    let control_plane = wal_console::ControlPlane::new(&format!("http://{address}"), None);
+    let console = serve_console(control_plane.unwrap()).await;
+    let port = console.rsplit(':').next().unwrap().to_owned();
+    assert!(
+        forged(&console, &format!("127.0.0.1:{port}"), None)
+            .await
+            .contains(" 200 ")
+    );
+    assert!(
+        forged(&console, &format!("localhost:{port}"), None)
+            .await
+            .contains(" 200 ")
+    );
+    let rebound = forged(&console, &format!("evil.example:{port}"), None).await;
+    assert!(rebound.contains(" 403 "), "{rebound}");
+    let cross = forged(
+        &console,
+        &format!("127.0.0.1:{port}"),
+        Some("http://evil.example"),
+    )
+    .await;
+    assert!(cross.contains(" 403 "), "{cross}");
 }

@@ -86,29 +86,77 @@ async fn arrived(upstream: &Upstream, id: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so() {
-    let (mut registry, url) = control_plane_at().await;
-    let mut operations = OperationsClient::connect(url.clone()).await.unwrap();
-    let upstream = Upstream::start(|_| 200).await;
-    let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
-    let mut config: serde_json::Value =
-        serde_json::from_str(&wal_testkit::with_durable_storage(&config, KEYSPACE)).unwrap();
-    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"]
-        ["receipts"] = serde_json::json!(true);
-    let name = apply_config(&mut registry, &config.to_string()).await.name;
-    let following = async || {
-        Feed::open(Source::ControlPlane(url.clone(), None))
+/// The control plane, a namespace recording receipts (its target an HTTP upstream), and a
+/// producer and a consumer following the control plane.
+struct Scene {
+    url: String,
+    operations: OperationsClient<Channel>,
+    upstream: Upstream,
+    name: String,
+    producer: TestProducer,
+    /// `None` only while it is being restarted.
+    consumer: Option<wal_testkit::ConsumerHandle>,
+}
+
+impl Scene {
+    async fn start() -> Self {
+        let (mut registry, url) = control_plane_at().await;
+        let operations = OperationsClient::connect(url.clone()).await.unwrap();
+        let upstream = Upstream::start(|_| 200).await;
+        let config = namespace_json(Backend::Kafka, 1, &upstream.target(), "");
+        let config = wal_testkit::with_durable_storage(&config, KEYSPACE);
+        let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+        config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"]
+            ["receipts"] = serde_json::json!(true);
+        let name = apply_config(&mut registry, &config.to_string()).await.name;
+        let producer = TestProducer::start_following(Self::feed(&url).await).await;
+        let consumer = start_consumer_following(Self::feed(&url).await).await;
+        Self {
+            url,
+            operations,
+            upstream,
+            name,
+            producer,
+            consumer: Some(consumer),
+        }
+    }
+
+    fn consumer(&self) -> &wal_testkit::ConsumerHandle {
+        self.consumer.as_ref().expect("a consumer runs")
+    }
+
+    async fn feed(url: &str) -> Feed {
+        Feed::open(Source::ControlPlane(url.to_owned(), None))
             .await
             .unwrap()
-    };
-    let mut producer = TestProducer::start_following(following().await).await;
-    let consumer = start_consumer_following(following().await).await;
-    let client = producer.client.clone();
+    }
 
-    // Delivered already: the cancel is refused, names where it went, and stores nothing.
-    let delivered = write_true(&client, write(&name, b"delivered")).await;
-    arrived(&upstream, &delivered).await;
+    async fn write(&self, payload: &[u8], delay_millis: i64) -> String {
+        let request = delayed(&self.name, payload, delay_millis, 0);
+        write_true(&self.producer.client, request).await
+    }
+
+    async fn cancel(&mut self, id: &str) -> Result<CancelEntryResponse, tonic::Status> {
+        let name = self.name.clone();
+        cancel(&mut self.operations, &name, id).await
+    }
+
+    /// Waits until the consumer has skipped `count` cancelled entries.
+    async fn skipped(&self, count: u64) {
+        let stats = self.consumer().deliverer().stats();
+        eventually(
+            Duration::from_secs(20),
+            "the cancelled entries skipped",
+            || async { (stats.cancelled.load(Ordering::Relaxed) >= count).then_some(()) },
+        )
+        .await;
+    }
+}
+
+/// Delivered already: the cancel is refused, names where it went, and stores nothing.
+async fn a_late_cancel_is_refused(scene: &mut Scene) -> String {
+    let delivered = write_true(&scene.producer.client, write(&scene.name, b"delivered")).await;
+    arrived(&scene.upstream, &delivered).await;
     let nodes = cql_nodes();
     let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let storage = DurableStorage::connect(&DurableSettings::new(&nodes, KEYSPACE))
@@ -118,30 +166,29 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         Duration::from_secs(20),
         "the delivered entry's receipt",
         || async {
-            let receipts = storage.receipts(&name, &delivered).await.ok()?;
-            receipts
-                .iter()
-                .any(|r| r.outcome == Outcome::Applied)
-                .then_some(())
+            let receipts = storage.receipts(&scene.name, &delivered).await.ok()?;
+            let applied = receipts.iter().any(|r| r.outcome == Outcome::Applied);
+            applied.then_some(())
         },
     )
     .await;
-    let late = cancel(&mut operations, &name, &delivered)
-        .await
-        .unwrap_err();
+    let late = scene.cancel(&delivered).await.unwrap_err();
     assert_eq!(late.code(), tonic::Code::FailedPrecondition, "{late:?}");
+    let said = late.message();
     assert!(
-        late.message().contains("delivered already") && late.message().contains("default"),
-        "{}",
-        late.message()
+        said.contains("delivered already") && said.contains("default"),
+        "{said}"
     );
+    delivered
+}
 
-    // Two delayed entries; one is cancelled while it waits in the consumer (received already:
-    // only the check after its wait can stop it).
-    let kept = write_true(&client, delayed(&name, b"kept", DELAY_MILLIS, 0)).await;
-    let dropped = write_true(&client, delayed(&name, b"dropped", DELAY_MILLIS, 0)).await;
+/// Two delayed entries; one is cancelled while it waits in the consumer (received already:
+/// only the check after its wait can stop it). Returns the cancelled one.
+async fn a_waiting_entry_is_cancelled(scene: &mut Scene) -> String {
+    let kept = scene.write(b"kept", DELAY_MILLIS).await;
+    let dropped = scene.write(b"dropped", DELAY_MILLIS).await;
     tokio::time::sleep(RECEIVED_WITHIN).await;
-    let answer = cancel(&mut operations, &name, &dropped).await.unwrap();
+    let answer = scene.cancel(&dropped).await.unwrap();
     assert!(answer.changed && answer.delivery_known, "{answer:?}");
     let states: Vec<(String, DestinationState)> = answer
         .destinations
@@ -149,96 +196,98 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         .map(|d| (d.destination.clone(), d.state()))
         .collect();
     assert_eq!(states, [("default".to_owned(), DestinationState::Pending)]);
+    let summary = &answer.summary;
     assert!(
-        answer.summary.contains("will not be delivered to default"),
-        "{}",
-        answer.summary
+        summary.contains("will not be delivered to default"),
+        "{summary}"
     );
-    let again = cancel(&mut operations, &name, &dropped).await.unwrap();
+    let again = scene.cancel(&dropped).await.unwrap();
     assert!(!again.changed, "cancelled once: {again:?}");
-
-    arrived(&upstream, &kept).await;
     // The cancelled one was due with the kept one: its skip is counted once it is done.
-    let stats = consumer.deliverer().stats();
-    eventually(
-        Duration::from_secs(20),
-        "the cancelled entry skipped",
-        || async { (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(()) },
-    )
-    .await;
+    arrived(&scene.upstream, &kept).await;
+    scene.skipped(1).await;
     tokio::time::sleep(WATCHED_FOR).await;
     assert_eq!(
-        arrivals(&upstream, &dropped),
+        arrivals(&scene.upstream, &dropped),
         0,
         "a cancelled entry was delivered"
     );
+    let stats = scene.consumer().deliverer().stats();
     assert_eq!(stats.cancelled.load(Ordering::Relaxed), 1);
+    dropped
+}
 
-    // An entry held by a pause when its cancel comes is not delivered once resumed.
-    let held = write_true(&client, delayed(&name, b"held", 2_000, 0)).await;
+/// An entry held by a pause when its cancel comes is not delivered once resumed.
+async fn a_paused_entry_is_cancelled(scene: &mut Scene) -> String {
+    let held = scene.write(b"held", 2_000).await;
     tokio::time::sleep(RECEIVED_WITHIN).await;
-    pause(&mut operations, &name, true).await;
+    let name = scene.name.clone();
+    pause(&mut scene.operations, &name, true).await;
+    let stats = scene.consumer().deliverer().stats();
     eventually(
         Duration::from_secs(20),
         "the entry held by the pause",
         || async { (stats.paused.load(Ordering::Relaxed) > 0).then_some(()) },
     )
     .await;
-    cancel(&mut operations, &name, &held).await.unwrap();
+    scene.cancel(&held).await.unwrap();
     eventually(
         Duration::from_secs(20),
         "the consumer heard of it",
         || async {
-            let directives = consumer.directives();
+            let directives = scene.consumer().directives();
             let heard = directives.borrow().cancellations.cancelled(&name, &held);
             heard.then_some(())
         },
     )
     .await;
-    pause(&mut operations, &name, false).await;
-    eventually(
-        Duration::from_secs(20),
-        "the held entry skipped",
-        || async { (stats.cancelled.load(Ordering::Relaxed) == 2).then_some(()) },
-    )
-    .await;
-    assert_eq!(arrivals(&upstream, &held), 0, "delivered after its pause");
+    pause(&mut scene.operations, &name, false).await;
+    scene.skipped(2).await;
+    assert_eq!(
+        arrivals(&scene.upstream, &held),
+        0,
+        "delivered after its pause"
+    );
+    held
+}
 
-    // The cancellation is stored: a consumer started after it skips a cancelled entry too.
-    let later_kept = write_true(&client, delayed(&name, b"later kept", DELAY_MILLIS, 0)).await;
-    let later_dropped =
-        write_true(&client, delayed(&name, b"later dropped", DELAY_MILLIS, 0)).await;
-    cancel(&mut operations, &name, &later_dropped)
-        .await
-        .unwrap();
-    consumer.shutdown().await;
-    let restarted = start_consumer_following(following().await).await;
-    arrived(&upstream, &later_kept).await;
+/// The cancellation is stored: a consumer started after it skips a cancelled entry too.
+async fn a_restarted_consumer_skips_one(scene: &mut Scene, dropped: &str) -> String {
+    let later_kept = scene.write(b"later kept", DELAY_MILLIS).await;
+    let later_dropped = scene.write(b"later dropped", DELAY_MILLIS).await;
+    scene.cancel(&later_dropped).await.unwrap();
+    if let Some(stopped) = scene.consumer.take() {
+        stopped.shutdown().await;
+    }
+    scene.consumer = Some(start_consumer_following(Scene::feed(&scene.url).await).await);
+    arrived(&scene.upstream, &later_kept).await;
     // At least the later one (the first may be received again, its acknowledgement not yet
     // committed when the first consumer left, and skipped again).
-    let stats = restarted.deliverer().stats();
-    eventually(
-        Duration::from_secs(20),
-        "the restarted consumer skipped it",
-        || async { (stats.cancelled.load(Ordering::Relaxed) >= 1).then_some(()) },
-    )
-    .await;
+    scene.skipped(1).await;
     tokio::time::sleep(WATCHED_FOR).await;
+    let upstream = &scene.upstream;
     assert_eq!(
-        arrivals(&upstream, &later_dropped),
+        arrivals(upstream, &later_dropped),
         0,
         "delivered after a restart"
     );
-    assert_eq!(
-        arrivals(&upstream, &dropped),
-        0,
-        "delivered after a restart"
-    );
+    assert_eq!(arrivals(upstream, dropped), 0, "delivered after a restart");
+    later_dropped
+}
 
-    // Listed, and audited: the refusal and both cancels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so() {
+    let mut scene = Scene::start().await;
+    let delivered = a_late_cancel_is_refused(&mut scene).await;
+    let dropped = a_waiting_entry_is_cancelled(&mut scene).await;
+    let held = a_paused_entry_is_cancelled(&mut scene).await;
+    let later_dropped = a_restarted_consumer_skips_one(&mut scene, &dropped).await;
+
+    // Listed, and audited: the refusal and the cancels.
+    let operations = &mut scene.operations;
     let listed = operations
         .list_cancellations(ListCancellationsRequest {
-            namespace: name.clone(),
+            namespace: scene.name.clone(),
         })
         .await
         .unwrap()
@@ -252,7 +301,7 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
     assert!(listed.iter().all(|c| c.cancelled_by == "cancel-test"));
     let audit = operations
         .audit(AuditRequest {
-            namespace: name.clone(),
+            namespace: scene.name.clone(),
             limit: 20,
         })
         .await
@@ -280,6 +329,8 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         ]
     );
 
-    restarted.shutdown().await;
-    producer.shutdown().await;
+    if let Some(consumer) = scene.consumer.take() {
+        consumer.shutdown().await;
+    }
+    scene.producer.shutdown().await;
 }

@@ -71,6 +71,14 @@ struct On {
     log: DefaultDirectRateLimiter,
 }
 
+impl On {
+    /// The one rule: a super-user may do anything, anyone else what the namespace grants.
+    fn grants(&self, principal: &str, namespace: &Namespace, action: Action) -> bool {
+        self.super_users.iter().any(|s| s == principal)
+            || namespace.access.allows(principal, action)
+    }
+}
+
 impl Authorizer {
     /// Every call allowed: the local default, and any deployment without client certificates.
     pub fn off() -> Self {
@@ -99,13 +107,8 @@ impl Authorizer {
         let Some(on) = &self.on else {
             return true;
         };
-        match peer.and_then(|p| p.principal.as_deref()) {
-            Some(principal) => {
-                on.super_users.iter().any(|s| s == principal)
-                    || namespace.access.allows(principal, action)
-            }
-            None => false,
-        }
+        peer.and_then(|p| p.principal.as_deref())
+            .is_some_and(|principal| on.grants(principal, namespace, action))
     }
 
     /// Whether `peer` may create namespace `name`: a namespace that does not exist yet has no
@@ -185,9 +188,7 @@ impl Authorizer {
         };
         let refused = match (peer, &principal) {
             (_, Some(principal)) => {
-                if on.super_users.iter().any(|s| s == principal.as_ref())
-                    || namespace.access.allows(principal, action)
-                {
+                if on.grants(principal, namespace, action) {
                     return Ok(Some(Arc::clone(principal)));
                 }
                 Status::permission_denied(format!(

@@ -3,6 +3,7 @@
 //! or is refused the grant to, is audited before it answers. The calls are in files of their
 //! own; this one holds what they share.
 
+mod access_calls;
 pub mod audit;
 mod cancel_calls;
 pub mod cancellations;

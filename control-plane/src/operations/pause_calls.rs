@@ -1,10 +1,9 @@
-//! The pause, audit and access calls of the Operations service.
+//! The pause and audit calls of the Operations service.
 
 use tonic::{Request, Response, Status};
-use wal_namespaces::Action;
 use wal_proto::v1::{
-    AccessRequest, AccessResponse, AuditRequest, AuditResponse, ListPausesRequest,
-    ListPausesResponse, PauseRequest, PauseResponse, ResumeRequest, ResumeResponse,
+    AuditRequest, AuditResponse, ListPausesRequest, ListPausesResponse, PauseRequest,
+    PauseResponse, ResumeRequest, ResumeResponse,
 };
 use wal_runtime::tls::Peer;
 
@@ -143,25 +142,6 @@ impl OperationsService {
             .map_err(store_status)?;
         Ok(Response::new(AuditResponse {
             records: records.iter().map(AuditRecord::to_proto).collect(),
-        }))
-    }
-
-    pub(super) async fn access_call(
-        &self,
-        request: Request<AccessRequest>,
-    ) -> Result<Response<AccessResponse>, Status> {
-        let peer = request.extensions().get::<Peer>().cloned();
-        let namespace = self.namespace(&request.into_inner().namespace).await?;
-        let allows = |action| self.authorizer.allows(peer.as_ref(), &namespace, action);
-        Ok(Response::new(AccessResponse {
-            principal: peer
-                .as_ref()
-                .and_then(|p| p.principal.as_deref())
-                .unwrap_or_default()
-                .to_owned(),
-            authorization: self.authorizer.is_on(),
-            admin: allows(Action::Admin),
-            write: allows(Action::Write),
         }))
     }
 }
