@@ -24,7 +24,9 @@ use wal_testkit::{apply_config, namespace_json, start_consumer_following, write,
 
 /// The delayed entries' delay: long enough to cancel one and for the consumer to hear of it.
 const DELAY_MILLIS: i64 = 6_000;
-const KEYSPACE: &str = "wal_cancel_test";
+/// The keyspace the several-stores tests use too: one keyspace fewer to create (each adds
+/// schema changes every test waiting on a first durable connection feels).
+const KEYSPACE: &str = "wal_stores_test";
 /// Long enough for the consumer to have received an entry just written.
 const RECEIVED_WITHIN: Duration = Duration::from_secs(1);
 /// How long a cancelled entry that was due is watched for not arriving: several polls.

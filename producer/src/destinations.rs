@@ -50,7 +50,7 @@ impl Waiting {
         let looks_again = _place.is_some();
         let mut pause = FIRST_PAUSE;
         loop {
-            let outcomes = look(durable, &namespace.name, entry_id, &names).await;
+            let outcomes = look(durable, &namespace.name, entry_id, &names, until).await;
             let pending = outcomes
                 .iter()
                 .any(|o| o.state() == DestinationState::Pending);
@@ -63,14 +63,17 @@ impl Waiting {
     }
 }
 
-/// Each destination of `names` with what its receipt says, or pending.
+/// Each destination of `names` with what its receipt says, or pending. The read ends by
+/// `until` too: a slow cluster must not carry the answer past the caller's deadline.
 async fn look(
     durable: &DurableStorage,
     namespace: &str,
     entry_id: &str,
     names: &[String],
+    until: Instant,
 ) -> Vec<DestinationOutcome> {
-    let read = tokio::time::timeout(LOOK_TIMEOUT, durable.receipts(namespace, entry_id)).await;
+    let by = until.min(Instant::now() + LOOK_TIMEOUT);
+    let read = tokio::time::timeout_at(by, durable.receipts(namespace, entry_id)).await;
     let receipts = match read {
         Ok(Ok(receipts)) => receipts,
         Ok(Err(error)) => {

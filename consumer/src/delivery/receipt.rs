@@ -23,22 +23,27 @@ impl Deliverer {
             return;
         };
         let destination = context.destination.name();
-        let record = async {
-            let storage = self
-                .applier
-                .clients()
-                .durable(durable)
-                .await
-                .map_err(|e| e.to_string())?;
+        let clients = self.applier.shared_clients();
+        let (durable, namespace, id) = (durable.clone(), entry.namespace.clone(), entry.id.clone());
+        let named = destination.clone();
+        // Spawned: the acknowledgement waits RECEIPT_TIMEOUT at most, the receipt does not. The
+        // first connection to a keyspace checks its schema, which a busy cluster can take
+        // longer than that for; cancelled with the wait, it would start over at every receipt
+        // and none would ever be written.
+        let record = tokio::spawn(async move {
+            let storage = clients.durable(&durable).await.map_err(|e| e.to_string())?;
             storage
-                .record_receipt(&entry.namespace, &entry.id, &destination, outcome)
+                .record_receipt(&namespace, &id, &named, outcome)
                 .await
                 .map_err(|e| e.to_string())
-        };
+        });
         let failed = match tokio::time::timeout(RECEIPT_TIMEOUT, record).await {
-            Ok(Ok(())) => return,
-            Ok(Err(error)) => error,
-            Err(_) => format!("took longer than {RECEIPT_TIMEOUT:?}"),
+            Ok(Ok(Ok(()))) => return,
+            Ok(Ok(Err(error))) => error,
+            Ok(Err(task)) => task.to_string(),
+            Err(_) => {
+                format!("took longer than {RECEIPT_TIMEOUT:?} (it is still written when it can be)")
+            }
         };
         tracing::warn!(namespace = %entry.namespace, entry_id = %entry.id, %destination, outcome = outcome.name(), error = %failed, "recording the entry's receipt failed; its writer is told it is pending");
     }

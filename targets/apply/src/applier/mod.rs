@@ -45,6 +45,11 @@ impl Applier {
         &self.clients
     }
 
+    /// The clients, for a task that outlives the call that starts it.
+    pub fn shared_clients(&self) -> Arc<Clients> {
+        Arc::clone(&self.clients)
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
