@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
-pub use receipts::{Outcome, RECEIPT_TTL, Receipt};
+pub use receipts::{Outcome, RECEIPT_TTL, Receipt, destination_outcomes};
 pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;

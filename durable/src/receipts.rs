@@ -33,6 +33,27 @@ impl Outcome {
     }
 }
 
+/// Each destination of `names` with what its receipt in `receipts` says, or pending: the
+/// answer a write awaiting its destinations gets, and what a cancel reads.
+pub fn destination_outcomes(
+    names: impl IntoIterator<Item = String>,
+    receipts: &[Receipt],
+) -> Vec<wal_proto::v1::DestinationOutcome> {
+    use wal_proto::v1::DestinationState;
+    let outcome = |destination: String| {
+        let state = match receipts.iter().find(|r| r.destination == destination) {
+            Some(r) if r.outcome == Outcome::Applied => DestinationState::Applied,
+            Some(_) => DestinationState::DeadLettered,
+            None => DestinationState::Pending,
+        };
+        wal_proto::v1::DestinationOutcome {
+            destination,
+            state: state.into(),
+        }
+    };
+    names.into_iter().map(outcome).collect()
+}
+
 /// One destination's receipt for an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use wal_durable::{DurableStorage, Outcome};
+use wal_durable::DurableStorage;
 use wal_namespaces::Namespace;
 use wal_proto::v1::{DestinationOutcome, DestinationState};
 
@@ -85,20 +85,7 @@ async fn look(
             Vec::new()
         }
     };
-    names
-        .iter()
-        .map(|name| {
-            let state = match receipts.iter().find(|r| &r.destination == name) {
-                Some(receipt) if receipt.outcome == Outcome::Applied => DestinationState::Applied,
-                Some(_) => DestinationState::DeadLettered,
-                None => DestinationState::Pending,
-            };
-            DestinationOutcome {
-                destination: name.clone(),
-                state: state as i32,
-            }
-        })
-        .collect()
+    wal_durable::destination_outcomes(names.iter().cloned(), &receipts)
 }
 
 /// The call's own deadline (its `grpc-timeout`), when it sent one.

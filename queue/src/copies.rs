@@ -83,11 +83,16 @@ fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max;
+    format!("{}…", prefix(text, max))
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    &text[..end]
 }
 
 #[cfg(test)]

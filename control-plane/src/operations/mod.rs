@@ -178,7 +178,7 @@ async fn record(store: &NamespaceStore, call: &Call, result: &str) {
 /// "anonymous".
 fn actor(peer: Option<&Peer>, stated: &str) -> String {
     let principal: Option<Arc<str>> = peer.and_then(|p| p.principal.clone());
-    let stated = bounded(stated.trim(), MAX_OPERATOR);
+    let stated = wal_queue::prefix(stated.trim(), MAX_OPERATOR);
     match principal {
         Some(principal) if stated.is_empty() || *principal == *stated => principal.to_string(),
         Some(principal) => format!("{principal} (as {stated:?})"),
@@ -189,15 +189,6 @@ fn actor(peer: Option<&Peer>, stated: &str) -> String {
 
 /// The longest `operator` a request's record keeps: a name, not a document.
 const MAX_OPERATOR: usize = 128;
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn bounded(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
 
 /// Refuses a destination `namespace` does not have, naming those it has.
 fn check_destination(namespace: &Namespace, destination: &str) -> Result<(), Status> {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use wal_durable::{DurableSettings, DurableStorage, Outcome};
+use wal_durable::{DurableSettings, DurableStorage};
 use wal_namespaces::Namespace;
-use wal_proto::v1::{DestinationOutcome, DestinationState};
+use wal_proto::v1::DestinationOutcome;
 
 /// The longest a cancel waits for a cluster to connect and answer: past it, delivery is unknown
 /// and the cancel still stands.
@@ -63,19 +63,9 @@ impl ReceiptReader {
                 namespace.name
             ));
         }
-        let outcomes = namespace.destination_names(region).into_iter().map(|name| {
-            let state = match receipts.iter().find(|r| r.destination == name) {
-                Some(r) if r.outcome == Outcome::Applied => DestinationState::Applied,
-                Some(_) => DestinationState::DeadLettered,
-                None => DestinationState::Pending,
-            };
-            DestinationOutcome {
-                destination: name,
-                state: state.into(),
-            }
-        });
+        let names = namespace.destination_names(region);
         Ok(Receipts {
-            destinations: outcomes.collect(),
+            destinations: wal_durable::destination_outcomes(names, &receipts),
             any: !receipts.is_empty(),
         })
     }
