@@ -40,7 +40,14 @@ async fn run(options: ConsumerOptions, feed: Feed) -> anyhow::Result<()> {
     let health_at = options.health_listen;
     let health_port =
         claim_port(health_at).with_context(|| format!("serving health on {health_at}"))?;
-    let consumer = Consumer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
+    let settings = options.settings()?;
+    let starting = Consumer::start(&settings, feed.namespaces().to_vec());
+    let consumer = process::reporting_slow(
+        "wal-consumer",
+        "joining the namespaces' queues and connecting their targets",
+        starting,
+    )
+    .await?;
     let listener = health_port
         .listen(1024)
         .with_context(|| format!("serving health on {health_at}"))?;

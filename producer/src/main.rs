@@ -26,7 +26,14 @@ async fn run(options: ProducerOptions, feed: Feed) -> anyhow::Result<()> {
     process::serve_metrics(options.metrics_listen, metrics::WRITE_BUCKETS)?;
     metrics::describe();
 
-    let producer = Producer::start(&options.settings()?, feed.namespaces().to_vec()).await?;
+    let settings = options.settings()?;
+    let starting = Producer::start(&settings, feed.namespaces().to_vec());
+    let producer = process::reporting_slow(
+        "wal-producer",
+        "connecting the namespaces' Kafka clusters, SQS queues and durable storage (CQL), and creating what is missing",
+        starting,
+    )
+    .await?;
     let listener = process::listen(options.listen).await?;
     tracing::info!(
         listen = %options.listen,

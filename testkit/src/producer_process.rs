@@ -10,6 +10,9 @@ use tonic::transport::Channel;
 use crate::consumer::local_stack;
 use crate::stack::{cargo_bin, refusing_address};
 
+/// How long a producer may take to listen.
+const START_LIMIT: Duration = Duration::from_secs(180);
+
 /// A running `wal-producer` and a channel to its gRPC server. Killed when dropped, so a test
 /// that fails halfway leaves no process behind holding ports.
 #[derive(Debug)]
@@ -135,7 +138,9 @@ impl ProducerProcess {
                 .tls_config(tls)
                 .unwrap(),
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // Generous: a producer beside busy tests waits on a loaded Cassandra for its schema, and
+        // says what it waits on every 10 s (warnings, above a failure).
+        let deadline = Instant::now() + START_LIMIT;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("wal-producer exited at start-up with {status} (its error is above)");
@@ -147,7 +152,10 @@ impl ProducerProcess {
                     address: listen.to_string(),
                 };
             }
-            assert!(Instant::now() < deadline, "wal-producer did not start");
+            assert!(
+                Instant::now() < deadline,
+                "wal-producer did not start within {START_LIMIT:?} (its warnings above say what it waited on)"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

@@ -7,6 +7,7 @@ mod grpc;
 mod logs;
 mod scrape;
 pub mod series;
+mod starting;
 mod telemetry;
 mod traces;
 
@@ -17,6 +18,7 @@ use wal_namespaces::feed::{Feed, FeedError, Source};
 
 pub use grpc::{ReflectionError, ServeError, standard_services};
 pub use logs::{DEFAULT_LOG_FILTER, LogFlags, LogFormat, init_tracing};
+pub use starting::reporting_slow;
 pub use telemetry::{MetricsError, MetricsHandle, install_metrics, serve_metrics};
 pub use traces::{Traces, exporting, trace_span};
 
