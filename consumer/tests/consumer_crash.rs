@@ -18,6 +18,11 @@ use wal_testkit::{TestProducer, terminate, unique, write_all_durably};
 
 const ENTRIES: i64 = 10_000;
 const KEYS: i64 = 2_000;
+/// The stack's Cassandra is shared with the tests running beside this one: at the default 256
+/// entries in flight (two rows each) this backlog took the whole node, which dropped mutations
+/// after 2.8 s and kept a producer beside it waiting over a minute for its schema (CI,
+/// 2026-11-29). 32 still keeps many batches in flight when the consumer is killed.
+const IN_FLIGHT: &str = "32";
 
 /// Entry `i`: its own row, and the shared key's row.
 fn payload(i: i64) -> Vec<u8> {
@@ -62,7 +67,8 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         .collect();
     write_all_durably(&producer.client, requests, 500, 1).await;
 
-    let mut first = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
+    let sharing = [("WAL_CONSUMER_MAX_IN_FLIGHT", IN_FLIGHT.to_string())];
+    let mut first = wal_testkit::consumer_process_with_env(&dir, &sharing);
     eventually(
         Duration::from_secs(120),
         "the first consumer to apply some entries",
@@ -77,7 +83,7 @@ async fn a_consumer_killed_mid_backlog_and_restarted_delivers_every_entry_withou
         "the kill landed before the backlog was applied ({at_kill} rows)"
     );
 
-    let mut second = wal_testkit::consumer_process(&dir, "127.0.0.1:0");
+    let mut second = wal_testkit::consumer_process_with_env(&dir, &sharing);
     eventually(
         Duration::from_secs(180),
         "the restarted consumer to apply every entry",

@@ -67,8 +67,10 @@ async fn a_parked_copy_of_the_namespace_target_never_reaches_a_store() {
 /// A write may wait for its destinations: the answer names each, applied, dead-lettered or
 /// pending. Here the table and the events topic apply it; the hook store's upstream answers
 /// 503, so its breaker holds the entry and it stays pending; the rejects store's answers 400, a
-/// permanent failure, so it dead-letters the entry. The call's deadline (3 s) is shorter than the wait it
-/// asks for (10 s): the producer answers within the deadline, so the call succeeds.
+/// permanent failure, so it dead-letters the entry. The call's deadline (6 s) is shorter than the
+/// wait it asks for (20 s): the producer answers within the deadline, so the call succeeds. (3 s
+/// was seen to pass before the first append to the fresh topic was acknowledged, on a 2-core
+/// machine running the suite beside it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_deadline() {
     use wal_proto::v1::DestinationState;
@@ -99,10 +101,10 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
 
     let mut request = tonic::Request::new(WriteToLogRequest {
         key: "o1".into(),
-        await_destinations_millis: 10_000,
+        await_destinations_millis: 20_000,
         ..write(&namespace.name, &put("o1", "v"))
     });
-    request.set_timeout(Duration::from_secs(3));
+    request.set_timeout(Duration::from_secs(6));
     let answer = producer
         .client
         .clone()
@@ -144,8 +146,8 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
         .write(
             wal_client::Write::new(namespace.name.as_str(), put("o2", "v"))
                 .key("o2")
-                .deadline(Duration::from_secs(3))
-                .await_destinations(Duration::from_secs(10)),
+                .deadline(Duration::from_secs(6))
+                .await_destinations(Duration::from_secs(20)),
         )
         .await
         .unwrap();
