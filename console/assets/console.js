@@ -93,6 +93,46 @@ function deadLettersSection(letters, admin) {
     <div id="confirmation-slot"></div></section>`;
 }
 
+function transactionsSection(txns, admin) {
+  if (!txns) return "";
+  const row = (t, abortable) => `<tr data-transaction="${escape(t.id)}"><td>${escape(t.id)}</td><td>${escape(t.state)}</td>
+    <td>${t.item_count == null ? "-" : `${t.applied_through} of ${t.item_count}`}</td>
+    <td>${when(t.opened_at_micros)}</td><td>${when(t.committed_at_micros)}</td><td>${escape(t.reason)}</td>
+    <td>${abortable ? `<button class="abort" data-id="${escape(t.id)}" ${admin ? "" : "disabled title=\"aborting needs access.admin\""}>abort…</button>` : ""}</td></tr>`;
+  const rows = [
+    ...txns.open.map((t) => row(t, true)),
+    ...txns.applying.map((t) => row(t, false)),
+    ...txns.dead_lettered.map((t) => row(t, false)),
+  ].join("");
+  return `<section><h2>Transactions</h2>
+    <p id="transaction-counts">${txns.open.length} open, ${txns.applying.length} applying, ${txns.dead_lettered.length} dead-lettered</p>
+    <table id="transactions"><tr><th>transaction</th><th>state</th><th>applied</th><th>opened</th><th>committed</th><th>reason</th><th></th></tr>${rows}</table>
+    <p id="abort-result"></p><div id="abort-slot"></div></section>`;
+}
+
+/** Asks for a reason and a confirmation before an abort; nothing changes until then. */
+function confirmAbort(name, path, id) {
+  clearError();
+  const slot = document.getElementById("abort-slot");
+  slot.innerHTML = `<section id="abort-confirmation">
+    <p>Abort transaction <strong>${escape(id)}</strong>? Its staged items are dropped, and its client's next append or commit is refused.</p>
+    <label>Reason <input id="abort-reason" size="40"></label>
+    <button id="confirm-abort">Abort</button> <button id="dismiss-abort">Cancel</button></section>`;
+  document.getElementById("dismiss-abort").addEventListener("click", () => (slot.innerHTML = ""));
+  const confirm = document.getElementById("confirm-abort");
+  confirm.addEventListener("click", () =>
+    busy(confirm, async () => {
+      const reason = document.getElementById("abort-reason").value;
+      const aborted = await api(`${path}/transactions/${encodeURIComponent(id)}/abort`, {
+        method: "POST",
+        body: JSON.stringify({ reason }),
+      });
+      await namespaceView(name);
+      document.getElementById("abort-result").textContent = aborted.summary;
+    }),
+  );
+}
+
 function redriveText(redrive) {
   if (!redrive) return "";
   const left = Object.entries(redrive.left).map(([why, n]) => `${n} ${why}`).join(", ");
@@ -102,10 +142,11 @@ function redriveText(redrive) {
 
 async function namespaceView(name) {
   const path = `/namespaces/${encodeURIComponent(name)}`;
-  const [ns, letters, redrive] = await Promise.all([
+  const [ns, letters, redrive, txns] = await Promise.all([
     api(path),
     api(`${path}/dead-letters`),
     api(`${path}/redrive`),
+    api(`${path}/transactions`),
   ]);
   const history = ns.history
     .map((v) => `<tr><td>${v.version}</td><td>${escape(v.author)}</td><td>${when(v.at_micros)}</td><td>${escape(v.changes.join(", "))}</td></tr>`)
@@ -113,6 +154,7 @@ async function namespaceView(name) {
   view.innerHTML = `<h1>${escape(ns.name)} ${accessBadge(ns.access)}</h1>
     ${ns.pauses.length ? `<section><h2>Paused</h2><p id="pauses">${escape(pausesText(ns.pauses))}</p></section>` : ""}
     ${deadLettersSection(letters, ns.access.admin)}
+    ${transactionsSection(txns, ns.access.admin)}
     <section><h2>Config, version ${ns.version}</h2><pre id="config">${escape(JSON.stringify(ns.config, null, 2))}</pre>
     <table id="history"><tr><th>version</th><th>by</th><th>at</th><th>changed</th></tr>${history}</table></section>`;
   document.getElementById("redrive-state").textContent = redriveText(redrive);
@@ -120,6 +162,9 @@ async function namespaceView(name) {
   redriveButton.addEventListener("click", () => busy(redriveButton, () => confirmRedrive(path)));
   for (const button of view.querySelectorAll("button.show")) {
     button.addEventListener("click", () => busy(button, () => showPayload(path, button.dataset.id)));
+  }
+  for (const button of view.querySelectorAll("button.abort")) {
+    button.addEventListener("click", () => confirmAbort(name, path, button.dataset.id));
   }
 }
 

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use tonic::Code;
 use wal_proto::v1::{
     AccessRequest, DeadLetter, GetRedriveRequest, GetRequest, HistoryRequest,
-    ListDeadLettersRequest, ListPausesRequest, ListRequest, NamespaceVersion, Pause, Redrive,
-    ShowDeadLetterRequest, StartRedriveRequest,
+    ListDeadLettersRequest, ListPausesRequest, ListRequest, ListTransactionsRequest,
+    NamespaceVersion, Pause, Redrive, ShowDeadLetterRequest, StartRedriveRequest, Transaction,
+    TransactionAbortRequest, TransactionListing,
 };
 
 use crate::ControlPlane;
@@ -213,6 +214,74 @@ pub async fn start_redrive(
     };
     let started = control_plane.operations().start_redrive(request).await?;
     Ok(Json(redrive_json(&started.into_inner())))
+}
+
+/// The namespace's two-phase writes by state (open, applying, dead-lettered); `null` for a
+/// namespace without durable storage, which has none.
+pub async fn transactions(
+    State(control_plane): State<ControlPlane>,
+    Path(name): Path<String>,
+) -> Answer {
+    let mut by_state = serde_json::Map::new();
+    for (state, listing) in [
+        ("open", TransactionListing::Open),
+        ("applying", TransactionListing::Applying),
+        ("dead_lettered", TransactionListing::DeadLettered),
+    ] {
+        let asked = ListTransactionsRequest {
+            namespace: name.clone(),
+            listing: listing.into(),
+            limit: PAGE,
+        };
+        let listed = match control_plane.operations().list_transactions(asked).await {
+            Ok(listed) => listed.into_inner().transactions,
+            Err(status) if status.code() == Code::FailedPrecondition => {
+                return Ok(Json(Value::Null));
+            }
+            Err(status) => return Err(status.into()),
+        };
+        let rows: Vec<Value> = listed.iter().map(transaction_json).collect();
+        by_state.insert(state.to_owned(), Value::Array(rows));
+    }
+    Ok(Json(Value::Object(by_state)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AbortAsk {
+    /// Why; kept on the transaction and in the audit.
+    reason: String,
+}
+
+/// Aborts an open transaction (the control plane refuses a committed one, naming its state).
+pub async fn abort_transaction(
+    State(control_plane): State<ControlPlane>,
+    Path((name, id)): Path<(String, String)>,
+    Json(ask): Json<AbortAsk>,
+) -> Answer {
+    let request = TransactionAbortRequest {
+        namespace: name,
+        transaction_id: id,
+        reason: ask.reason,
+        operator: OPERATOR.to_owned(),
+    };
+    let aborted = control_plane
+        .operations()
+        .abort_transaction(request)
+        .await?
+        .into_inner();
+    Ok(Json(json!({
+        "changed": aborted.changed,
+        "summary": aborted.summary,
+        "transaction": aborted.transaction.as_ref().map(transaction_json),
+    })))
+}
+
+fn transaction_json(t: &Transaction) -> Value {
+    json!({
+        "id": t.transaction_id, "state": t.state, "item_count": t.item_count,
+        "applied_through": t.applied_through, "opened_at_micros": t.opened_at_micros,
+        "committed_at_micros": t.committed_at_micros, "reason": t.reason,
+    })
 }
 
 fn version_json(v: &NamespaceVersion) -> Value {

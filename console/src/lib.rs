@@ -12,7 +12,7 @@ mod guard;
 use std::future::Future;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
 pub use control_plane::ControlPlane;
@@ -52,6 +52,14 @@ fn router(control_plane: ControlPlane, hosts: guard::Hosts) -> Router {
         .route(
             "/api/namespaces/{name}/redrive",
             get(api::redrive).post(api::start_redrive),
+        )
+        .route(
+            "/api/namespaces/{name}/transactions",
+            get(api::transactions),
+        )
+        .route(
+            "/api/namespaces/{name}/transactions/{id}/abort",
+            post(api::abort_transaction),
         )
         .with_state(control_plane)
         .layer(axum::middleware::from_fn_with_state(hosts, guard::guard))

@@ -2,8 +2,9 @@
 //! (WebDriver) by fantoccini, against consoles talking to a TLS control plane with
 //! authorization on, on the real stack. An admin's console lists the namespace, shows the dead
 //! letter the test made, redrives it after a confirmation that shows the dry run, and the row
-//! arrives in Cassandra; a console with the identity of a principal without `admin` shows the
-//! page read-only, and the control plane refuses its redrive.
+//! arrives in Cassandra; it lists the namespace's open transactions and aborts one after asking
+//! why. A console with the identity of a principal without `admin` shows the page read-only,
+//! and the control plane refuses its redrive.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -18,16 +19,22 @@ use wal_namespaces::Backend;
 use wal_namespaces::feed::ClientTls;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_proto::v1::operations_client::OperationsClient;
-use wal_proto::v1::{ApplyRequest, AuditRequest, GetRedriveRequest, ListDeadLettersRequest};
+use wal_proto::v1::transactions_client::TransactionsClient;
+use wal_proto::v1::{
+    AppendItemsRequest, ApplyRequest, AuditRequest, GetRedriveRequest, ListDeadLettersRequest,
+    TransactionItem,
+};
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::ServerTls;
 use wal_testkit::pki::{Named, Pki, tls_channel};
 use wal_testkit::{Cql, KEYSPACE, TestProducer, control_plane_serving, cql_target, eventually};
-use wal_testkit::{namespace_json, put, start_consumer, unique, write_true};
+use wal_testkit::{namespace_json, put, start_consumer, unique, with_durable_storage, write_true};
 
 /// Where Debian's packages put them (`scripts/stack browser` installs both).
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The transactions the setup leaves open.
+const OPEN: [&str; 2] = ["stuck-1", "stuck-2"];
 /// How long the page may take to show what the test waits for.
 const PAGE_WAIT: Duration = Duration::from_secs(30);
 
@@ -190,7 +197,10 @@ async fn setup() -> Setup {
     let root = tls_channel(address, &pki.ca_pem(), Some(&pki.client(Named::Cn("root"))));
     let table = unique("console").replace('-', "_");
     let access = r#""access": {"admin": ["alice"], "write": ["svc"]}"#;
-    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), access);
+    let config = with_durable_storage(
+        &namespace_json(Backend::Kafka, 1, &cql_target(&table), access),
+        "wal_console_test",
+    );
     let namespace = wal_namespaces::parse(&config, "test").unwrap();
     let name = namespace.name.clone();
     NamespaceRegistryClient::new(root)
@@ -205,6 +215,21 @@ async fn setup() -> Setup {
     let consumer = start_consumer(vec![namespace]).await;
     let payload = put("o-1", "paid");
     let id = write_true(&producer.client, wal_testkit::write(&name, &payload)).await;
+    // Two transactions left open by their client: alice aborts one, bob sees the other.
+    for open in OPEN {
+        TransactionsClient::new(producer.channel.clone())
+            .append_items(AppendItemsRequest {
+                namespace: name.clone(),
+                transaction_id: open.to_owned(),
+                items: vec![TransactionItem {
+                    sequence: 0,
+                    target: None,
+                    payload: put("o-2", "reserved"),
+                }],
+            })
+            .await
+            .unwrap();
+    }
     let setup = Setup {
         pki,
         address,
@@ -285,6 +310,36 @@ async fn alice_redrives(setup: &Setup, page: &Client) {
     .await;
 }
 
+/// Alice again: the namespace's open transactions, and one aborted after she says why; the
+/// reason is kept on it.
+async fn alice_aborts(setup: &Setup, page: &Client) {
+    let name = &setup.name;
+    let as_alice = console(&setup.pki, setup.address, "alice").await;
+    page.goto(&format!("{as_alice}/#/ns/{name}")).await.unwrap();
+    text_holding(page, "#transaction-counts", "2 open").await;
+    click(page, Locator::Css("button.abort[data-id='stuck-1']")).await;
+    page.find(Locator::Id("abort-reason"))
+        .await
+        .unwrap()
+        .send_keys("client gave up")
+        .await
+        .unwrap();
+    click(page, Locator::Id("confirm-abort")).await;
+    text_holding(page, "#abort-result", "aborted transaction 'stuck-1'").await;
+    text_holding(page, "#transaction-counts", "1 open").await;
+    let shown = setup
+        .operations("alice")
+        .show_transaction(wal_proto::v1::ShowTransactionRequest {
+            namespace: name.clone(),
+            transaction_id: "stuck-1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(shown.state, "aborted", "{shown:?}");
+    assert!(shown.reason.ends_with(": client gave up"), "{shown:?}");
+}
+
 /// Bob, no admin: the page is read-only, a redrive asked through his console anyway is refused
 /// by the control plane in its words, and the page shows an error in its error box.
 async fn bob_is_read_only(setup: &Setup, page: &Client) {
@@ -297,6 +352,12 @@ async fn bob_is_read_only(setup: &Setup, page: &Client) {
         !redrive.is_enabled().await.unwrap(),
         "bob may press redrive"
     );
+    text_holding(page, "#transaction-counts", "1 open").await;
+    let abort = page
+        .find(Locator::Css("button.abort[data-id='stuck-2']"))
+        .await
+        .unwrap();
+    assert!(!abort.is_enabled().await.unwrap(), "bob may press abort");
     let script = format!(
         "return fetch('/api/namespaces/{name}/redrive', {{method: 'POST', \
          headers: {{'content-type': 'application/json'}}, body: '{{}}'}}) \
@@ -359,10 +420,11 @@ async fn forged(console: &str, host: &str, origin: Option<&str>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_redrives_a_dead_letter_in_the_browser_and_a_reader_is_refused() {
+async fn an_admin_redrives_and_aborts_in_the_browser_and_a_reader_is_refused() {
     let setup = setup().await;
     let browser = browser().await;
     alice_redrives(&setup, &browser.client).await;
+    alice_aborts(&setup, &browser.client).await;
     bob_is_read_only(&setup, &browser.client).await;
     browser.client.clone().close().await.unwrap();
     setup.consumer.shutdown().await;

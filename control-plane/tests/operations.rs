@@ -242,6 +242,14 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
     };
     let denied = bob.cancel_entry(cancel).await.unwrap_err();
     assert_eq!(denied.code(), Code::PermissionDenied, "{denied}");
+    let abort = wal_proto::v1::TransactionAbortRequest {
+        namespace: name.clone(),
+        transaction_id: "a-transaction".into(),
+        reason: "bob's idea".into(),
+        operator: "ops-test".into(),
+    };
+    let denied = bob.abort_transaction(abort).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied}");
 
     // Reads are open to any principal; they show the pause still in force, and who tried what.
     let listed = bob
@@ -274,6 +282,7 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
     assert_eq!(
         trail,
         [
+            (r#"bob (as "ops-test")"#, "abort transaction", true),
             (r#"bob (as "ops-test")"#, "cancel", true),
             (r#"bob (as "ops-test")"#, "resume", true),
             (r#"alice (as "ops-test")"#, "pause", false),

@@ -21,7 +21,10 @@ pub use receipts::{Outcome, RECEIPT_TTL, Receipt, destination_outcomes};
 pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
-pub use staging::{ITEM_PAGE, Listing, OPEN_BUCKET_MICROS, StagedItem, Txn, TxnState, open_bucket};
+pub use staging::{
+    Abort, ITEM_PAGE, Listing, MAX_TRANSACTION_ID_BYTES, OPEN_BUCKET_MICROS, StagedItem, Txn,
+    TxnState, is_transaction_id, listings_of, open_bucket, shown, shown_state,
+};
 
 use wal_queue::entry::{ClaimCheck, now_micros};
 

@@ -38,7 +38,7 @@ impl OperationsService {
         self.check_admin(peer.as_ref(), &namespace, &call).await?;
         let id = &request.entry_id;
         let delivery = self
-            .receipts
+            .durable
             .delivery((&self.clusters, &self.region), &namespace, id)
             .await;
         if let Ok(receipts) = &delivery

@@ -1,6 +1,7 @@
 //! The `Operations` gRPC service (proto/wal/v1/operations.proto): pausing and resuming delivery,
-//! reading and redriving dead letters, cancelling entries, and the audit trail. Every call that changes something,
-//! or is refused the grant to, is audited before it answers. The calls are in files of their
+//! reading and redriving dead letters, cancelling entries, reading and aborting two-phase writes,
+//! and the audit trail. Every call that changes something, or is refused the grant to, is
+//! audited before it answers. The calls are in files of their
 //! own; this one holds what they share.
 
 mod access_calls;
@@ -9,6 +10,7 @@ mod cancel_calls;
 pub mod cancellations;
 mod dead_letters;
 pub mod dlq;
+mod durable_sessions;
 mod export_calls;
 mod pause_calls;
 pub mod pauses;
@@ -17,6 +19,7 @@ mod receipts;
 mod redrive_calls;
 mod redrive_job;
 pub mod redrives;
+mod transaction_calls;
 
 use std::sync::Arc;
 
@@ -29,9 +32,10 @@ use wal_proto::v1::{
     AccessRequest, AccessResponse, AuditRequest, AuditResponse, CancelEntryRequest,
     CancelEntryResponse, ExportDeadLettersRequest, GetRedriveRequest, ListCancellationsRequest,
     ListCancellationsResponse, ListDeadLettersRequest, ListDeadLettersResponse, ListPausesRequest,
-    ListPausesResponse, PauseRequest, PauseResponse, PurgeDeadLettersRequest,
-    PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse, ShowDeadLetterRequest,
-    ShowDeadLetterResponse, StartRedriveRequest,
+    ListPausesResponse, ListTransactionsRequest, ListTransactionsResponse, PauseRequest,
+    PauseResponse, PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest,
+    ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse, ShowTransactionRequest,
+    StartRedriveRequest, Transaction, TransactionAbortRequest, TransactionAbortResponse,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -50,8 +54,8 @@ pub struct OperationsService {
     clusters: wal_clusters::ClusterMap,
     /// This control plane's region (see `ControlPlaneSettings::region`).
     region: String,
-    /// Sessions on the namespaces' durable storage, for an entry's receipts.
-    receipts: receipts::ReceiptReader,
+    /// Sessions on the namespaces' durable storage: an entry's receipts, transactions' staging.
+    durable: durable_sessions::DurableSessions,
     /// The redrives this control plane runs; each stops (its progress saved) at shutdown.
     jobs: TaskTracker,
     stopping: CancellationToken,
@@ -80,7 +84,7 @@ impl OperationsService {
             authorizer,
             clusters,
             region,
-            receipts: receipts::ReceiptReader::default(),
+            durable: durable_sessions::DurableSessions::default(),
             jobs: TaskTracker::new(),
             stopping: CancellationToken::new(),
         }
@@ -323,5 +327,26 @@ impl Operations for OperationsService {
         request: Request<ListCancellationsRequest>,
     ) -> Result<Response<ListCancellationsResponse>, Status> {
         self.list_cancellations_call(request).await
+    }
+
+    async fn list_transactions(
+        &self,
+        request: Request<ListTransactionsRequest>,
+    ) -> Result<Response<ListTransactionsResponse>, Status> {
+        self.list_transactions_call(request).await
+    }
+
+    async fn show_transaction(
+        &self,
+        request: Request<ShowTransactionRequest>,
+    ) -> Result<Response<Transaction>, Status> {
+        self.show_transaction_call(request).await
+    }
+
+    async fn abort_transaction(
+        &self,
+        request: Request<TransactionAbortRequest>,
+    ) -> Result<Response<TransactionAbortResponse>, Status> {
+        self.abort_transaction_call(request).await
     }
 }

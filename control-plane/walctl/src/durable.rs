@@ -7,15 +7,28 @@ use wal_namespaces::Namespace;
 
 use crate::Failure;
 
-/// The namespace `namespace` as the control plane has it, and its durable storage; `without`
-/// says what a namespace without durable storage lacks, for the refusal.
+/// The namespace `namespace` as the control plane has it (or as `file` defines it), and its
+/// durable storage; `without` says what a namespace without durable storage lacks, for the
+/// refusal.
 pub async fn open(
     (brokers, cql): (&BrokerFlags, &CqlFlags),
-    control_plane: &str,
+    (control_plane, file): (&str, Option<&std::path::Path>),
     namespace: &str,
     without: &str,
 ) -> Result<(Namespace, DurableStorage), Failure> {
-    let namespace = crate::namespace::current(control_plane, namespace).await?;
+    let namespace = match file {
+        Some(file) => {
+            let config = crate::namespace::from_file(file)?;
+            if config.name != namespace {
+                return Err(Failure::usage(format!(
+                    "--namespace-file defines namespace '{}', not '{namespace}'",
+                    config.name
+                )));
+            }
+            config
+        }
+        None => crate::namespace::current(control_plane, namespace).await?,
+    };
     let durable = namespace.durable_storage.as_ref().ok_or_else(|| {
         Failure::usage(format!(
             "namespace '{}' has no durable_storage, so {without}",

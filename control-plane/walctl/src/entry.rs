@@ -26,7 +26,7 @@ pub async fn run(command: Entry, control_plane: &str, format: Format) -> Result<
     let without = "its destinations record no receipts";
     let flags = (&command.brokers, &command.cql);
     let (namespace, storage) =
-        crate::durable::open(flags, control_plane, &command.namespace, without).await?;
+        crate::durable::open(flags, (control_plane, None), &command.namespace, without).await?;
     let receipts = storage
         .receipts(&namespace.name, &command.entry_id)
         .await

@@ -3,7 +3,8 @@
 //! A two-phase write whose target fails permanently part of the way: the commit marker goes to
 //! the DLQ saying how far it got, `walctl dlq show` says so too, and after the fix a redrive
 //! applies the rest, from where it stopped, without applying the first part again; `walctl txn
-//! list` shows it dead-lettered until then, and an open one until it is aborted. And a replay
+//! list` shows it dead-lettered until then (and `walctl txn abort` is refused: it is committed),
+//! and an open one until `walctl txn abort` aborts it through the control plane. And a replay
 //! of a range holding a commit marker applies the transaction's items again, in order, from its
 //! staging; once the staging is gone, the replay fails saying so.
 
@@ -120,6 +121,18 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     assert!(txn["reason"].as_str().unwrap().contains("400"), "{txn:#}");
     assert_eq!(txn_list(&url, &name, "dead-lettered").await, [id.as_str()]);
     assert!(txn_list(&url, &name, "applying").await.is_empty());
+    // Read from here (--direct, for a control plane that is down), it is the same.
+    let direct = ["txn", "show", &name, &id, "--direct", "-o", "json"];
+    assert_eq!(json_of(&walctl(&url, &direct).await), txn);
+    // Committed: an abort is refused, naming its state, and changes nothing.
+    let abort = ["txn", "abort", &name, &id, "--reason", "too late"];
+    let refused = walctl(&url, &abort).await;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("is dead_lettered: its commit was accepted"),
+        "{said}"
+    );
     let before = numbered_items(FAILS_AT);
     assert_eq!(
         *accepted.lock().unwrap(),
@@ -165,15 +178,87 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
         .await
         .unwrap();
     assert_eq!(txn_list(&url, &name, "open").await, [open.as_str()]);
-    client
+    let abort = [
+        "txn",
+        "abort",
+        &name,
+        &open,
+        "--reason",
+        "stuck client",
+        "-o",
+        "json",
+    ];
+    let aborted = json_of(&walctl(&url, &abort).await);
+    assert_eq!(aborted["changed"], true, "{aborted:#}");
+    assert_eq!(aborted["transaction"]["state"], "aborted", "{aborted:#}");
+    assert!(txn_list(&url, &name, "open").await.is_empty());
+    let shown = json_of(&walctl(&url, &["txn", "show", &name, &open, "-o", "json"]).await);
+    assert_eq!(shown["state"], "aborted", "{shown:#}");
+    assert_eq!(shown["staged_items"], 0, "its items are dropped: {shown:#}");
+    assert!(
+        shown["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with(": stuck client"),
+        "{shown:#}"
+    );
+    // Its client's next append is refused; a second abort changes nothing.
+    let append = client
+        .clone()
+        .append_items(AppendItemsRequest {
+            namespace: name.clone(),
+            transaction_id: open.clone(),
+            items: vec![TransactionItem {
+                sequence: 1,
+                target: None,
+                payload: b"later still".to_vec(),
+            }],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(append.code(), tonic::Code::FailedPrecondition, "{append:?}");
+    let again = json_of(&walctl(&url, &abort).await);
+    assert_eq!(again["changed"], false, "{again:#}");
+    // An id never staged is recorded as aborted, so an append on its way cannot open it.
+    let never = unique("never");
+    let abort = [
+        "txn",
+        "abort",
+        &name,
+        &never,
+        "--reason",
+        "on its way",
+        "-o",
+        "json",
+    ];
+    let recorded = json_of(&walctl(&url, &abort).await);
+    let summary = recorded["summary"].as_str().unwrap();
+    assert!(summary.contains("recorded as aborted"), "{recorded:#}");
+    let late = client
         .clone()
         .abort_transaction(AbortTransactionRequest {
             namespace: name.clone(),
-            transaction_id: open.clone(),
+            transaction_id: never.clone(),
         })
-        .await
-        .unwrap();
-    assert!(txn_list(&url, &name, "open").await.is_empty());
+        .await;
+    assert!(
+        late.is_ok(),
+        "the producer's abort agrees it is aborted: {late:?}"
+    );
+    // Each abort is audited, the refused one too.
+    let audit = json_of(&walctl(&url, &["audit", &name, "-o", "json"]).await);
+    let aborts: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verb"] == "abort transaction")
+        .map(|r| r["result"].as_str().unwrap().split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        aborts,
+        ["done", "unchanged", "done", "refused"],
+        "{audit:#}"
+    );
     let unknown = walctl(&url, &["txn", "show", &name, "no-such-txn"]).await;
     assert_eq!(unknown.status.code(), Some(4), "not found");
 

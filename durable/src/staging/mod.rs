@@ -26,11 +26,15 @@ mod by_state;
 mod expiry;
 mod items;
 mod lease;
+mod operator;
 mod state;
 mod texts;
 
 pub use by_state::Listing;
 pub use expiry::open_bucket;
+pub use operator::{
+    Abort, MAX_TRANSACTION_ID_BYTES, is_transaction_id, listings_of, shown, shown_state,
+};
 
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlTimestamp;

@@ -3,15 +3,16 @@
 
 use futures::StreamExt as _;
 use tonic::Status;
-use wal_durable::{DurableError, DurableStorage, StagedItem, Txn, TxnState, transaction_lifetime};
+use wal_durable::{
+    DurableError, DurableStorage, MAX_TRANSACTION_ID_BYTES, StagedItem, Txn, TxnState,
+    transaction_lifetime,
+};
 use wal_namespaces::Namespace;
 use wal_proto::v1::TransactionItem;
 
 use wal_queue::entry::now_micros;
 
-use super::{
-    MAX_BYTES_PER_CALL, MAX_ID_BYTES, MAX_ITEMS_PER_CALL, MAX_ITEMS_PER_TRANSACTION, MISSING_NAMED,
-};
+use super::{MAX_BYTES_PER_CALL, MAX_ITEMS_PER_CALL, MAX_ITEMS_PER_TRANSACTION, MISSING_NAMED};
 use crate::request;
 
 pub(super) fn expired(namespace: &Namespace, txn: &Txn) -> bool {
@@ -119,19 +120,14 @@ pub(super) async fn check_complete(
 }
 
 pub(super) fn check_id(id: &str) -> Result<(), Status> {
-    let fine = !id.is_empty()
-        && id.len() <= MAX_ID_BYTES
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
-    if fine {
+    if wal_durable::is_transaction_id(id) {
         Ok(())
     } else {
         Err(crate::status::refused(
             tonic::Code::InvalidArgument,
             "transaction_id",
             format!(
-                "transaction_id {id:?}: expected 1 to {MAX_ID_BYTES} letters, digits or '-', '_', '.', ':'"
+                "transaction_id {id:?}: expected 1 to {MAX_TRANSACTION_ID_BYTES} letters, digits or '-', '_', '.', ':'"
             ),
         ))
     }

@@ -41,8 +41,6 @@ pub const MAX_ITEMS_PER_CALL: usize = 1000;
 pub const MAX_BYTES_PER_CALL: usize = 4 * 1024 * 1024;
 /// The most items one transaction may have.
 pub const MAX_ITEMS_PER_TRANSACTION: u64 = 100_000;
-/// The longest transaction id.
-const MAX_ID_BYTES: usize = 128;
 /// How often an append that lost a race for its sequences reads them again.
 const APPEND_TRIES: usize = 5;
 /// Missing sequences named in a refused commit's message; the rest are counted.

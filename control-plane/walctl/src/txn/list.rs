@@ -1,15 +1,16 @@
 //! `walctl txn list NAMESPACE --state open|applying|dead-lettered`: the transactions in one
-//! state, from the staging's index by state. Each listed transaction's own row is read, and one
-//! that has moved on since its index entry was written is left out (reading on, so up to
-//! `--limit` live ones are shown).
+//! state, as the control plane's ListTransactions reads them from the staging's index by state
+//! (or, with --direct, as walctl reads it the same way: `wal_durable`'s `live_in`).
 
-use futures::StreamExt as _;
 use serde_json::json;
-use wal_durable::{DurableStorage, Listing, Txn};
+use wal_durable::DurableStorage;
 use wal_namespaces::Namespace;
+use wal_proto::v1::{ListTransactionsRequest, Transaction, TransactionListing};
 
-use super::{applied, shown_state};
+use super::{applied, reason};
 use crate::Failure;
+use crate::namespace::refused;
+use crate::operations::client;
 use crate::output::{Format, print_json, table, when};
 
 /// The states `list` takes.
@@ -22,13 +23,11 @@ pub enum Listed {
 }
 
 impl Listed {
-    /// The index's listings it reads: applying is committed and not yet applied, whether or
-    /// not the marker was acknowledged yet.
-    fn listings(self) -> &'static [Listing] {
+    fn listing(self) -> TransactionListing {
         match self {
-            Listed::Open => &[Listing::Open],
-            Listed::Applying => &[Listing::Committing, Listing::Applying],
-            Listed::DeadLettered => &[Listing::DeadLettered],
+            Listed::Open => TransactionListing::Open,
+            Listed::Applying => TransactionListing::Applying,
+            Listed::DeadLettered => TransactionListing::DeadLettered,
         }
     }
 
@@ -41,60 +40,62 @@ impl Listed {
     }
 }
 
-pub async fn run(
+/// The listing, from the control plane.
+pub async fn asked(
+    address: &str,
+    namespace: &str,
+    state: Listed,
+    limit: u32,
+) -> Result<Vec<Transaction>, Failure> {
+    let asked = format!(
+        "listing the {} transactions of namespace '{namespace}'",
+        state.name()
+    );
+    let request = ListTransactionsRequest {
+        namespace: namespace.to_owned(),
+        listing: state.listing().into(),
+        limit,
+    };
+    Ok(client(address)
+        .await?
+        .list_transactions(request)
+        .await
+        .map_err(|status| refused(&status, &asked))?
+        .into_inner()
+        .transactions)
+}
+
+/// The listing, read from the staging tables here.
+pub async fn direct(
     namespace: &Namespace,
     storage: &DurableStorage,
     state: Listed,
     limit: u32,
-    format: Format,
-) -> Result<(), Failure> {
-    let listings = state.listings();
-    let failed = |e: wal_durable::DurableError| Failure::broker(e.to_string());
-    let mut streams = Vec::with_capacity(listings.len());
-    for listing in listings {
-        streams.push(
-            storage
-                .listed(&namespace.name, *listing)
-                .await
-                .map_err(failed)?
-                .boxed(),
-        );
-    }
-    let mut ids = futures::stream::iter(streams).flatten();
-    // Read on past stale entries (a transaction that has moved on since its entry was
-    // written) until `limit` live ones are found.
-    let mut listed: Vec<(String, Txn)> = Vec::new();
-    // An id can be in two listings for a moment (a move writes the new entry first).
-    let mut seen = std::collections::HashSet::new();
-    while listed.len() < limit as usize {
-        let Some(id) = ids.next().await else {
-            break;
-        };
-        let id = id.map_err(failed)?;
-        if !seen.insert(id.clone()) {
-            continue;
-        }
-        let txn = storage
-            .transaction(&namespace.name, &id)
-            .await
-            .map_err(failed)?;
-        let live = |t: &Txn| Listing::of(t.state).is_some_and(|l| listings.contains(&l));
-        if let Some(txn) = txn.filter(live) {
-            listed.push((id, txn));
-        }
-    }
+) -> Result<Vec<Transaction>, Failure> {
+    let listings = wal_durable::listings_of(state.listing()).unwrap_or_default();
+    let live = storage
+        .live_in(&namespace.name, listings, limit as usize)
+        .await
+        .map_err(|e| Failure::broker(e.to_string()))?;
+    Ok(live
+        .iter()
+        .map(|(id, txn)| wal_durable::shown(namespace, id, txn, None))
+        .collect())
+}
+
+pub fn print(namespace: &str, state: Listed, listed: &[Transaction], format: Format) {
     match format {
         Format::Json => print_json(&json!({
-            "namespace": namespace.name,
+            "namespace": namespace,
             "state": state.name(),
-            "transactions": listed.iter().map(|(id, txn)| json!({
-                "transaction_id": id,
-                "state": shown_state(namespace, txn),
+            "transactions": listed.iter().map(|txn| json!({
+                "transaction_id": txn.transaction_id,
+                "state": txn.state,
                 "item_count": txn.item_count,
                 "applied_through": txn.applied_through,
                 "opened_at": when(txn.opened_at_micros),
                 "committed_at": txn.committed_at_micros.map(when),
-                "reason": txn.reason,
+                "reason": reason(txn),
             })).collect::<Vec<_>>(),
         })),
         Format::Table => {
@@ -106,18 +107,17 @@ pub async fn run(
                 "committed",
                 "reason",
             ]);
-            for (id, txn) in &listed {
+            for txn in listed {
                 rows.add_row(vec![
-                    id.clone(),
-                    shown_state(namespace, txn).to_owned(),
+                    txn.transaction_id.clone(),
+                    txn.state.clone(),
                     applied(txn),
                     when(txn.opened_at_micros),
                     txn.committed_at_micros.map(when).unwrap_or_default(),
-                    txn.reason.clone().unwrap_or_default(),
+                    txn.reason.clone(),
                 ]);
             }
             println!("{rows}");
         }
     }
-    Ok(())
 }
