@@ -67,10 +67,12 @@ async fn a_parked_copy_of_the_namespace_target_never_reaches_a_store() {
 /// A write may wait for its destinations: the answer names each, applied, dead-lettered or
 /// pending. Here the table and the events topic apply it; the hook store's upstream answers
 /// 503, so its breaker holds the entry and it stays pending; the rejects store's answers 400, a
-/// permanent failure, so it dead-letters the entry. The call's deadline (6 s) is shorter than the
-/// wait it asks for (20 s): the producer answers within the deadline, so the call succeeds. (3 s
-/// was seen to pass before the first append to the fresh topic was acknowledged, on a 2-core
-/// machine running the suite beside it.)
+/// permanent failure, so it dead-letters the entry. The call's deadline (15 s) is shorter than
+/// the wait it asks for (30 s): the producer answers within the deadline, so the call succeeds.
+/// The hook's entry stays pending, so each call takes its whole deadline; it is long because the
+/// suite beside it loads the 2-core machine: 3 s passed before the first append to the fresh
+/// topic was acknowledged, and 6 s before a consumer had applied the second write (CI,
+/// 2026-11-29).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_deadline() {
     use wal_proto::v1::DestinationState;
@@ -101,10 +103,10 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
 
     let mut request = tonic::Request::new(WriteToLogRequest {
         key: "o1".into(),
-        await_destinations_millis: 20_000,
+        await_destinations_millis: 30_000,
         ..write(&namespace.name, &put("o1", "v"))
     });
-    request.set_timeout(Duration::from_secs(6));
+    request.set_timeout(Duration::from_secs(15));
     let answer = producer
         .client
         .clone()
@@ -146,8 +148,8 @@ async fn a_write_awaiting_its_destinations_hears_which_applied_it_within_its_dea
         .write(
             wal_client::Write::new(namespace.name.as_str(), put("o2", "v"))
                 .key("o2")
-                .deadline(Duration::from_secs(6))
-                .await_destinations(Duration::from_secs(20)),
+                .deadline(Duration::from_secs(15))
+                .await_destinations(Duration::from_secs(30)),
         )
         .await
         .unwrap();
