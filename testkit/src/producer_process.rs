@@ -154,7 +154,7 @@ impl ProducerProcess {
             }
             assert!(
                 Instant::now() < deadline,
-                "wal-producer did not start within {START_LIMIT:?} (its warnings above say what it waited on)"
+                "wal-producer did not start within {START_LIMIT:?} (its warnings, above or in its log file, say what it waited on)"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -6,6 +6,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use tonic::{Request, Response, Status};
 use wal_durable::{
     Abort, DurableError, DurableStorage, Listing, MAX_TRANSACTION_ID_BYTES, is_transaction_id,
@@ -20,7 +22,7 @@ use wal_runtime::tls::Peer;
 
 use super::{Call, OperationsService, actor};
 
-/// The longest a transaction call waits on the namespace's CQL cluster.
+/// The longest a transaction call waits on the namespace's CQL cluster, connecting included.
 const CQL_WAIT: Duration = Duration::from_secs(30);
 /// How many ListTransactions returns when the request says 0, and at most.
 const DEFAULT_LIMIT: u32 = 100;
@@ -44,8 +46,13 @@ impl OperationsService {
             }
         };
         let namespace = self.namespace(&request.namespace).await?;
-        let storage = self.staging(&namespace).await?;
-        let live = within(storage.live_in(&namespace.name, listings, limit as usize)).await?;
+        let until = Instant::now() + CQL_WAIT;
+        let storage = self.staging(&namespace, until).await?;
+        let live = within(
+            until,
+            storage.live_in(&namespace.name, listings, limit as usize),
+        )
+        .await?;
         Ok(Response::new(ListTransactionsResponse {
             transactions: live
                 .iter()
@@ -62,8 +69,9 @@ impl OperationsService {
         let request = request.into_inner();
         let id = checked_id(&request.transaction_id)?;
         let namespace = self.namespace(&request.namespace).await?;
-        let storage = self.staging(&namespace).await?;
-        let txn = within(storage.transaction(&namespace.name, id))
+        let until = Instant::now() + CQL_WAIT;
+        let storage = self.staging(&namespace, until).await?;
+        let txn = within(until, storage.transaction(&namespace.name, id))
             .await?
             .ok_or_else(|| {
                 Status::not_found(format!(
@@ -72,7 +80,7 @@ impl OperationsService {
                     wal_durable::staging_keep(&namespace).as_secs() / 86_400
                 ))
             })?;
-        let staged = within(storage.staged_count(&namespace.name, id)).await?;
+        let staged = within(until, storage.staged_count(&namespace.name, id)).await?;
         Ok(Response::new(shown(&namespace, id, &txn, Some(staged))))
     }
 
@@ -99,18 +107,27 @@ impl OperationsService {
         let namespace = self.namespace(&request.namespace).await?;
         self.check_admin(peer.as_ref(), &namespace, &call).await?;
         let kept = format!("aborted by {}: {reason}", call.actor);
-        let aborted = async {
-            let storage = self.staging(&namespace).await?;
-            let abort = within(storage.abort(&namespace, id, Some(&kept))).await?;
-            Ok::<_, Status>((storage, abort))
-        }
-        .await;
-        let (storage, abort) = match aborted {
-            Ok(done) => done,
+        let until = Instant::now() + CQL_WAIT;
+        let storage = match self.staging(&namespace, until).await {
+            Ok(storage) => storage,
             Err(status) => {
                 self.record(&call, &format!("failed: {}", status.message()))
                     .await;
                 return Err(status);
+            }
+        };
+        let abort = match within(until, storage.abort(&namespace, id, Some(&kept))).await {
+            Ok(abort) => abort,
+            Err(status) => {
+                // The abort's compare-and-set may have happened before the failure or the
+                // deadline: the record says what is known.
+                let message = format!(
+                    "{}; whether it was aborted is not known: `walctl txn show {} {id}` says",
+                    status.message(),
+                    namespace.name
+                );
+                self.record(&call, &format!("unknown: {message}")).await;
+                return Err(Status::unavailable(message));
             }
         };
         let name = &namespace.name;
@@ -135,6 +152,12 @@ impl OperationsService {
                     "no transaction '{id}' was staged in namespace '{name}': it is recorded as aborted, so an append on its way cannot open it (check the id)"
                 ),
             ),
+            Abort::Gone => (
+                false,
+                format!(
+                    "transaction '{id}' of namespace '{name}' has no record any more (its staging ran out); nothing changed"
+                ),
+            ),
             Abort::Ended(state) => (
                 false,
                 format!(
@@ -145,8 +168,11 @@ impl OperationsService {
         };
         let result = if changed { "done" } else { "unchanged" };
         self.record(&call, &format!("{result}: {summary}")).await;
-        // As it stands now; the abort is done whether or not this read answers.
-        let now = within(storage.transaction(name, id)).await.ok().flatten();
+        // As it stands now, if the call's time allows; the abort is done either way.
+        let now = within(until, storage.transaction(name, id))
+            .await
+            .ok()
+            .flatten();
         Ok(Response::new(TransactionAbortResponse {
             transaction: now.map(|txn| shown(&namespace, id, &txn, None)),
             changed,
@@ -154,16 +180,22 @@ impl OperationsService {
         }))
     }
 
-    /// The session on `namespace`'s staging tables; FAILED_PRECONDITION when it has none.
-    async fn staging(&self, namespace: &Namespace) -> Result<Arc<DurableStorage>, Status> {
+    /// The session on `namespace`'s staging tables, connected by `until`; FAILED_PRECONDITION
+    /// when it has none.
+    async fn staging(
+        &self,
+        namespace: &Namespace,
+        until: Instant,
+    ) -> Result<Arc<DurableStorage>, Status> {
         if namespace.durable_storage.is_none() {
             return Err(Status::failed_precondition(format!(
                 "namespace '{}' has no durable_storage, so it has no two-phase writes",
                 namespace.name
             )));
         }
+        let left = until.saturating_duration_since(Instant::now());
         self.durable
-            .of(&self.clusters, namespace, CQL_WAIT)
+            .of(&self.clusters, namespace, left)
             .await
             .map_err(|why| Status::unavailable(format!("the staging tables: {why}")))
     }
@@ -187,13 +219,16 @@ fn checked_id(id: &str) -> Result<&str, Status> {
     }
 }
 
-/// `read` within [`CQL_WAIT`]; UNAVAILABLE, saying why, when it fails or does not answer.
-async fn within<T>(read: impl Future<Output = Result<T, DurableError>>) -> Result<T, Status> {
-    match tokio::time::timeout(CQL_WAIT, read).await {
+/// `read` by `until`; UNAVAILABLE, saying why, when it fails or does not answer.
+async fn within<T>(
+    until: Instant,
+    read: impl Future<Output = Result<T, DurableError>>,
+) -> Result<T, Status> {
+    match tokio::time::timeout_at(until, read).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(Status::unavailable(format!("the staging tables: {error}"))),
         Err(_) => Err(Status::unavailable(format!(
-            "the staging tables did not answer within {CQL_WAIT:?}"
+            "the staging tables did not answer within {CQL_WAIT:?} of the call"
         ))),
     }
 }

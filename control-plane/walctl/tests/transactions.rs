@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wal_proto::v1::transactions_client::TransactionsClient;
-use wal_proto::v1::{AbortTransactionRequest, AppendItemsRequest, TransactionItem, Trilean};
+use wal_proto::v1::{AppendItemsRequest, TransactionItem, Trilean};
 use wal_testkit::{
     Backend, TestProducer, Upstream, apply_config, control_plane_at, eventually, json_of,
     namespace_json, numbered_items, start_consumer, transaction_of, unique, walctl_at as walctl,
@@ -124,6 +124,20 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     // Read from here (--direct, for a control plane that is down), it is the same.
     let direct = ["txn", "show", &name, &id, "--direct", "-o", "json"];
     assert_eq!(json_of(&walctl(&url, &direct).await), txn);
+    let listed = [
+        "txn",
+        "list",
+        &name,
+        "--state",
+        "dead-lettered",
+        "-o",
+        "json",
+    ];
+    let direct = [&listed[..], &["--direct"]].concat();
+    assert_eq!(
+        json_of(&walctl(&url, &direct).await),
+        json_of(&walctl(&url, &listed).await)
+    );
     // Committed: an abort is refused, naming its state, and changes nothing.
     let abort = ["txn", "abort", &name, &id, "--reason", "too late"];
     let refused = walctl(&url, &abort).await;
@@ -236,15 +250,18 @@ async fn a_permanent_failure_dead_letters_the_marker_and_a_redrive_resumes_where
     assert!(summary.contains("recorded as aborted"), "{recorded:#}");
     let late = client
         .clone()
-        .abort_transaction(AbortTransactionRequest {
+        .append_items(AppendItemsRequest {
             namespace: name.clone(),
             transaction_id: never.clone(),
+            items: vec![TransactionItem {
+                sequence: 0,
+                target: None,
+                payload: b"on its way".to_vec(),
+            }],
         })
-        .await;
-    assert!(
-        late.is_ok(),
-        "the producer's abort agrees it is aborted: {late:?}"
-    );
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), tonic::Code::FailedPrecondition, "{late:?}");
     // Each abort is audited, the refused one too.
     let audit = json_of(&walctl(&url, &["audit", &name, "-o", "json"]).await);
     let aborts: Vec<&str> = audit

@@ -35,6 +35,8 @@ pub enum Abort {
     Ended(TxnState),
     /// Its commit was accepted first: nothing changed (its marker may be on the queue).
     Committed(TxnState),
+    /// Its row went while the abort ran (its staging's keep ran out): nothing is left to abort.
+    Gone,
 }
 
 impl DurableStorage {
@@ -81,7 +83,7 @@ impl DurableStorage {
                 match self.transaction(name, id).await? {
                     Some(now) if now.state.committed() => return Ok(Abort::Committed(now.state)),
                     Some(now) => done = Abort::Ended(now.state),
-                    None => {}
+                    None => done = Abort::Gone,
                 }
             }
         }

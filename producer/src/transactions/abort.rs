@@ -21,7 +21,7 @@ impl TransactionService {
             .map_err(unavailable)?
         {
             Abort::Committed(state) => Err(refused(&runtime.config, id, state)),
-            Abort::Aborted | Abort::Recorded | Abort::Ended(_) => Ok(()),
+            Abort::Aborted | Abort::Recorded | Abort::Ended(_) | Abort::Gone => Ok(()),
         }
     }
 }

@@ -12,6 +12,8 @@ const EVERY: Duration = Duration::from_secs(10);
 pub async fn reporting_slow<F: Future>(binary: &str, what: &str, start: F) -> F::Output {
     let began = Instant::now();
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + EVERY, EVERY);
+    // A starved runtime says it once when it wakes, not once for every tick it missed.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(start);
     loop {
         tokio::select! {

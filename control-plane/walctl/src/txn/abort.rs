@@ -14,7 +14,7 @@ use crate::output::{Format, print_json, when};
 pub struct Abort {
     namespace: String,
     transaction_id: String,
-    /// Why: kept on the transaction (`txn show` prints it), and in the audit.
+    /// Why: kept on an open transaction it aborts (`txn show` prints it), and in the audit.
     #[arg(long)]
     reason: String,
     /// Recorded as who aborted it when the connection carries no principal.

@@ -18,7 +18,8 @@ use crate::output::Format;
 #[derive(Debug, clap::Args)]
 pub struct Txn {
     /// For show and list: read the staging tables from here, with the CQL flags below, rather
-    /// than through the control plane: for a control plane that is down.
+    /// than through the control plane. The namespace's config still comes from the control
+    /// plane unless --namespace-file gives it: with both, walctl needs no control plane.
     #[arg(long, global = true)]
     direct: bool,
     /// With --direct, the namespace's config file, when the control plane cannot give it.
