@@ -93,8 +93,70 @@ function deadLettersSection(letters, admin) {
     <div id="confirmation-slot"></div></section>`;
 }
 
+/** Pauses with a resume each, a pause and a cancel by entry id; each asks the control plane,
+ * which refuses what this identity may not do, in its own words. */
+function deliverySection(ns) {
+  const off = (what) => (ns.access.admin ? "" : `disabled title="${what} needs access.admin"`);
+  const rows = ns.pauses
+    .map(
+      (p) => `<tr><td>${escape(p.destination || "all destinations")}</td><td>${escape(p.paused_by)}</td>
+        <td>${when(p.paused_at_micros)}</td><td>${escape(p.reason)}</td>
+        <td><button class="resume" data-destination="${escape(p.destination)}" ${off("resuming")}>resume</button></td></tr>`,
+    )
+    .join("");
+  return `<section><h2>Delivery</h2>
+    <p id="pauses">${ns.pauses.length ? `<span class="badge paused">paused</span> ${escape(pausesText(ns.pauses))}` : "nothing is paused"}</p>
+    ${ns.pauses.length ? `<table id="pause-table"><tr><th>destination</th><th>by</th><th>at</th><th>reason</th><th></th></tr>${rows}</table>` : ""}
+    <p><label>Destination <input id="pause-destination" placeholder="all" size="16"></label>
+      <label>Reason <input id="pause-reason" size="30"></label>
+      <button id="pause" ${off("pausing")}>Pause</button></p>
+    <p><label>Entry id <input id="cancel-id" size="38"></label>
+      <label>Reason <input id="cancel-reason" size="30"></label>
+      <button id="cancel" ${off("cancelling")}>Cancel entry</button></p>
+    <p id="delivery-result"></p></section>`;
+}
+
+const field = (id) => document.getElementById(id).value;
+
+/** One delivery action: the call, the page drawn again, and the answer shown under it. */
+async function deliveryAction(name, path, action, body, said) {
+  const answer = await api(`${path}/${action}`, { method: "POST", body: JSON.stringify(body) });
+  await namespaceView(name);
+  document.getElementById("delivery-result").textContent = said(answer);
+}
+
+function wireDelivery(name, path) {
+  const pause = document.getElementById("pause");
+  pause.addEventListener("click", () =>
+    busy(pause, () =>
+      deliveryAction(name, path, "pause", { destination: field("pause-destination"), reason: field("pause-reason") },
+        (a) => a.changed ? `paused ${a.pause.destination || "every destination"}` : `already paused by ${a.pause.paused_by}: ${a.pause.reason}`),
+    ),
+  );
+  for (const button of view.querySelectorAll("button.resume")) {
+    const destination = button.dataset.destination;
+    button.addEventListener("click", () =>
+      busy(button, () =>
+        deliveryAction(name, path, "resume", { destination },
+          (a) => (a.changed ? `resumed ${destination || "every destination"}` : "it was not paused")),
+      ),
+    );
+  }
+  const cancel = document.getElementById("cancel");
+  cancel.addEventListener("click", () =>
+    busy(cancel, () =>
+      deliveryAction(name, path, "cancel", { entry_id: field("cancel-id"), reason: field("cancel-reason") },
+        (a) => a.summary),
+    ),
+  );
+}
+
 function transactionsSection(txns, admin) {
   if (!txns) return "";
+  if (txns.error) {
+    return `<section><h2>Transactions</h2><p id="transaction-counts" class="error">not read: ${escape(txns.error)}</p></section>`;
+  }
+  const count = (list) => (list.length >= txns.limit ? `${list.length}+` : `${list.length}`);
   const row = (t, abortable) => `<tr data-transaction="${escape(t.id)}"><td>${escape(t.id)}</td><td>${escape(t.state)}</td>
     <td>${t.item_count == null ? "-" : `${t.applied_through} of ${t.item_count}`}</td>
     <td>${when(t.opened_at_micros)}</td><td>${when(t.committed_at_micros)}</td><td>${escape(t.reason)}</td>
@@ -105,7 +167,7 @@ function transactionsSection(txns, admin) {
     ...txns.dead_lettered.map((t) => row(t, false)),
   ].join("");
   return `<section><h2>Transactions</h2>
-    <p id="transaction-counts">${txns.open.length} open, ${txns.applying.length} applying, ${txns.dead_lettered.length} dead-lettered</p>
+    <p id="transaction-counts">${count(txns.open)} open, ${count(txns.applying)} applying, ${count(txns.dead_lettered)} dead-lettered</p>
     <table id="transactions"><tr><th>transaction</th><th>state</th><th>applied</th><th>opened</th><th>committed</th><th>reason</th><th></th></tr>${rows}</table>
     <p id="abort-result"></p><div id="abort-slot"></div></section>`;
 }
@@ -146,13 +208,14 @@ async function namespaceView(name) {
     api(path),
     api(`${path}/dead-letters`),
     api(`${path}/redrive`),
-    api(`${path}/transactions`),
+    // Its own failure (the namespace's CQL cluster out of reach) stays in its section.
+    api(`${path}/transactions`).catch((error) => ({ error: error.message })),
   ]);
   const history = ns.history
     .map((v) => `<tr><td>${v.version}</td><td>${escape(v.author)}</td><td>${when(v.at_micros)}</td><td>${escape(v.changes.join(", "))}</td></tr>`)
     .join("");
   view.innerHTML = `<h1>${escape(ns.name)} ${accessBadge(ns.access)}</h1>
-    ${ns.pauses.length ? `<section><h2>Paused</h2><p id="pauses">${escape(pausesText(ns.pauses))}</p></section>` : ""}
+    ${deliverySection(ns)}
     ${deadLettersSection(letters, ns.access.admin)}
     ${transactionsSection(txns, ns.access.admin)}
     <section><h2>Config, version ${ns.version}</h2><pre id="config">${escape(JSON.stringify(ns.config, null, 2))}</pre>
@@ -163,6 +226,7 @@ async function namespaceView(name) {
   for (const button of view.querySelectorAll("button.show")) {
     button.addEventListener("click", () => busy(button, () => showPayload(path, button.dataset.id)));
   }
+  wireDelivery(name, path);
   for (const button of view.querySelectorAll("button.abort")) {
     button.addEventListener("click", () => confirmAbort(name, path, button.dataset.id));
   }

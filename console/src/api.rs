@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tonic::Code;
 use wal_proto::v1::{
-    AccessRequest, DeadLetter, GetRedriveRequest, GetRequest, HistoryRequest,
+    AccessRequest, CancelEntryRequest, DeadLetter, GetRedriveRequest, GetRequest, HistoryRequest,
     ListDeadLettersRequest, ListPausesRequest, ListRequest, ListTransactionsRequest,
-    NamespaceVersion, Pause, Redrive, ShowDeadLetterRequest, StartRedriveRequest, Transaction,
-    TransactionAbortRequest, TransactionListing,
+    NamespaceVersion, Pause, PauseRequest, Redrive, ResumeRequest, ShowDeadLetterRequest,
+    StartRedriveRequest, Transaction, TransactionAbortRequest, TransactionListing,
 };
 
 use crate::ControlPlane;
@@ -216,24 +216,35 @@ pub async fn start_redrive(
     Ok(Json(redrive_json(&started.into_inner())))
 }
 
-/// The namespace's two-phase writes by state (open, applying, dead-lettered); `null` for a
-/// namespace without durable storage, which has none.
+/// The namespace's two-phase writes by state (open, applying, dead-lettered), each listing at
+/// most [`PAGE`] (`limit` says so); `null` for a namespace without durable storage, which has
+/// none.
 pub async fn transactions(
     State(control_plane): State<ControlPlane>,
     Path(name): Path<String>,
 ) -> Answer {
-    let mut by_state = serde_json::Map::new();
-    for (state, listing) in [
-        ("open", TransactionListing::Open),
-        ("applying", TransactionListing::Applying),
-        ("dead_lettered", TransactionListing::DeadLettered),
-    ] {
+    let list = |listing: TransactionListing| {
+        let mut operations = control_plane.operations();
         let asked = ListTransactionsRequest {
             namespace: name.clone(),
             listing: listing.into(),
             limit: PAGE,
         };
-        let listed = match control_plane.operations().list_transactions(asked).await {
+        async move { operations.list_transactions(asked).await }
+    };
+    // At once: each may wait on the namespace's CQL cluster.
+    let (open, applying, dead_lettered) = tokio::join!(
+        list(TransactionListing::Open),
+        list(TransactionListing::Applying),
+        list(TransactionListing::DeadLettered)
+    );
+    let mut by_state = serde_json::Map::new();
+    for (state, listed) in [
+        ("open", open),
+        ("applying", applying),
+        ("dead_lettered", dead_lettered),
+    ] {
+        let listed = match listed {
             Ok(listed) => listed.into_inner().transactions,
             Err(status) if status.code() == Code::FailedPrecondition => {
                 return Ok(Json(Value::Null));
@@ -243,6 +254,7 @@ pub async fn transactions(
         let rows: Vec<Value> = listed.iter().map(transaction_json).collect();
         by_state.insert(state.to_owned(), Value::Array(rows));
     }
+    by_state.insert("limit".to_owned(), json!(PAGE));
     Ok(Json(Value::Object(by_state)))
 }
 
@@ -273,6 +285,92 @@ pub async fn abort_transaction(
         "changed": aborted.changed,
         "summary": aborted.summary,
         "transaction": aborted.transaction.as_ref().map(transaction_json),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PauseAsk {
+    /// Empty: every destination of the namespace.
+    #[serde(default)]
+    destination: String,
+    /// Why; shown beside the pause wherever it is listed.
+    #[serde(default)]
+    reason: String,
+}
+
+/// Pauses delivery of the namespace, or of one destination; the pause in force.
+pub async fn pause(
+    State(control_plane): State<ControlPlane>,
+    Path(name): Path<String>,
+    Json(ask): Json<PauseAsk>,
+) -> Answer {
+    let request = PauseRequest {
+        namespace: name,
+        destination: ask.destination,
+        reason: ask.reason,
+        operator: OPERATOR.to_owned(),
+    };
+    let paused = control_plane
+        .operations()
+        .pause(request)
+        .await?
+        .into_inner();
+    Ok(Json(json!({
+        "changed": paused.changed,
+        "pause": paused.pause.as_ref().map(pause_json),
+    })))
+}
+
+/// Ends the pause of the namespace (empty destination) or of one destination.
+pub async fn resume(
+    State(control_plane): State<ControlPlane>,
+    Path(name): Path<String>,
+    Json(ask): Json<PauseAsk>,
+) -> Answer {
+    let request = ResumeRequest {
+        namespace: name,
+        destination: ask.destination,
+        operator: OPERATOR.to_owned(),
+    };
+    let resumed = control_plane
+        .operations()
+        .resume(request)
+        .await?
+        .into_inner();
+    Ok(Json(json!({
+        "changed": resumed.changed,
+        "still_paused": resumed.still_paused.iter().map(pause_json).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CancelAsk {
+    entry_id: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Cancels one entry by its id; the control plane's answer in words (what was cancelled,
+/// where it came too late).
+pub async fn cancel(
+    State(control_plane): State<ControlPlane>,
+    Path(name): Path<String>,
+    Json(ask): Json<CancelAsk>,
+) -> Answer {
+    let request = CancelEntryRequest {
+        namespace: name,
+        entry_id: ask.entry_id,
+        reason: ask.reason,
+        operator: OPERATOR.to_owned(),
+    };
+    let cancelled = control_plane
+        .operations()
+        .cancel_entry(request)
+        .await?
+        .into_inner();
+    Ok(Json(json!({
+        "changed": cancelled.changed,
+        "summary": cancelled.summary,
     })))
 }
 

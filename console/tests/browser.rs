@@ -3,7 +3,7 @@
 //! authorization on, on the real stack. An admin's console lists the namespace, shows the dead
 //! letter the test made, redrives it after a confirmation that shows the dry run, and the row
 //! arrives in Cassandra; it lists the namespace's open transactions and aborts one after asking
-//! why. A console with the identity of a principal without `admin` shows the page read-only,
+//! why; it pauses and resumes the namespace's delivery and cancels an entry by its id. A console with the identity of a principal without `admin` shows the page read-only,
 //! and the control plane refuses its redrive.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -318,12 +318,7 @@ async fn alice_aborts(setup: &Setup, page: &Client) {
     page.goto(&format!("{as_alice}/#/ns/{name}")).await.unwrap();
     text_holding(page, "#transaction-counts", "2 open").await;
     click(page, Locator::Css("button.abort[data-id='stuck-1']")).await;
-    page.find(Locator::Id("abort-reason"))
-        .await
-        .unwrap()
-        .send_keys("client gave up")
-        .await
-        .unwrap();
+    type_into(page, "abort-reason", "client gave up").await;
     click(page, Locator::Id("confirm-abort")).await;
     text_holding(page, "#abort-result", "aborted transaction 'stuck-1'").await;
     text_holding(page, "#transaction-counts", "1 open").await;
@@ -338,6 +333,57 @@ async fn alice_aborts(setup: &Setup, page: &Client) {
         .into_inner();
     assert_eq!(shown.state, "aborted", "{shown:?}");
     assert!(shown.reason.ends_with(": client gave up"), "{shown:?}");
+}
+
+/// Alice pauses the namespace's delivery, resumes it, and cancels an entry by its id; each is
+/// in the control plane's record as hers.
+async fn alice_pauses_resumes_and_cancels(setup: &Setup, page: &Client) {
+    let name = &setup.name;
+    let mut alice = setup.operations("alice");
+    type_into(page, "pause-reason", "incident 7").await;
+    click(page, Locator::Id("pause")).await;
+    text_holding(page, "#delivery-result", "paused every destination").await;
+    text_holding(page, "#pauses", "all by alice").await;
+    let pauses = alice
+        .list_pauses(wal_proto::v1::ListPausesRequest {
+            namespace: name.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pauses;
+    assert_eq!(pauses.len(), 1, "{pauses:?}");
+    assert_eq!(pauses[0].reason, "incident 7");
+    click(page, Locator::Css("button.resume[data-destination='']")).await;
+    text_holding(page, "#delivery-result", "resumed every destination").await;
+    text_holding(page, "#pauses", "nothing is paused").await;
+
+    type_into(page, "cancel-id", "late-entry").await;
+    type_into(page, "cancel-reason", "customer kept it").await;
+    click(page, Locator::Id("cancel")).await;
+    text_holding(page, "#delivery-result", "entry 'late-entry' is cancelled").await;
+    let cancellations = alice
+        .list_cancellations(wal_proto::v1::ListCancellationsRequest {
+            namespace: name.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .cancellations;
+    let by: Vec<(&str, &str)> = cancellations
+        .iter()
+        .map(|c| (c.entry_id.as_str(), c.cancelled_by.as_str()))
+        .collect();
+    assert_eq!(by, [("late-entry", r#"alice (as "wal-console")"#)]);
+}
+
+async fn type_into(page: &Client, id: &str, text: &str) {
+    page.find(Locator::Id(id))
+        .await
+        .unwrap()
+        .send_keys(text)
+        .await
+        .unwrap();
 }
 
 /// Bob, no admin: the page is read-only, a redrive asked through his console anyway is refused
@@ -358,6 +404,10 @@ async fn bob_is_read_only(setup: &Setup, page: &Client) {
         .await
         .unwrap();
     assert!(!abort.is_enabled().await.unwrap(), "bob may press abort");
+    for id in ["pause", "cancel"] {
+        let button = page.find(Locator::Id(id)).await.unwrap();
+        assert!(!button.is_enabled().await.unwrap(), "bob may press {id}");
+    }
     let script = format!(
         "return fetch('/api/namespaces/{name}/redrive', {{method: 'POST', \
          headers: {{'content-type': 'application/json'}}, body: '{{}}'}}) \
@@ -420,11 +470,12 @@ async fn forged(console: &str, host: &str, origin: Option<&str>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_redrives_and_aborts_in_the_browser_and_a_reader_is_refused() {
+async fn an_admin_operates_a_namespace_in_the_browser_and_a_reader_is_refused() {
     let setup = setup().await;
     let browser = browser().await;
     alice_redrives(&setup, &browser.client).await;
     alice_aborts(&setup, &browser.client).await;
+    alice_pauses_resumes_and_cancels(&setup, &browser.client).await;
     bob_is_read_only(&setup, &browser.client).await;
     browser.client.clone().close().await.unwrap();
     setup.consumer.shutdown().await;
