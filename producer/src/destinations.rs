@@ -18,9 +18,10 @@ use wal_proto::v1::{DestinationOutcome, DestinationState};
 pub const MAX_WAITING: usize = 4096;
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 const LONGEST_PAUSE: Duration = Duration::from_millis(200);
-/// The longest one read of the receipts may take: a slow cluster leaves destinations pending,
-/// it does not hold the answer.
-const LOOK_TIMEOUT: Duration = Duration::from_millis(500);
+/// The longest one read of the receipts may take (and never past the caller's deadline): a
+/// slow cluster leaves destinations as the last read found them, it does not hold the answer.
+/// 500 ms was too short on a loaded 2-core machine, where reads of a few seconds came back.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The writes waiting for their destinations.
 #[derive(Debug, Clone)]
@@ -49,8 +50,13 @@ impl Waiting {
         let _place = self.0.try_acquire().ok();
         let looks_again = _place.is_some();
         let mut pause = FIRST_PAUSE;
+        // What the last read that answered found: a read cut short by the deadline (or failed)
+        // does not undo what an earlier one saw.
+        let mut outcomes = wal_durable::destination_outcomes(names.iter().cloned(), &[]);
         loop {
-            let outcomes = look(durable, &namespace.name, entry_id, &names, until).await;
+            if let Some(read) = look(durable, &namespace.name, entry_id, &names, until).await {
+                outcomes = read;
+            }
             let pending = outcomes
                 .iter()
                 .any(|o| o.state() == DestinationState::Pending);
@@ -63,29 +69,33 @@ impl Waiting {
     }
 }
 
-/// Each destination of `names` with what its receipt says, or pending. The read ends by
-/// `until` too: a slow cluster must not carry the answer past the caller's deadline.
+/// Each destination of `names` with what its receipt says, or pending; None when the read
+/// failed or did not answer in time. The read ends by `until` too: a slow cluster must not
+/// carry the answer past the caller's deadline.
 async fn look(
     durable: &DurableStorage,
     namespace: &str,
     entry_id: &str,
     names: &[String],
     until: Instant,
-) -> Vec<DestinationOutcome> {
+) -> Option<Vec<DestinationOutcome>> {
     let by = until.min(Instant::now() + LOOK_TIMEOUT);
     let read = tokio::time::timeout_at(by, durable.receipts(namespace, entry_id)).await;
     let receipts = match read {
         Ok(Ok(receipts)) => receipts,
         Ok(Err(error)) => {
             tracing::debug!(%error, namespace, entry_id, "reading an entry's receipts failed");
-            Vec::new()
+            return None;
         }
         Err(_) => {
             tracing::debug!(namespace, entry_id, "reading an entry's receipts timed out");
-            Vec::new()
+            return None;
         }
     };
-    wal_durable::destination_outcomes(names.iter().cloned(), &receipts)
+    Some(wal_durable::destination_outcomes(
+        names.iter().cloned(),
+        &receipts,
+    ))
 }
 
 /// The call's own deadline (its `grpc-timeout`), when it sent one.
