@@ -23,7 +23,7 @@ use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 pub use staging::{
     Abort, ITEM_PAGE, Listing, MAX_TRANSACTION_ID_BYTES, OPEN_BUCKET_MICROS, StagedItem, Txn,
-    TxnState, is_transaction_id, listings_of, open_bucket, shown, shown_state,
+    TxnState, is_transaction_id, listings_of, open_bucket, past_lifetime, shown, shown_state,
 };
 
 use wal_queue::entry::{ClaimCheck, now_micros};

@@ -33,7 +33,8 @@ mod texts;
 pub use by_state::Listing;
 pub use expiry::open_bucket;
 pub use operator::{
-    Abort, MAX_TRANSACTION_ID_BYTES, is_transaction_id, listings_of, shown, shown_state,
+    Abort, MAX_TRANSACTION_ID_BYTES, is_transaction_id, listings_of, past_lifetime, shown,
+    shown_state,
 };
 
 use scylla::statement::prepared::PreparedStatement;

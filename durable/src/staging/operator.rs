@@ -137,12 +137,20 @@ pub fn listings_of(listing: wal_proto::v1::TransactionListing) -> Option<&'stati
     }
 }
 
+/// Whether `txn` has been open longer than `namespace` lets a transaction stay open (expired,
+/// whether or not a producer's sweep has marked it yet).
+pub fn past_lifetime(namespace: &Namespace, txn: &Txn) -> bool {
+    now_micros().saturating_sub(txn.opened_at_micros)
+        > transaction_lifetime(namespace).as_micros() as i64
+}
+
 /// The state an operator is shown: an open transaction past its lifetime is expired.
 pub fn shown_state(namespace: &Namespace, txn: &Txn) -> &'static str {
-    let expired = txn.state == TxnState::Open
-        && now_micros().saturating_sub(txn.opened_at_micros)
-            > transaction_lifetime(namespace).as_micros() as i64;
-    if expired { "expired" } else { txn.state.name() }
+    if txn.state == TxnState::Open && past_lifetime(namespace, txn) {
+        "expired"
+    } else {
+        txn.state.name()
+    }
 }
 
 /// `txn` of `namespace` as the Operations service and walctl show it; `staged`: how many items

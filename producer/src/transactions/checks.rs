@@ -10,14 +10,11 @@ use wal_durable::{
 use wal_namespaces::Namespace;
 use wal_proto::v1::TransactionItem;
 
-use wal_queue::entry::now_micros;
-
 use super::{MAX_BYTES_PER_CALL, MAX_ITEMS_PER_CALL, MAX_ITEMS_PER_TRANSACTION, MISSING_NAMED};
 use crate::request;
 
 pub(super) fn expired(namespace: &Namespace, txn: &Txn) -> bool {
-    now_micros().saturating_sub(txn.opened_at_micros)
-        > transaction_lifetime(namespace).as_micros() as i64
+    wal_durable::past_lifetime(namespace, txn)
 }
 
 pub(super) fn refuse_unless_open(namespace: &Namespace, id: &str, txn: &Txn) -> Result<(), Status> {
