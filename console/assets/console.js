@@ -116,6 +116,24 @@ function deliverySection(ns) {
     <p id="delivery-result"></p></section>`;
 }
 
+/** Where each destination stands, as the brokers show its reader (or why it was not read). */
+function destinationsSection(destinations) {
+  if (destinations.error) {
+    return `<section><h2>Destinations</h2><p id="destinations-error" class="error">not read: ${escape(destinations.error)}</p></section>`;
+  }
+  const rows = destinations
+    .map(
+      (d) => `<tr data-destination="${escape(d.name)}"><td>${escape(d.name)}</td><td>${escape(d.kind)}</td>
+        <td class="state">${d.paused ? `<span class="badge paused">paused</span> by ${escape(d.paused.paused_by)}: ${escape(d.paused.reason)}` : escape(d.state)}</td>
+        <td class="lag">${d.lag_entries}</td><td>${d.lag_seconds.toFixed(1)}</td><td>${when(d.last_applied_micros)}</td>
+        <td>${d.dead_lettered}</td><td>${d.lost ? `${d.lost}: ${escape(d.gaps.join(" "))}` : ""}</td></tr>`,
+    )
+    .join("");
+  return `<section><h2>Destinations</h2>
+    <table id="destinations"><tr><th>destination</th><th>kind</th><th>state</th><th>lag</th><th>lag seconds</th>
+    <th>last applied</th><th>dead letters</th><th>lost</th></tr>${rows}</table></section>`;
+}
+
 const field = (id) => document.getElementById(id).value;
 
 /** One delivery action: the call, the page drawn again, and the answer shown under it. */
@@ -204,17 +222,19 @@ function redriveText(redrive) {
 
 async function namespaceView(name) {
   const path = `/namespaces/${encodeURIComponent(name)}`;
-  const [ns, letters, redrive, txns] = await Promise.all([
+  const [ns, letters, redrive, txns, destinations] = await Promise.all([
     api(path),
     api(`${path}/dead-letters`),
     api(`${path}/redrive`),
     // Its own failure (the namespace's CQL cluster out of reach) stays in its section.
     api(`${path}/transactions`).catch((error) => ({ error: error.message })),
+    api(`${path}/destinations`).catch((error) => ({ error: error.message })),
   ]);
   const history = ns.history
     .map((v) => `<tr><td>${v.version}</td><td>${escape(v.author)}</td><td>${when(v.at_micros)}</td><td>${escape(v.changes.join(", "))}</td></tr>`)
     .join("");
   view.innerHTML = `<h1>${escape(ns.name)} ${accessBadge(ns.access)}</h1>
+    ${destinationsSection(destinations)}
     ${deliverySection(ns)}
     ${deadLettersSection(letters, ns.access.admin)}
     ${transactionsSection(txns, ns.access.admin)}

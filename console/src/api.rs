@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use tonic::Code;
 use wal_proto::v1::{
     AccessRequest, CancelEntryRequest, DeadLetter, GetRedriveRequest, GetRequest, HistoryRequest,
-    ListDeadLettersRequest, ListPausesRequest, ListRequest, ListTransactionsRequest,
-    NamespaceVersion, Pause, PauseRequest, Redrive, ResumeRequest, ShowDeadLetterRequest,
-    StartRedriveRequest, Transaction, TransactionAbortRequest, TransactionListing,
+    ListDeadLettersRequest, ListDestinationsRequest, ListPausesRequest, ListRequest,
+    ListTransactionsRequest, NamespaceVersion, Pause, PauseRequest, Redrive, ResumeRequest,
+    ShowDeadLetterRequest, StartRedriveRequest, Transaction, TransactionAbortRequest,
+    TransactionListing,
 };
 
 use crate::ControlPlane;
@@ -256,6 +257,35 @@ pub async fn transactions(
     }
     by_state.insert("limit".to_owned(), json!(PAGE));
     Ok(Json(Value::Object(by_state)))
+}
+
+/// Where each destination of the namespace stands: its reader's lag, the newest entry applied,
+/// its dead letters and gaps, and the pause holding it (regions of a replicated namespace
+/// counted from the control plane's region).
+pub async fn destinations(
+    State(control_plane): State<ControlPlane>,
+    Path(name): Path<String>,
+) -> Answer {
+    let listed = control_plane
+        .operations()
+        .list_destinations(ListDestinationsRequest {
+            namespace: name,
+            region: String::new(),
+        })
+        .await?
+        .into_inner()
+        .destinations;
+    let rows: Vec<Value> = listed
+        .iter()
+        .map(|d| {
+            json!({"name": d.name, "kind": d.kind, "writer": d.writer, "state": d.state,
+                   "lag_entries": d.lag_entries, "lag_seconds": d.lag_seconds,
+                   "last_applied_micros": d.last_applied_micros,
+                   "dead_lettered": d.dead_lettered, "lost": d.lost, "gaps": d.gaps,
+                   "paused": d.paused.as_ref().map(pause_json)})
+        })
+        .collect();
+    Ok(Json(Value::Array(rows)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -53,6 +53,10 @@ fn router(control_plane: ControlPlane, hosts: guard::Hosts) -> Router {
             "/api/namespaces/{name}/redrive",
             get(api::redrive).post(api::start_redrive),
         )
+        .route(
+            "/api/namespaces/{name}/destinations",
+            get(api::destinations),
+        )
         .route("/api/namespaces/{name}/pause", post(api::pause))
         .route("/api/namespaces/{name}/resume", post(api::resume))
         .route("/api/namespaces/{name}/cancel", post(api::cancel))

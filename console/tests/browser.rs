@@ -3,8 +3,9 @@
 //! authorization on, on the real stack. An admin's console lists the namespace, shows the dead
 //! letter the test made, redrives it after a confirmation that shows the dry run, and the row
 //! arrives in Cassandra; it lists the namespace's open transactions and aborts one after asking
-//! why; it pauses and resumes the namespace's delivery and cancels an entry by its id. A console with the identity of a principal without `admin` shows the page read-only,
-//! and the control plane refuses its redrive.
+//! why; it pauses and resumes the namespace's delivery (its destination's row showing the
+//! pause) and cancels an entry by its id. A console with the identity of a principal without
+//! `admin` shows the page read-only, and the control plane refuses its redrive.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -344,6 +345,10 @@ async fn alice_pauses_resumes_and_cancels(setup: &Setup, page: &Client) {
     click(page, Locator::Id("pause")).await;
     text_holding(page, "#delivery-result", "paused every destination").await;
     text_holding(page, "#pauses", "all by alice").await;
+    // The namespace's own target, read from the brokers, held by the pause.
+    let state = "#destinations tr[data-destination='default'] td.state";
+    let paused = text_holding(page, state, "paused by alice").await;
+    assert!(paused.ends_with(": incident 7"), "{paused}");
     let pauses = alice
         .list_pauses(wal_proto::v1::ListPausesRequest {
             namespace: name.clone(),
@@ -357,6 +362,10 @@ async fn alice_pauses_resumes_and_cancels(setup: &Setup, page: &Client) {
     click(page, Locator::Css("button.resume[data-destination='']")).await;
     text_holding(page, "#delivery-result", "resumed every destination").await;
     text_holding(page, "#pauses", "nothing is paused").await;
+    let resumed = page.find(Locator::Css(state)).await.unwrap();
+    let resumed = resumed.text().await.unwrap();
+    let reader_states = ["caught up", "behind", "not started"];
+    assert!(reader_states.contains(&resumed.as_str()), "{resumed}");
 
     type_into(page, "cancel-id", "late-entry").await;
     type_into(page, "cancel-reason", "customer kept it").await;

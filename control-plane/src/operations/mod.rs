@@ -1,6 +1,6 @@
 //! The `Operations` gRPC service (proto/wal/v1/operations.proto): pausing and resuming delivery,
-//! reading and redriving dead letters, cancelling entries, reading and aborting two-phase writes,
-//! and the audit trail. Every call that changes something, or is refused the grant to, is
+//! where each destination stands, reading and redriving dead letters, cancelling entries,
+//! reading and aborting two-phase writes, and the audit trail. Every call that changes something, or is refused the grant to, is
 //! audited before it answers. The calls are in files of their
 //! own; this one holds what they share.
 
@@ -9,9 +9,11 @@ pub mod audit;
 mod cancel_calls;
 pub mod cancellations;
 mod dead_letters;
+pub mod destinations;
 pub mod dlq;
 mod durable_sessions;
 mod export_calls;
+pub mod lag;
 mod pause_calls;
 pub mod pauses;
 mod purge_calls;
@@ -31,11 +33,12 @@ use wal_proto::v1::operations_server::Operations;
 use wal_proto::v1::{
     AccessRequest, AccessResponse, AuditRequest, AuditResponse, CancelEntryRequest,
     CancelEntryResponse, ExportDeadLettersRequest, GetRedriveRequest, ListCancellationsRequest,
-    ListCancellationsResponse, ListDeadLettersRequest, ListDeadLettersResponse, ListPausesRequest,
-    ListPausesResponse, ListTransactionsRequest, ListTransactionsResponse, PauseRequest,
-    PauseResponse, PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest,
-    ResumeResponse, ShowDeadLetterRequest, ShowDeadLetterResponse, ShowTransactionRequest,
-    StartRedriveRequest, Transaction, TransactionAbortRequest, TransactionAbortResponse,
+    ListCancellationsResponse, ListDeadLettersRequest, ListDeadLettersResponse,
+    ListDestinationsRequest, ListDestinationsResponse, ListPausesRequest, ListPausesResponse,
+    ListTransactionsRequest, ListTransactionsResponse, PauseRequest, PauseResponse,
+    PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
+    ShowDeadLetterRequest, ShowDeadLetterResponse, ShowTransactionRequest, StartRedriveRequest,
+    Transaction, TransactionAbortRequest, TransactionAbortResponse,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -255,6 +258,13 @@ impl Operations for OperationsService {
         request: Request<ListPausesRequest>,
     ) -> Result<Response<ListPausesResponse>, Status> {
         self.list_pauses_call(request).await
+    }
+
+    async fn list_destinations(
+        &self,
+        request: Request<ListDestinationsRequest>,
+    ) -> Result<Response<ListDestinationsResponse>, Status> {
+        self.list_destinations_call(request).await
     }
 
     async fn audit(

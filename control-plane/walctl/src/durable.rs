@@ -16,19 +16,7 @@ pub async fn open(
     namespace: &str,
     without: &str,
 ) -> Result<(Namespace, DurableStorage), Failure> {
-    let namespace = match file {
-        Some(file) => {
-            let config = crate::namespace::from_file(file)?;
-            if config.name != namespace {
-                return Err(Failure::usage(format!(
-                    "--namespace-file defines namespace '{}', not '{namespace}'",
-                    config.name
-                )));
-            }
-            config
-        }
-        None => crate::namespace::current(control_plane, namespace).await?,
-    };
+    let namespace = crate::namespace::named(control_plane, file, namespace).await?;
     let durable = namespace.durable_storage.as_ref().ok_or_else(|| {
         Failure::usage(format!(
             "namespace '{}' has no durable_storage, so {without}",

@@ -1,21 +1,18 @@
-//! How far one reader of a namespace's queues trails, read from the brokers without joining its
-//! group: what `walctl replication status` shows per region and `walctl destinations status`
-//! per destination.
+//! Where each destination's reader stands (ListDestinations): what `walctl destinations status`
+//! shows per destination and `walctl replication status` per region. Asked of the control
+//! plane, or with `--direct` read from the brokers here, without joining the readers' groups.
 
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use std::collections::BTreeMap;
-
-use wal_clusters::Backends;
+use serde_json::{Map, Value, json};
 use wal_clusters::flags::BrokerFlags;
-use wal_namespaces::Namespace;
-use wal_queue::entry;
-use wal_queue::{Position, Queue, QueueSpec, Reader};
+use wal_control_plane::operations::destinations::{DestinationsError, statuses};
+use wal_proto::v1::{DestinationStatus, ListDestinationsRequest};
 
 use crate::Failure;
 use crate::output::when;
 
-/// The columns a reader's row shows after the ones that name it.
+/// The columns a row shows after the ones that name it.
 pub const COLUMNS: [&str; 7] = [
     "STATE",
     "LAG",
@@ -26,171 +23,100 @@ pub const COLUMNS: [&str; 7] = [
     "GAPS",
 ];
 
-/// Clients for `namespace`'s queues, from the operator's broker flags.
-pub async fn backends(brokers: &BrokerFlags, namespace: &Namespace) -> Result<Backends, Failure> {
-    let clusters = brokers
-        .cluster_map(brokers.kafka(), &Default::default())
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    Backends::connect(&clusters, std::slice::from_ref(namespace))
-        .await
-        .map_err(|e| Failure::broker(format!("configuring the brokers: {e}")))
+/// Where the rows are read.
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    /// Read the brokers from here, with the broker flags below, rather than asking the control
+    /// plane (for one that is down). Operators' pauses are then not shown: the control plane
+    /// holds them. The namespace's config still comes from the control plane unless
+    /// --namespace-file gives it.
+    #[arg(long, global = true)]
+    direct: bool,
+    /// With --direct, the namespace's config file, when the control plane cannot give it.
+    #[arg(long, global = true, requires = "direct")]
+    namespace_file: Option<PathBuf>,
+    #[command(flatten)]
+    brokers: BrokerFlags,
 }
 
-/// `namespace`'s dead letters counted by the reader `reader_of` names for each (none: not
-/// counted).
-pub async fn dead_letters_by(
-    brokers: &BrokerFlags,
-    namespace: &Namespace,
-    reader_of: impl Fn(&wal_queue::entry::Entry) -> Option<String>,
-) -> Result<BTreeMap<String, u64>, Failure> {
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let clusters = brokers
-        .cluster_map(brokers.kafka(), &Default::default())
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    wal_control_plane::operations::dlq::DeadLetters::connect(&clusters, namespace)
-        .await
-        .map_err(crate::dlq::dlq_failure)?
-        .read_all(|found| {
-            if let Some(reader) = reader_of(&found.entry) {
-                *counts.entry(reader).or_default() += 1;
-            }
-        })
-        .await
-        .map_err(crate::dlq::dlq_failure)?;
-    Ok(counts)
-}
-
-/// One reader's lag over every queue of its namespace.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Lag {
-    /// Entries it has yet to read.
-    pub entries: u64,
-    /// The age of the oldest entry waiting for it.
-    pub seconds: f64,
-    /// The original write time of the newest entry it applied.
-    pub last_applied_micros: Option<i64>,
-    /// Entries the topics dropped before it read them.
-    pub lost: u64,
-    /// `topic/partition:from..to` per gap.
-    pub gaps: Vec<String>,
-    /// Whether it has committed a position on any partition.
-    pub started: bool,
-}
-
-impl Lag {
-    /// The lag of `reader` (`None`: the namespace's own group) on `namespace`'s queues.
-    pub async fn of_reader(
-        backends: &Backends,
-        namespace: &Namespace,
-        reader: Option<&Reader>,
-    ) -> Result<Self, Failure> {
-        let mut lag = Self::default();
-        for config in &namespace.queues {
-            let mut spec = QueueSpec::of(namespace, config);
-            if let Some(reader) = reader {
-                spec = spec.read_by(reader.clone());
-            }
-            let queue = backends
-                .queue(config.backend, spec)
-                .ok_or_else(|| Failure::broker("no client for the queue's backend"))?;
-            let positions = queue
-                .positions()
-                .await
-                .map_err(|e| Failure::broker(e.to_string()))?
-                .unwrap_or_default();
-            lag.started |= positions.iter().any(|p| p.committed.is_some());
-            lag.read_queue(&queue, &positions).await?;
-        }
-        Ok(lag)
-    }
-
-    /// In a word: gap, not started, behind or caught up.
-    pub fn state(&self) -> &'static str {
-        if self.lost > 0 {
-            "gap"
-        } else if !self.started {
-            "not started"
-        } else if self.entries > 0 {
-            "behind"
-        } else {
-            "caught up"
-        }
-    }
-
-    /// The cells of [`COLUMNS`], with the reader's `dead_lettered` count.
-    pub fn cells(&self, dead_lettered: u64) -> Vec<String> {
-        vec![
-            self.state().to_owned(),
-            self.entries.to_string(),
-            format!("{:.1}", self.seconds),
-            self.last_applied_micros.map_or("-".to_owned(), when),
-            dead_lettered.to_string(),
-            self.lost.to_string(),
-            if self.gaps.is_empty() {
-                "-".to_owned()
-            } else {
-                self.gaps.join(" ")
-            },
-        ]
-    }
-
-    /// The same as JSON fields, beside which a row adds the ones that name it.
-    pub fn json(&self, dead_lettered: u64) -> serde_json::Map<String, serde_json::Value> {
-        let serde_json::Value::Object(fields) = serde_json::json!({
-            "state": self.state(),
-            "lag_entries": self.entries,
-            "lag_seconds": self.seconds,
-            "last_applied": self.last_applied_micros.map(when),
-            "dead_lettered": dead_lettered,
-            "lost": self.lost,
-            "gaps": self.gaps,
-        }) else {
-            unreachable!("a JSON object literal")
+/// The rows of `namespace`'s destinations; a replicated namespace's regions are those it
+/// replicates to from `region`.
+pub async fn rows(
+    source: &Source,
+    control_plane: &str,
+    namespace: &str,
+    region: &str,
+) -> Result<Vec<DestinationStatus>, Failure> {
+    if !source.direct {
+        let request = ListDestinationsRequest {
+            namespace: namespace.to_owned(),
+            region: region.to_owned(),
         };
-        fields
+        return Ok(crate::operations::client(control_plane)
+            .await?
+            .list_destinations(request)
+            .await
+            .map_err(|status| {
+                crate::namespace::refused(
+                    &status,
+                    &format!("reading the destinations of '{namespace}'"),
+                )
+            })?
+            .into_inner()
+            .destinations);
     }
+    let config =
+        crate::namespace::named(control_plane, source.namespace_file.as_deref(), namespace).await?;
+    let clusters = source
+        .brokers
+        .cluster_map(source.brokers.kafka(), &Default::default())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    statuses(&clusters, &config, region, &[])
+        .await
+        .map_err(|e| match e {
+            DestinationsError::Usage(message) => Failure::usage(message),
+            DestinationsError::Broker(message) => Failure::broker(message),
+        })
+}
 
-    /// Adds one queue's partitions: lag, gaps, the oldest entry waiting and the newest applied.
-    async fn read_queue(
-        &mut self,
-        queue: &Arc<dyn Queue>,
-        positions: &[Position],
-    ) -> Result<(), Failure> {
-        let topic = &queue.spec().name;
-        let now = entry::now_micros();
-        for position in positions {
-            self.entries += position.lag();
-            if let Some(lost) = position.lost() {
-                self.lost += u64::try_from(lost.end - lost.start).unwrap_or(0);
-                self.gaps.push(format!(
-                    "{topic}/{}:{}..{}",
-                    position.partition, lost.start, lost.end
-                ));
-            }
-            let written_at = async |offset: i64| -> Result<Option<i64>, Failure> {
-                let found = queue
-                    .entry_at(position.partition, offset)
-                    .await
-                    .map_err(|e| Failure::broker(e.to_string()))?;
-                Ok(found
-                    .and_then(Result::ok)
-                    .map(|e| e.original_write_time_micros))
-            };
-            let Some(next) = position.committed else {
-                continue;
-            };
-            if position.lag() > 0
-                && let Some(written) = written_at(next.max(position.low)).await?
-            {
-                let waited = (now.saturating_sub(written)).max(0) as f64 / 1e6;
-                self.seconds = self.seconds.max(waited);
-            }
-            if next > position.low
-                && let Some(written) = written_at(next - 1).await?
-            {
-                self.last_applied_micros = self.last_applied_micros.max(Some(written));
-            }
-        }
-        Ok(())
+/// The cells of [`COLUMNS`]; a paused destination's state says by whom and why.
+pub fn cells(row: &DestinationStatus) -> Vec<String> {
+    let state = match &row.paused {
+        Some(pause) => format!("paused by {}: {}", pause.paused_by, pause.reason),
+        None => row.state.clone(),
+    };
+    vec![
+        state,
+        row.lag_entries.to_string(),
+        format!("{:.1}", row.lag_seconds),
+        applied(row).map_or("-".to_owned(), when),
+        row.dead_lettered.to_string(),
+        row.lost.to_string(),
+        if row.gaps.is_empty() {
+            "-".to_owned()
+        } else {
+            row.gaps.join(" ")
+        },
+    ]
+}
+
+/// The same as JSON fields, beside which a command adds the ones that name the row.
+pub fn json(row: &DestinationStatus) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("state".to_owned(), json!(row.state));
+    fields.insert("lag_entries".to_owned(), json!(row.lag_entries));
+    fields.insert("lag_seconds".to_owned(), json!(row.lag_seconds));
+    fields.insert("last_applied".to_owned(), json!(applied(row).map(when)));
+    fields.insert("dead_lettered".to_owned(), json!(row.dead_lettered));
+    fields.insert("lost".to_owned(), json!(row.lost));
+    fields.insert("gaps".to_owned(), json!(row.gaps));
+    if let Some(pause) = &row.paused {
+        fields.insert("paused_by".to_owned(), json!(pause.paused_by));
+        fields.insert("pause_reason".to_owned(), json!(pause.reason));
     }
+    fields
+}
+
+fn applied(row: &DestinationStatus) -> Option<i64> {
+    (row.last_applied_micros != 0).then_some(row.last_applied_micros)
 }

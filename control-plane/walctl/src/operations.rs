@@ -187,20 +187,6 @@ pub async fn audit(args: Audit, address: &str, format: Format) -> Result<(), Fai
     Ok(())
 }
 
-/// The pauses in force on `namespace`.
-pub async fn pauses_of(address: &str, namespace: &str) -> Result<Vec<PauseMessage>, Failure> {
-    let request = ListPausesRequest {
-        namespace: namespace.to_owned(),
-    };
-    Ok(client(address)
-        .await?
-        .list_pauses(request)
-        .await
-        .map_err(|status| refused(&status, "listing the pauses"))?
-        .into_inner()
-        .pauses)
-}
-
 /// `namespace` (every destination) or `namespace/destination`.
 fn subject(pause: &PauseMessage) -> String {
     match pause.destination.as_str() {

@@ -75,6 +75,18 @@ async fn status_shows_each_destination_behind_then_caught_up() {
             row("events", "kafka", "caught up", 0)
         ]
     );
+    // Read from the brokers here, the rows are the control plane's.
+    let read = |direct: bool| {
+        let (url, name) = (url.clone(), namespace.name.clone());
+        async move {
+            let mut args = vec!["destinations", "status", &name, "-o", "json"];
+            if direct {
+                args.push("--direct");
+            }
+            json_of(&walctl(&url, &args).await)
+        }
+    };
+    assert_eq!(read(true).await, read(false).await);
     // An operator's pause shows on the destination it holds, and no other.
     let paused = walctl(
         &url,

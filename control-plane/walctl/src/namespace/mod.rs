@@ -208,6 +208,26 @@ fn read_config(path: &Path) -> Result<String, Failure> {
     Ok(text)
 }
 
+/// The namespace `name` as `file` defines it, else as the control plane at `address` has it:
+/// what a `--direct` read uses, so it needs no control plane when given a file.
+pub async fn named(
+    address: &str,
+    file: Option<&Path>,
+    name: &str,
+) -> Result<wal_namespaces::Namespace, Failure> {
+    let Some(file) = file else {
+        return current(address, name).await;
+    };
+    let config = from_file(file)?;
+    if config.name != name {
+        return Err(Failure::usage(format!(
+            "--namespace-file defines namespace '{}', not '{name}'",
+            config.name
+        )));
+    }
+    Ok(config)
+}
+
 /// The namespace's current config from the control plane, for commands that work on its queues.
 pub async fn current(address: &str, name: &str) -> Result<wal_namespaces::Namespace, Failure> {
     let version = connect(address)
