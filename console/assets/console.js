@@ -76,17 +76,23 @@ function deadLettersSection(letters, admin) {
   const reasons = letters.reasons
     .map((r) => `<tr><td>${r.class}</td><td>${escape(r.reason)}</td><td>${r.entries}</td><td>${when(r.last_micros)}</td></tr>`)
     .join("");
+  // The write's trace, where the console was given a trace URL and the write carried a context.
+  const trace = (e) =>
+    letters.trace_url && e.trace_id
+      ? `<a class="trace" href="${escape(letters.trace_url.replace("{trace_id}", e.trace_id))}" target="_blank" rel="noopener noreferrer">trace</a>`
+      : "";
   const entries = letters.entries
     .map(
       (e) => `<tr data-entry="${escape(e.id)}"><td>${escape(e.id)}</td><td>${e.class}</td>
         <td>${escape(e.reason)}</td><td>${e.attempt}</td><td>${when(e.dead_lettered_at_micros)}</td>
-        <td><button class="show" data-id="${escape(e.id)}" ${admin ? "" : "disabled title=\"payloads are the admins' to read\""}>payload</button></td></tr>`,
+        <td><button class="show" data-id="${escape(e.id)}" ${admin ? "" : "disabled title=\"payloads are the admins' to read\""}>payload</button></td>
+        <td>${trace(e)}</td></tr>`,
     )
     .join("");
   return `<section><h2>Dead letters</h2>
     <p id="dead-letter-total">${letters.total} dead letter${letters.total === 1 ? "" : "s"}</p>
     <table><tr><th>class</th><th>reason</th><th>entries</th><th>last</th></tr>${reasons}</table>
-    <table id="dead-letters"><tr><th>entry</th><th>class</th><th>reason</th><th>attempts</th><th>dead-lettered</th><th></th></tr>${entries}</table>
+    <table id="dead-letters"><tr><th>entry</th><th>class</th><th>reason</th><th>attempts</th><th>dead-lettered</th><th></th><th></th></tr>${entries}</table>
     <pre id="payload" hidden></pre>
     <p><button id="redrive" ${admin ? "" : "disabled title=\"redriving needs access.admin\""}>Redrive…</button>
     <span id="redrive-state"></span></p>

@@ -3,10 +3,10 @@
 //! its code to HTTP (PERMISSION_DENIED 403, NOT_FOUND 404, FAILED_PRECONDITION 409, ...), so
 //! the page says exactly why.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tonic::Code;
@@ -18,7 +18,7 @@ use wal_proto::v1::{
     TransactionListing,
 };
 
-use crate::ControlPlane;
+use crate::{ControlPlane, TraceLinks};
 
 /// How the console records itself in the audit when its connection carries no principal.
 const OPERATOR: &str = "wal-console";
@@ -127,9 +127,11 @@ pub async fn namespace(
     })))
 }
 
-/// The namespace's dead letters: the total, a count per class and reason, the oldest [`PAGE`].
+/// The namespace's dead letters: the total, a count per class and reason, the oldest [`PAGE`],
+/// and where their traces are shown.
 pub async fn dead_letters(
     State(control_plane): State<ControlPlane>,
+    Extension(traces): Extension<TraceLinks>,
     Path(name): Path<String>,
 ) -> Answer {
     let listed = control_plane
@@ -153,6 +155,7 @@ pub async fn dead_letters(
         "total": listed.total,
         "reasons": reasons,
         "entries": listed.entries.iter().map(|d| dead_letter_json(d, false)).collect::<Vec<_>>(),
+        "trace_url": traces.template(),
     })))
 }
 
@@ -444,6 +447,7 @@ fn dead_letter_json(letter: &DeadLetter, with_payload: bool) -> Value {
         "attempt": entry.attempt, "redrives": entry.redrives,
         "dead_lettered_at_micros": entry.dead_lettered_at_micros,
         "destination": entry.destination, "region": entry.destination_region,
+        "trace_id": wal_runtime::trace_context::trace_id(&entry.trace_context),
         "payload": payload,
     })
 }

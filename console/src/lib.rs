@@ -11,30 +11,52 @@ mod guard;
 
 use std::future::Future;
 
-use axum::Router;
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use tokio::net::TcpListener;
 
 pub use control_plane::ControlPlane;
 
-/// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`;
-/// requests naming another host than the listener's own, or one of `accept_hosts`
-/// (`host:port`), are refused.
+/// Where the page links an entry's trace: a URL template holding `{trace_id}` (the write's
+/// W3C trace id, 32 hex digits), such as a Jaeger UI's `https://jaeger.example/trace/{trace_id}`;
+/// none, no links.
+#[derive(Debug, Clone, Default)]
+pub struct TraceLinks(Option<String>);
+
+impl TraceLinks {
+    /// Links made from `template`; refused, saying why, without `{trace_id}` in it.
+    pub fn new(template: Option<&str>) -> Result<Self, String> {
+        match template {
+            Some(t) if !t.contains("{trace_id}") => Err(format!(
+                "the trace URL '{t}' has no {{trace_id}} for the page to fill in; for example http://127.0.0.1:16686/trace/{{trace_id}}"
+            )),
+            template => Ok(Self(template.map(str::to_owned))),
+        }
+    }
+
+    pub fn template(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+/// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`,
+/// linking entries' traces as `traces` says; requests naming another host than the listener's
+/// own, or one of `accept_hosts` (`host:port`), are refused.
 pub async fn serve(
     listener: TcpListener,
     control_plane: ControlPlane,
-    accept_hosts: &[String],
+    (accept_hosts, traces): (&[String], TraceLinks),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let hosts = guard::Hosts::of(listener.local_addr()?, accept_hosts);
-    axum::serve(listener, router(control_plane, hosts))
+    axum::serve(listener, router(control_plane, hosts, traces))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
 /// The page, its assets, and the API the page calls (`/api/...`, JSON both ways), behind the
 /// guard against other sites (see `guard`).
-fn router(control_plane: ControlPlane, hosts: guard::Hosts) -> Router {
+fn router(control_plane: ControlPlane, hosts: guard::Hosts, traces: TraceLinks) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/console.js", get(assets::script))
@@ -69,5 +91,27 @@ fn router(control_plane: ControlPlane, hosts: guard::Hosts) -> Router {
             post(api::abort_transaction),
         )
         .with_state(control_plane)
+        .layer(Extension(traces))
         .layer(axum::middleware::from_fn_with_state(hosts, guard::guard))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceLinks;
+
+    #[test]
+    fn a_trace_url_without_its_trace_id_is_refused_saying_where_it_goes() {
+        let refused = TraceLinks::new(Some("http://jaeger:16686/trace/")).unwrap_err();
+        assert!(
+            refused.contains("'http://jaeger:16686/trace/'"),
+            "{refused}"
+        );
+        assert!(refused.contains("{trace_id}"), "{refused}");
+        let links = TraceLinks::new(Some("http://jaeger:16686/trace/{trace_id}")).unwrap();
+        assert_eq!(
+            links.template(),
+            Some("http://jaeger:16686/trace/{trace_id}")
+        );
+        assert_eq!(TraceLinks::new(None).unwrap().template(), None);
+    }
 }

@@ -12,7 +12,7 @@ use wal_runtime::process;
 #[command(
     name = "wal-console",
     version,
-    about = "The operators' web console: namespaces, their history, pauses and dead letters, and redrives, through the control plane with this process's identity"
+    about = "The operators' web console: namespaces, their destinations, history, pauses, dead letters and transactions, and the actions on them, through the control plane with this process's identity"
 )]
 struct Options {
     /// Where the page is served. Loopback by default: whoever reaches the page acts with the
@@ -52,6 +52,12 @@ struct Options {
     #[arg(long, env = "WAL_CONTROL_PLANE_KEY", requires = "control_plane_cert")]
     control_plane_key: Option<PathBuf>,
 
+    /// Where an entry's trace is shown: a URL holding `{trace_id}`, such as a Jaeger UI's
+    /// `http://127.0.0.1:16686/trace/{trace_id}`. A dead letter whose write carried a trace
+    /// context links there. None: no links.
+    #[arg(long, env = "WAL_CONSOLE_TRACE_URL")]
+    trace_url: Option<String>,
+
     #[command(flatten)]
     log: wal_runtime::process::LogFlags,
 }
@@ -72,9 +78,12 @@ async fn run(options: Options) -> anyhow::Result<()> {
     });
     let control_plane = wal_console::ControlPlane::new(&options.control_plane, tls.as_ref())
         .map_err(anyhow::Error::msg)?;
+    let traces =
+        wal_console::TraceLinks::new(options.trace_url.as_deref()).map_err(anyhow::Error::msg)?;
     let listener = process::listen(options.listen).await?;
     tracing::info!(listen = %options.listen, control_plane = %options.control_plane, "wal-console ready");
     let accept = &options.accept_hosts;
-    wal_console::serve(listener, control_plane, accept, process::shutdown_signal()).await?;
+    let shutdown = process::shutdown_signal();
+    wal_console::serve(listener, control_plane, (accept, traces), shutdown).await?;
     Ok(())
 }

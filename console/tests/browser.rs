@@ -1,7 +1,7 @@
 //! The console in a real browser: Debian's Chromium, headless, driven through ChromeDriver
 //! (WebDriver) by fantoccini, against consoles talking to a TLS control plane with
 //! authorization on, on the real stack. An admin's console lists the namespace, shows the dead
-//! letter the test made, redrives it after a confirmation that shows the dry run, and the row
+//! letter the test made (linked to its write's trace), redrives it after a confirmation that shows the dry run, and the row
 //! arrives in Cassandra; it lists the namespace's open transactions and aborts one after asking
 //! why; it pauses and resumes the namespace's delivery (its destination's row showing the
 //! pause) and cancels an entry by its id. A console with the identity of a principal without
@@ -137,15 +137,24 @@ async fn console(pki: &Pki, address: std::net::SocketAddr, principal: &str) -> S
         key: Some(key),
     };
     let control_plane = format!("https://localhost:{}", address.port());
-    serve_console(wal_console::ControlPlane::new(&control_plane, Some(&tls)).unwrap()).await
+    let traces = wal_console::TraceLinks::new(Some(TRACES)).unwrap();
+    serve_console(
+        wal_console::ControlPlane::new(&control_plane, Some(&tls)).unwrap(),
+        traces,
+    )
+    .await
 }
 
 /// A console on a free port for `control_plane`; its URL.
-async fn serve_console(control_plane: wal_console::ControlPlane) -> String {
+async fn serve_console(
+    control_plane: wal_console::ControlPlane,
+    traces: wal_console::TraceLinks,
+) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
-        wal_console::serve(listener, control_plane, &[], std::future::pending()).await
+        let forever = std::future::pending();
+        wal_console::serve(listener, control_plane, (&[], traces), forever).await
     });
     url
 }
@@ -174,6 +183,10 @@ async fn text_holding(client: &Client, css: &str, expected: &str) -> String {
 
 /// The control plane (TLS, authorization on), a namespace whose one write was dead-lettered
 /// (its table did not exist yet; it does now), and what serves it.
+/// Where the consoles link a trace, and the trace of the write the test dead-letters.
+const TRACES: &str = "http://traces.invalid/trace/{trace_id}";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
 struct Setup {
     pki: Pki,
     address: std::net::SocketAddr,
@@ -215,7 +228,14 @@ async fn setup() -> Setup {
     let producer = TestProducer::start(vec![namespace.clone()]).await;
     let consumer = start_consumer(vec![namespace]).await;
     let payload = put("o-1", "paid");
-    let id = write_true(&producer.client, wal_testkit::write(&name, &payload)).await;
+    // Its caller's trace context rides with it (the producer exports no spans here, so the
+    // entry keeps the caller's): the console links its dead letter to that trace.
+    let mut traced = tonic::Request::new(wal_testkit::write(&name, &payload));
+    let parent = format!("00-{TRACE_ID}-00f067aa0ba902b7-01");
+    traced
+        .metadata_mut()
+        .insert("traceparent", parent.parse().unwrap());
+    let id = write_true(&producer.client, traced).await;
     // Two transactions left open by their client: alice aborts one, bob sees the other.
     for open in OPEN {
         TransactionsClient::new(producer.channel.clone())
@@ -282,6 +302,15 @@ async fn alice_redrives(setup: &Setup, page: &Client) {
     text_holding(page, "#access", "admin (alice)").await;
     text_holding(page, "#dead-letters", id).await;
     text_holding(page, "#dead-letter-total", "1 dead letter").await;
+    let trace = page
+        .find(Locator::Css(&format!("tr[data-entry='{id}'] a.trace")))
+        .await
+        .unwrap();
+    let link = trace.attr("href").await.unwrap();
+    assert_eq!(
+        link.as_deref(),
+        Some(TRACES.replace("{trace_id}", TRACE_ID).as_str())
+    );
     click(page, Locator::Css(&format!("button[data-id='{id}']"))).await;
     text_holding(page, "#payload", r#""id":"o-1""#).await;
     click(page, Locator::Id("redrive")).await;
@@ -496,7 +525,7 @@ async fn an_admin_operates_a_namespace_in_the_browser_and_a_reader_is_refused() 
 async fn a_request_from_another_site_is_refused() {
     let address = control_plane_serving(None, Authorizer::off()).await;
     let control_plane = wal_console::ControlPlane::new(&format!("http://{address}"), None);
-    let console = serve_console(control_plane.unwrap()).await;
+    let console = serve_console(control_plane.unwrap(), Default::default()).await;
     let port = console.rsplit(':').next().unwrap().to_owned();
     assert!(
         forged(&console, &format!("127.0.0.1:{port}"), None)
