@@ -86,6 +86,8 @@ fn the_examples_folder_loads_as_a_whole() {
 fn several_stores_name_their_destinations_and_where_each_starts() {
     use wal_targets::region::StartFrom;
     let ns = example("several-stores-orders.json");
+    // Not the operator's tour's `orders` (README), which `scripts/up` runs beside it.
+    assert_eq!(ns.name, "order_stores");
     assert_eq!(
         ns.default_target.as_ref().map(|t| t.kind.name()),
         Some("cql")
