@@ -140,6 +140,41 @@ function destinationsSection(destinations) {
     <th>last applied</th><th>dead letters</th><th>lost</th></tr>${rows}</table></section>`;
 }
 
+/** What each consumer given to the console (--consumers) showed at its last read: counts and
+ * rates per destination of this namespace, and its open breakers (they hold entries of every
+ * namespace delivering to that endpoint). */
+function consumersSection(consumers) {
+  if (consumers.error) {
+    return `<section><h2>Consumers</h2><p class="error">not read: ${escape(consumers.error)}</p></section>`;
+  }
+  if (!consumers.length) {
+    return `<section><h2>Consumers</h2><p id="consumers">no consumer metrics given (wal-console --consumers)</p></section>`;
+  }
+  const rate = (n) => (n == null ? "" : ` (${n.toFixed(1)}/s)`);
+  const consumer = (c) => {
+    if (!c.destinations) {
+      return `<h3>${escape(c.address)}</h3><p class="error">${escape(c.error ?? "not read yet")}</p>`;
+    }
+    const rows = c.destinations
+      .map(
+        (d) => `<tr data-destination="${escape(d.name)}"><td>${escape(d.name)}</td>
+          <td class="delivered">${d.delivered}${rate(d.delivered_per_second)}</td>
+          <td>${d.retried}${rate(d.retried_per_second)}</td><td>${d.dead_lettered}${rate(d.dead_lettered_per_second)}</td>
+          <td>${d.in_flight}</td><td>${d.held}</td><td>${d.backlog}</td></tr>`,
+      )
+      .join("");
+    const breakers = c.breakers
+      .map((b) => `<li><span class="badge paused">open</span> ${escape(b.endpoint)} since ${when(b.opened_at_micros)}, holding ${b.held}</li>`)
+      .join("");
+    return `<h3>${escape(c.address)}</h3>
+      ${c.error ? `<p class="error">last read failed: ${escape(c.error)}; showing the read of ${when(c.read_at_micros)}</p>` : ""}
+      <table class="consumer" data-address="${escape(c.address)}"><tr><th>destination</th><th>delivered</th><th>retried</th>
+      <th>dead-lettered</th><th>in flight</th><th>held</th><th>backlog</th></tr>${rows}</table>
+      <ul class="breakers">${breakers || "<li>no open breakers</li>"}</ul>`;
+  };
+  return `<section id="consumers"><h2>Consumers</h2>${consumers.map(consumer).join("")}</section>`;
+}
+
 const field = (id) => document.getElementById(id).value;
 
 /** One delivery action: the call, the page drawn again, and the answer shown under it. */
@@ -228,19 +263,21 @@ function redriveText(redrive) {
 
 async function namespaceView(name) {
   const path = `/namespaces/${encodeURIComponent(name)}`;
-  const [ns, letters, redrive, txns, destinations] = await Promise.all([
+  const [ns, letters, redrive, txns, destinations, consumers] = await Promise.all([
     api(path),
     api(`${path}/dead-letters`),
     api(`${path}/redrive`),
     // Its own failure (the namespace's CQL cluster out of reach) stays in its section.
     api(`${path}/transactions`).catch((error) => ({ error: error.message })),
     api(`${path}/destinations`).catch((error) => ({ error: error.message })),
+    api(`${path}/consumers`).catch((error) => ({ error: error.message })),
   ]);
   const history = ns.history
     .map((v) => `<tr><td>${v.version}</td><td>${escape(v.author)}</td><td>${when(v.at_micros)}</td><td>${escape(v.changes.join(", "))}</td></tr>`)
     .join("");
   view.innerHTML = `<h1>${escape(ns.name)} ${accessBadge(ns.access)}</h1>
     ${destinationsSection(destinations)}
+    ${consumersSection(consumers)}
     ${deliverySection(ns)}
     ${deadLettersSection(letters, ns.access.admin)}
     ${transactionsSection(txns, ns.access.admin)}

@@ -18,7 +18,7 @@ use wal_proto::v1::{
     TransactionListing,
 };
 
-use crate::{ControlPlane, TraceLinks};
+use crate::{Consumers, ControlPlane, TraceLinks};
 
 /// How the console records itself in the audit when its connection carries no principal.
 const OPERATOR: &str = "wal-console";
@@ -289,6 +289,15 @@ pub async fn destinations(
         })
         .collect();
     Ok(Json(Value::Array(rows)))
+}
+
+/// What each consumer given to the console showed of the namespace at its last read: per
+/// destination its counts and rates, and the consumer's open breakers.
+pub async fn consumers(
+    Extension(consumers): Extension<Consumers>,
+    Path(name): Path<String>,
+) -> Json<Value> {
+    Json(consumers.view(&name))
 }
 
 #[derive(Debug, Deserialize)]

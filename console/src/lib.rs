@@ -6,6 +6,7 @@
 
 mod api;
 mod assets;
+mod consumers;
 mod control_plane;
 mod guard;
 
@@ -15,6 +16,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
 
+pub use consumers::Consumers;
 pub use control_plane::ControlPlane;
 
 /// Where the page links an entry's trace: a URL template holding `{trace_id}` (the write's
@@ -39,24 +41,36 @@ impl TraceLinks {
     }
 }
 
+/// What a console shows beside the control plane's answers, and whom it answers.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Further `host:port` names the page may be reached by; a request naming another host
+    /// than the listener's own, or one of these, is refused.
+    pub accept_hosts: Vec<String>,
+    pub traces: TraceLinks,
+    pub consumers: Consumers,
+}
+
 /// Serves the console on `listener` until `shutdown`, for the control plane `control_plane`,
-/// linking entries' traces as `traces` says; requests naming another host than the listener's
-/// own, or one of `accept_hosts` (`host:port`), are refused.
+/// reading the consumers' metrics meanwhile.
 pub async fn serve(
     listener: TcpListener,
     control_plane: ControlPlane,
-    (accept_hosts, traces): (&[String], TraceLinks),
+    settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let hosts = guard::Hosts::of(listener.local_addr()?, accept_hosts);
-    axum::serve(listener, router(control_plane, hosts, traces))
+    let hosts = guard::Hosts::of(listener.local_addr()?, &settings.accept_hosts);
+    let reading = settings.consumers.watch();
+    let served = axum::serve(listener, router(control_plane, hosts, settings))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    reading.abort();
+    served
 }
 
 /// The page, its assets, and the API the page calls (`/api/...`, JSON both ways), behind the
 /// guard against other sites (see `guard`).
-fn router(control_plane: ControlPlane, hosts: guard::Hosts, traces: TraceLinks) -> Router {
+fn router(control_plane: ControlPlane, hosts: guard::Hosts, settings: Settings) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/console.js", get(assets::script))
@@ -79,6 +93,7 @@ fn router(control_plane: ControlPlane, hosts: guard::Hosts, traces: TraceLinks) 
             "/api/namespaces/{name}/destinations",
             get(api::destinations),
         )
+        .route("/api/namespaces/{name}/consumers", get(api::consumers))
         .route("/api/namespaces/{name}/pause", post(api::pause))
         .route("/api/namespaces/{name}/resume", post(api::resume))
         .route("/api/namespaces/{name}/cancel", post(api::cancel))
@@ -91,7 +106,8 @@ fn router(control_plane: ControlPlane, hosts: guard::Hosts, traces: TraceLinks) 
             post(api::abort_transaction),
         )
         .with_state(control_plane)
-        .layer(Extension(traces))
+        .layer(Extension(settings.traces))
+        .layer(Extension(settings.consumers))
         .layer(axum::middleware::from_fn_with_state(hosts, guard::guard))
 }
 

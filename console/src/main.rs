@@ -58,6 +58,12 @@ struct Options {
     #[arg(long, env = "WAL_CONSOLE_TRACE_URL")]
     trace_url: Option<String>,
 
+    /// The consumers' metrics addresses (their --metrics-listen, as http://host:port), read
+    /// every 10 s: each namespace's page shows their counts and rates per destination and
+    /// their open breakers. None: the page shows none.
+    #[arg(long, env = "WAL_CONSOLE_CONSUMERS", value_delimiter = ',')]
+    consumers: Vec<String>,
+
     #[command(flatten)]
     log: wal_runtime::process::LogFlags,
 }
@@ -80,10 +86,15 @@ async fn run(options: Options) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let traces =
         wal_console::TraceLinks::new(options.trace_url.as_deref()).map_err(anyhow::Error::msg)?;
+    let consumers = wal_console::Consumers::new(options.consumers).map_err(anyhow::Error::msg)?;
     let listener = process::listen(options.listen).await?;
     tracing::info!(listen = %options.listen, control_plane = %options.control_plane, "wal-console ready");
-    let accept = &options.accept_hosts;
+    let settings = wal_console::Settings {
+        accept_hosts: options.accept_hosts,
+        traces,
+        consumers,
+    };
     let shutdown = process::shutdown_signal();
-    wal_console::serve(listener, control_plane, (accept, traces), shutdown).await?;
+    wal_console::serve(listener, control_plane, settings, shutdown).await?;
     Ok(())
 }

@@ -152,9 +152,12 @@ async fn serve_console(
 ) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let settings = wal_console::Settings {
+        traces,
+        ..Default::default()
+    };
     tokio::spawn(async move {
-        let forever = std::future::pending();
-        wal_console::serve(listener, control_plane, (&[], traces), forever).await
+        wal_console::serve(listener, control_plane, settings, std::future::pending()).await
     });
     url
 }
@@ -300,6 +303,7 @@ async fn alice_redrives(setup: &Setup, page: &Client) {
     text_holding(page, "#namespaces", name).await;
     click(page, Locator::LinkText(name)).await;
     text_holding(page, "#access", "admin (alice)").await;
+    text_holding(page, "#consumers", "no consumer metrics given").await;
     text_holding(page, "#dead-letters", id).await;
     text_holding(page, "#dead-letter-total", "1 dead letter").await;
     let trace = page

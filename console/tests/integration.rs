@@ -1,3 +1,4 @@
 //! The console's integration tests as one program (`autotests = false` in Cargo.toml).
 
 mod browser;
+mod consumers;

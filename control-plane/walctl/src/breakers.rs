@@ -50,7 +50,12 @@ pub async fn run(command: Breakers, format: Format) -> Result<(), Failure> {
                     "cannot read the consumer's metrics at {url}: {e}. Is wal-consumer running? Pass its --metrics-listen address with --consumer or WAL_CONSUMER_METRICS"
                 ))
             })?;
-        rows.extend(parse(consumer, &text));
+        let parsed = parse(consumer, &text).map_err(|e| {
+            Failure::broker(format!(
+                "{url} is not a Prometheus text exposition ({e}); is it a consumer's --metrics-listen?"
+            ))
+        })?;
+        rows.extend(parsed);
     }
     rows.retain(|row| command.all || row.open);
     match format {
@@ -104,25 +109,37 @@ fn open_for(row: &Row) -> Option<Duration> {
 }
 
 /// The breaker rows in a Prometheus text exposition, one per endpoint.
-fn parse(consumer: &str, text: &str) -> Vec<Row> {
+fn parse(consumer: &str, text: &str) -> std::io::Result<Vec<Row>> {
+    let lines = text.lines().map(|line| Ok(line.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines)?;
     let mut rows: Vec<Row> = Vec::new();
-    for line in text.lines() {
-        let Some((name, endpoint, value)) = sample(line) else {
+    for sample in &scrape.samples {
+        let Some(endpoint) = sample
+            .labels
+            .get("endpoint")
+            .filter(|_| sample.metric.starts_with("wal_consumer_breaker_"))
+        else {
             continue;
+        };
+        let value = match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => continue,
         };
         let at = match rows.iter().position(|r| r.endpoint == endpoint) {
             Some(at) => at,
             None => {
                 rows.push(Row {
                     consumer: consumer.to_owned(),
-                    endpoint,
+                    endpoint: endpoint.to_owned(),
                     ..Row::default()
                 });
                 rows.len() - 1
             }
         };
         let row = &mut rows[at];
-        match name {
+        match sample.metric.as_str() {
             "wal_consumer_breaker_open" => row.open = value > 0.0,
             "wal_consumer_breaker_opened_at_seconds" => row.opened_at = value,
             "wal_consumer_breaker_held" => row.held = value,
@@ -131,19 +148,7 @@ fn parse(consumer: &str, text: &str) -> Vec<Row> {
         }
     }
     rows.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
-    rows
-}
-
-/// `name{endpoint="..."} value` of a breaker metric; other lines give `None`.
-fn sample(line: &str) -> Option<(&str, String, f64)> {
-    let (name, rest) = line.split_once("{endpoint=\"")?;
-    if !name.starts_with("wal_consumer_breaker_") {
-        return None;
-    }
-    let (endpoint, rest) = rest.split_once("\"}")?;
-    let value = rest.trim().parse().ok()?;
-    let endpoint = endpoint.replace("\\\"", "\"").replace("\\\\", "\\");
-    Some((name, endpoint, value))
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -160,7 +165,7 @@ wal_consumer_breaker_opened_at_seconds{endpoint="cql/shop"} 1700000000
 wal_consumer_breaker_opened_total{endpoint="cql/shop"} 3
 wal_consumer_delivered_total{namespace="a",target="cql"} 7
 "#;
-        let rows = parse("c1", text);
+        let rows = parse("c1", text).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(
             rows[0],
