@@ -27,8 +27,6 @@ const DELAY_MILLIS: i64 = 6_000;
 /// The keyspace the several-stores tests use too: one keyspace fewer to create (each adds
 /// schema changes every test waiting on a first durable connection feels).
 const KEYSPACE: &str = "wal_stores_test";
-/// Long enough for the consumer to have received an entry just written.
-const RECEIVED_WITHIN: Duration = Duration::from_secs(1);
 /// How long a cancelled entry that was due is watched for not arriving: several polls.
 const WATCHED_FOR: Duration = Duration::from_secs(3);
 
@@ -102,6 +100,8 @@ struct Scene {
 
 impl Scene {
     async fn start() -> Self {
+        // The metrics recorder, before the consumer makes its handles: `in_flight` reads it.
+        wal_testkit::scrape();
         let (mut registry, url) = control_plane_at().await;
         let operations = OperationsClient::connect(url.clone()).await.unwrap();
         let upstream = Upstream::start(|_| 200).await;
@@ -141,6 +141,28 @@ impl Scene {
     async fn cancel(&mut self, id: &str) -> Result<CancelEntryResponse, tonic::Status> {
         let name = self.name.clone();
         cancel(&mut self.operations, &name, id).await
+    }
+
+    /// Waits until the consumer holds at least `count` entries of the namespace it has
+    /// received and not yet acknowledged.
+    async fn in_flight(&self, count: f64) {
+        let name = self.name.as_str();
+        eventually(
+            Duration::from_secs(30),
+            "the entry received",
+            || async move {
+                let samples = wal_runtime::exposition::parse(&wal_testkit::scrape()).ok()?;
+                let held: f64 = samples
+                    .iter()
+                    .filter(|s| {
+                        s.name == "wal_consumer_in_flight" && s.label("namespace") == Some(name)
+                    })
+                    .map(|s| s.value)
+                    .sum();
+                (held >= count).then_some(())
+            },
+        )
+        .await;
     }
 
     /// Waits until the consumer has skipped `count` cancelled entries.
@@ -189,7 +211,7 @@ async fn a_late_cancel_is_refused(scene: &mut Scene) -> String {
 async fn a_waiting_entry_is_cancelled(scene: &mut Scene) -> String {
     let kept = scene.write(b"kept", DELAY_MILLIS).await;
     let dropped = scene.write(b"dropped", DELAY_MILLIS).await;
-    tokio::time::sleep(RECEIVED_WITHIN).await;
+    scene.in_flight(2.0).await;
     let answer = scene.cancel(&dropped).await.unwrap();
     assert!(answer.changed && answer.delivery_known, "{answer:?}");
     let states: Vec<(String, DestinationState)> = answer
@@ -221,8 +243,11 @@ async fn a_waiting_entry_is_cancelled(scene: &mut Scene) -> String {
 
 /// An entry held by a pause when its cancel comes is not delivered once resumed.
 async fn a_paused_entry_is_cancelled(scene: &mut Scene) -> String {
-    let held = scene.write(b"held", 2_000).await;
-    tokio::time::sleep(RECEIVED_WITHIN).await;
+    // Received before the pause (a consumer takes no new entries of a paused namespace), and
+    // far enough from its deliver-at that the pause lands first on a loaded machine: with 2 s
+    // and a fixed second to receive it, CI once saw it never held.
+    let held = scene.write(b"held", 10_000).await;
+    scene.in_flight(1.0).await;
     let name = scene.name.clone();
     pause(&mut scene.operations, &name, true).await;
     let stats = scene.consumer().deliverer().stats();
