@@ -79,7 +79,7 @@ function deadLettersSection(letters, admin) {
   // The write's trace, where the console was given a trace URL and the write carried a context.
   const trace = (e) =>
     letters.trace_url && e.trace_id
-      ? `<a class="trace" href="${escape(letters.trace_url.replace("{trace_id}", e.trace_id))}" target="_blank" rel="noopener noreferrer">trace</a>`
+      ? `<a class="trace" href="${escape(letters.trace_url.replaceAll("{trace_id}", e.trace_id))}" target="_blank" rel="noopener noreferrer">trace</a>`
       : "";
   const entries = letters.entries
     .map(

@@ -5,11 +5,11 @@
 //! received (backlog); and the breakers open on each consumer with the entries they hold.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use prometheus_parse::{Sample, Scrape, Value as Read};
 use serde_json::{Value, json};
+use wal_runtime::exposition::{self, Sample};
 
 /// How often each consumer's metrics are read; rates are over this long.
 const EVERY: Duration = Duration::from_secs(10);
@@ -63,8 +63,13 @@ impl Consumers {
                 }
             }
         }
+        // One read each, however often it is named: a second would make the rates span the
+        // milliseconds between two reads.
+        let mut unique = addresses;
+        let mut seen = std::collections::BTreeSet::new();
+        unique.retain(|a| seen.insert(a.clone()));
         Ok(Self {
-            addresses: Arc::new(addresses),
+            addresses: Arc::new(unique),
             reads: Arc::default(),
         })
     }
@@ -94,9 +99,8 @@ impl Consumers {
     }
 
     fn record(&self, address: &str, read: Result<Vec<Sample>, String>) {
-        let Ok(mut reads) = self.reads.lock() else {
-            return;
-        };
+        // A panic elsewhere while holding the lock left plain data: still good to read.
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
         let reads = reads.entry(address.to_owned()).or_default();
         match read {
             Ok(samples) => {
@@ -114,9 +118,7 @@ impl Consumers {
 
     /// What every consumer showed of `namespace` at its last read.
     pub fn view(&self, namespace: &str) -> Value {
-        let Ok(reads) = self.reads.lock() else {
-            return json!([]);
-        };
+        let reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
         let rows: Vec<Value> = self
             .addresses
             .iter()
@@ -142,10 +144,11 @@ async fn read(client: &reqwest::Client, address: &str) -> Result<Vec<Sample>, St
     }
     .await
     .map_err(|e| format!("cannot read {url}: {e}"))?;
-    let lines = text.lines().map(|line| Ok(line.to_owned()));
-    Scrape::parse(lines)
-        .map(|scrape| scrape.samples)
-        .map_err(|e| format!("{url} is not a Prometheus text exposition: {e}"))
+    exposition::parse(&text).map_err(|e| {
+        format!(
+            "{url} is not a Prometheus text exposition ({e}); is it a consumer's --metrics-listen?"
+        )
+    })
 }
 
 fn consumer_json(address: &str, reads: &Reads, namespace: &str) -> Value {
@@ -182,18 +185,15 @@ fn consumer_json(address: &str, reads: &Reads, namespace: &str) -> Value {
 fn counts(samples: &[Sample], namespace: &str) -> BTreeMap<String, Counts> {
     let mut by_destination: BTreeMap<String, Counts> = BTreeMap::new();
     for sample in samples {
-        if sample.labels.get("namespace") != Some(namespace) {
+        if sample.label("namespace") != Some(namespace) {
             continue;
         }
-        let name = match (
-            sample.labels.get("destination"),
-            sample.labels.get("region"),
-        ) {
+        let name = match (sample.label("destination"), sample.label("region")) {
             (Some(store), _) => store.to_owned(),
             (None, Some(region)) => wal_namespaces::region_destination(region),
             (None, None) => wal_namespaces::DEFAULT_DESTINATION.to_owned(),
         };
-        let field: fn(&mut Counts) -> &mut f64 = match sample.metric.as_str() {
+        let field: fn(&mut Counts) -> &mut f64 = match sample.name.as_str() {
             "wal_consumer_delivered_total" => |c| &mut c.delivered,
             "wal_consumer_retried_total" => |c| &mut c.retried,
             "wal_consumer_dead_lettered_total" => |c| &mut c.dead_lettered,
@@ -202,7 +202,7 @@ fn counts(samples: &[Sample], namespace: &str) -> BTreeMap<String, Counts> {
             "wal_consumer_backlog" => |c| &mut c.backlog,
             _ => continue,
         };
-        *field(by_destination.entry(name).or_default()) += number(&sample.value);
+        *field(by_destination.entry(name).or_default()) += sample.value;
     }
     by_destination
 }
@@ -212,13 +212,13 @@ fn breakers(samples: &[Sample]) -> Vec<Value> {
     let of = |metric: &str, endpoint: &str| {
         samples
             .iter()
-            .find(|s| s.metric == metric && s.labels.get("endpoint") == Some(endpoint))
-            .map_or(0.0, |s| number(&s.value))
+            .find(|s| s.name == metric && s.label("endpoint") == Some(endpoint))
+            .map_or(0.0, |s| s.value)
     };
     samples
         .iter()
-        .filter(|s| s.metric == "wal_consumer_breaker_open" && number(&s.value) > 0.0)
-        .filter_map(|s| s.labels.get("endpoint"))
+        .filter(|s| s.name == "wal_consumer_breaker_open" && s.value > 0.0)
+        .filter_map(|s| s.label("endpoint"))
         .map(|endpoint| {
             json!({"endpoint": endpoint,
                    "opened_at_micros": (of("wal_consumer_breaker_opened_at_seconds", endpoint) * 1e6) as i64,
@@ -226,13 +226,6 @@ fn breakers(samples: &[Sample]) -> Vec<Value> {
                    "times_opened": of("wal_consumer_breaker_opened_total", endpoint)})
         })
         .collect()
-}
-
-fn number(value: &Read) -> f64 {
-    match value {
-        Read::Counter(n) | Read::Gauge(n) | Read::Untyped(n) => *n,
-        _ => 0.0,
-    }
 }
 
 fn now_micros() -> i64 {
@@ -246,9 +239,7 @@ mod tests {
     use super::*;
 
     fn samples(text: &str) -> Vec<Sample> {
-        Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
-            .unwrap()
-            .samples
+        exposition::parse(text).unwrap()
     }
 
     const AT_FIRST: &str = r#"# TYPE wal_consumer_delivered_total counter
@@ -262,10 +253,10 @@ wal_consumer_dead_lettered_total{namespace="orders",target="cql",class="exhauste
 wal_consumer_backlog{namespace="orders",queue="orders"} 7
 wal_consumer_backlog{namespace="orders",queue="orders",region="eu-west-1"} 3
 # TYPE wal_consumer_breaker_open gauge
-wal_consumer_breaker_open{endpoint="cql/shop"} 1
+wal_consumer_breaker_open{endpoint="cache/h1:11211,h2:11211"} 1
 wal_consumer_breaker_open{endpoint="http/up"} 0
 # TYPE wal_consumer_breaker_held gauge
-wal_consumer_breaker_held{endpoint="cql/shop"} 42
+wal_consumer_breaker_held{endpoint="cache/h1:11211,h2:11211"} 42
 "#;
 
     #[test]
@@ -292,7 +283,10 @@ wal_consumer_breaker_held{endpoint="cql/shop"} 42
     fn only_open_breakers_are_shown_with_what_they_hold() {
         let open = breakers(&samples(AT_FIRST));
         assert_eq!(open.len(), 1, "{open:?}");
-        assert_eq!(open[0]["endpoint"], "cql/shop");
+        assert_eq!(
+            open[0]["endpoint"], "cache/h1:11211,h2:11211",
+            "its name whole"
+        );
         assert_eq!(open[0]["held"], 42.0);
     }
 

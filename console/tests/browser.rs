@@ -184,12 +184,12 @@ async fn text_holding(client: &Client, css: &str, expected: &str) -> String {
     }
 }
 
-/// The control plane (TLS, authorization on), a namespace whose one write was dead-lettered
-/// (its table did not exist yet; it does now), and what serves it.
 /// Where the consoles link a trace, and the trace of the write the test dead-letters.
 const TRACES: &str = "http://traces.invalid/trace/{trace_id}";
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
+/// The control plane (TLS, authorization on), a namespace whose one write was dead-lettered
+/// (its table did not exist yet; it does now), and what serves it.
 struct Setup {
     pki: Pki,
     address: std::net::SocketAddr,

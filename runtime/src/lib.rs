@@ -7,6 +7,7 @@
 
 pub mod authorize;
 pub mod cause;
+pub mod exposition;
 pub mod metrics;
 pub mod outage;
 pub mod process;

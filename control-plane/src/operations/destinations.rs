@@ -30,9 +30,16 @@ pub enum DestinationsError {
 
 impl From<LagError> for DestinationsError {
     fn from(error: LagError) -> Self {
-        Self::Broker(error.to_string())
+        match error {
+            // The namespace names a backend the cluster map has no client for: no retry helps.
+            LagError::NoClient(_) => Self::Usage(error.to_string()),
+            LagError::Queue(_) => Self::Broker(error.to_string()),
+        }
     }
 }
+
+/// The longest one ListDestinations reads the brokers, connecting included.
+const WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl From<DlqError> for DestinationsError {
     fn from(error: DlqError) -> Self {
@@ -196,8 +203,15 @@ impl OperationsService {
             "" => self.region.as_str(),
             region => region,
         };
-        let destinations = statuses(&self.clusters, &namespace, region, &pauses)
+        let read = statuses(&self.clusters, &namespace, region, &pauses);
+        let destinations = tokio::time::timeout(WITHIN, read)
             .await
+            .map_err(|_| {
+                Status::unavailable(format!(
+                    "the brokers of namespace '{}' did not answer within {WITHIN:?}",
+                    namespace.name
+                ))
+            })?
             .map_err(|e| match e {
                 DestinationsError::Usage(m) => Status::failed_precondition(m),
                 DestinationsError::Broker(m) => Status::unavailable(m),

@@ -109,23 +109,14 @@ fn open_for(row: &Row) -> Option<Duration> {
 }
 
 /// The breaker rows in a Prometheus text exposition, one per endpoint.
-fn parse(consumer: &str, text: &str) -> std::io::Result<Vec<Row>> {
-    let lines = text.lines().map(|line| Ok(line.to_owned()));
-    let scrape = prometheus_parse::Scrape::parse(lines)?;
+fn parse(consumer: &str, text: &str) -> Result<Vec<Row>, String> {
     let mut rows: Vec<Row> = Vec::new();
-    for sample in &scrape.samples {
+    for sample in wal_runtime::exposition::parse(text)? {
         let Some(endpoint) = sample
-            .labels
-            .get("endpoint")
-            .filter(|_| sample.metric.starts_with("wal_consumer_breaker_"))
+            .label("endpoint")
+            .filter(|_| sample.name.starts_with("wal_consumer_breaker_"))
         else {
             continue;
-        };
-        let value = match sample.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => continue,
         };
         let at = match rows.iter().position(|r| r.endpoint == endpoint) {
             Some(at) => at,
@@ -139,11 +130,11 @@ fn parse(consumer: &str, text: &str) -> std::io::Result<Vec<Row>> {
             }
         };
         let row = &mut rows[at];
-        match sample.metric.as_str() {
-            "wal_consumer_breaker_open" => row.open = value > 0.0,
-            "wal_consumer_breaker_opened_at_seconds" => row.opened_at = value,
-            "wal_consumer_breaker_held" => row.held = value,
-            "wal_consumer_breaker_opened_total" => row.opened_total = value,
+        match sample.name.as_str() {
+            "wal_consumer_breaker_open" => row.open = sample.value > 0.0,
+            "wal_consumer_breaker_opened_at_seconds" => row.opened_at = sample.value,
+            "wal_consumer_breaker_held" => row.held = sample.value,
+            "wal_consumer_breaker_opened_total" => row.opened_total = sample.value,
             _ => {}
         }
     }
@@ -160,13 +151,18 @@ mod tests {
         let text = r#"# TYPE wal_consumer_breaker_open gauge
 wal_consumer_breaker_open{endpoint="cql/shop"} 1
 wal_consumer_breaker_open{endpoint="http/http://10.0.0.1:8080"} 0
+wal_consumer_breaker_open{endpoint="cache/h1:11211,h2:11211"} 1
 wal_consumer_breaker_held{endpoint="cql/shop"} 42
 wal_consumer_breaker_opened_at_seconds{endpoint="cql/shop"} 1700000000
 wal_consumer_breaker_opened_total{endpoint="cql/shop"} 3
 wal_consumer_delivered_total{namespace="a",target="cql"} 7
 "#;
         let rows = parse("c1", text).unwrap();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 3);
+        // A cache endpoint names its servers with commas: one row, its name whole.
+        assert_eq!(rows[0].endpoint, "cache/h1:11211,h2:11211");
+        assert!(rows[0].open);
+        let rows = &rows[1..];
         assert_eq!(
             rows[0],
             Row {
@@ -181,5 +177,11 @@ wal_consumer_delivered_total{namespace="a",target="cql"} 7
         assert!(!rows[1].open);
         assert!(open_for(&rows[0]).is_some());
         assert_eq!(open_for(&rows[1]), None);
+    }
+
+    #[test]
+    fn a_page_that_is_not_an_exposition_is_refused_not_read_as_no_breakers() {
+        let refused = parse("c1", "<html><body>not found</body></html>").unwrap_err();
+        assert!(refused.contains("line 1"), "{refused}");
     }
 }

@@ -27,8 +27,9 @@ pub const COLUMNS: [&str; 7] = [
 #[derive(Debug, clap::Args)]
 pub struct Source {
     /// Read the brokers from here, with the broker flags below, rather than asking the control
-    /// plane (for one that is down). Operators' pauses are then not shown: the control plane
-    /// holds them. The namespace's config still comes from the control plane unless
+    /// plane (for one that is down); without it the broker flags are not used: the control
+    /// plane reads its own cluster map. Operators' pauses are then not shown: the control
+    /// plane holds them. The namespace's config still comes from the control plane unless
     /// --namespace-file gives it.
     #[arg(long, global = true)]
     direct: bool,
@@ -37,6 +38,16 @@ pub struct Source {
     namespace_file: Option<PathBuf>,
     #[command(flatten)]
     brokers: BrokerFlags,
+}
+
+impl Source {
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
+
+    pub fn namespace_file(&self) -> Option<&std::path::Path> {
+        self.namespace_file.as_deref()
+    }
 }
 
 /// The rows of `namespace`'s destinations; a replicated namespace's regions are those it
@@ -57,10 +68,17 @@ pub async fn rows(
             .list_destinations(request)
             .await
             .map_err(|status| {
-                crate::namespace::refused(
+                let failure = crate::namespace::refused(
                     &status,
                     &format!("reading the destinations of '{namespace}'"),
-                )
+                );
+                if status.code() == tonic::Code::Unimplemented {
+                    return Failure::broker(format!(
+                        "{}; this control plane predates ListDestinations: pass --direct to read the brokers from here",
+                        failure.message
+                    ));
+                }
+                failure
             })?
             .into_inner()
             .destinations);

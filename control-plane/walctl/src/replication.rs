@@ -27,30 +27,28 @@ enum Command {
     Status {
         namespace: String,
         /// The region the namespace replicates from (the consumers' --region); it is not a
-        /// destination.
-        #[arg(long, env = "WAL_REGION", default_value = "local")]
-        region: String,
+        /// destination. By default the control plane's --region (with --direct: `local`).
+        #[arg(long, env = "WAL_REGION")]
+        region: Option<String>,
     },
 }
 
 pub async fn run(command: Replication, control_plane: &str, format: Format) -> Result<(), Failure> {
     let Command::Status { namespace, region } = command.command;
-    let rows = crate::lag::rows(&command.source, control_plane, &namespace, &region).await?;
-    if !replicated(&rows) {
+    let source = &command.source;
+    // Before any broker is read: a namespace that does not replicate is a usage mistake.
+    let config =
+        crate::namespace::named(control_plane, source.namespace_file(), &namespace).await?;
+    if !config.replicated() {
         return Err(Failure::usage(format!(
             "namespace '{namespace}' does not replicate: its default target is not a region target"
         )));
     }
+    let region = region.unwrap_or_else(|| if source.direct() { "local" } else { "" }.to_owned());
+    let rows = crate::lag::rows(source, control_plane, &namespace, &region).await?;
     let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == "region").collect();
     print(&rows, format);
     Ok(())
-}
-
-/// Whether the rows are a replicated namespace's: it has no own target's row ("default").
-fn replicated(rows: &[DestinationStatus]) -> bool {
-    !rows
-        .iter()
-        .any(|r| r.name == wal_namespaces::DEFAULT_DESTINATION)
 }
 
 /// A region's name without the destination's `region-` prefix.
