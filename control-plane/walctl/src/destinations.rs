@@ -32,7 +32,7 @@ pub async fn run(
     format: Format,
 ) -> Result<(), Failure> {
     let Command::Status { namespace } = command.command;
-    let rows = crate::lag::rows(&command.source, control_plane, &namespace, "").await?;
+    let rows = crate::lag::rows(&command.source, control_plane, (&namespace, None), "").await?;
     // A replicated namespace's regions are `walctl replication status`'s.
     let rows: Vec<_> = rows.into_iter().filter(|r| r.kind != "region").collect();
     print(&rows, format);

@@ -51,11 +51,12 @@ impl Source {
 }
 
 /// The rows of `namespace`'s destinations; a replicated namespace's regions are those it
-/// replicates to from `region`.
+/// replicates to from `region`. `loaded` is the namespace's config when the caller read it
+/// already: `--direct` then reads it no second time.
 pub async fn rows(
     source: &Source,
     control_plane: &str,
-    namespace: &str,
+    (namespace, loaded): (&str, Option<&wal_namespaces::Namespace>),
     region: &str,
 ) -> Result<Vec<DestinationStatus>, Failure> {
     if !source.direct {
@@ -83,13 +84,20 @@ pub async fn rows(
             .into_inner()
             .destinations);
     }
-    let config =
-        crate::namespace::named(control_plane, source.namespace_file.as_deref(), namespace).await?;
+    let fetched;
+    let config = match loaded {
+        Some(config) => config,
+        None => {
+            let file = source.namespace_file.as_deref();
+            fetched = crate::namespace::named(control_plane, file, namespace).await?;
+            &fetched
+        }
+    };
     let clusters = source
         .brokers
         .cluster_map(source.brokers.kafka(), &Default::default())
         .map_err(|e| Failure::usage(e.to_string()))?;
-    statuses(&clusters, &config, region, &[])
+    statuses(&clusters, config, region, &[])
         .await
         .map_err(|e| match e {
             DestinationsError::Usage(message) => Failure::usage(message),

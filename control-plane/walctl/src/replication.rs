@@ -45,7 +45,8 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
         )));
     }
     let region = region.unwrap_or_else(|| if source.direct() { "local" } else { "" }.to_owned());
-    let rows = crate::lag::rows(source, control_plane, &namespace, &region).await?;
+    let named = (namespace.as_str(), Some(&config));
+    let rows = crate::lag::rows(source, control_plane, named, &region).await?;
     let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == "region").collect();
     print(&rows, format);
     Ok(())
