@@ -20,7 +20,10 @@
 //!    on a keyspace, processes of older builds refuse it (README, Upgrades).
 
 use futures::TryStreamExt as _;
+use std::time::Duration;
+
 use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlTimestamp;
 
@@ -32,6 +35,13 @@ pub const SCHEMA_VERSION: i32 = 3;
 
 /// The row of `schema_version` the durable tables are versioned under.
 const COMPONENT: &str = "durable";
+
+/// How many times [`advance`] takes its lightweight transaction when the cluster times it out:
+/// a loaded cluster does now and then (a producer's start-up failed so in CI, 2026-11-30), and
+/// one timeout should not stop a process at start.
+const CAS_ATTEMPTS: u32 = 5;
+/// The wait before the second attempt, growing by as much before each one after.
+const CAS_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Brings `keyspace` to [`SCHEMA_VERSION`]: reads its version, refuses a newer one, takes each
 /// step after it in order and records it ([`advance`]). Returns the version found (0: none
@@ -122,32 +132,15 @@ async fn advance(
         env!("CARGO_PKG_VERSION")
     );
     let at = CqlTimestamp(now_micros() / 1000);
-    let moved = match from {
-        None => {
-            session
-                .query_unpaged(
-                    format!(
-                        "INSERT INTO {keyspace}.schema_version \
-                         (component, version, written_by, written_at) VALUES (?, ?, ?, ?) \
-                         IF NOT EXISTS"
-                    ),
-                    (COMPONENT, to, written_by, at),
-                )
-                .await
+    let mut attempt = 1;
+    while let Err(error) = cas(session, keyspace, from, to, &written_by, at).await {
+        if attempt >= CAS_ATTEMPTS || !outcome_unknown(&error) {
+            return Err(cql("schema version")(&error));
         }
-        Some(from) => {
-            session
-                .query_unpaged(
-                    format!(
-                        "UPDATE {keyspace}.schema_version SET version = ?, written_by = ?, \
-                         written_at = ? WHERE component = ? IF version = ?"
-                    ),
-                    (to, written_by, at, COMPONENT, from),
-                )
-                .await
-        }
-    };
-    moved.map_err(|e| cql("schema version")(&e))?;
+        tracing::warn!(keyspace, to, attempt, %error, "moving the schema version timed out; trying again");
+        tokio::time::sleep(CAS_BACKOFF * attempt).await;
+        attempt += 1;
+    }
     match recorded(session, keyspace).await? {
         Some((found, written_by)) if found > SCHEMA_VERSION => Err(DurableError::NewerSchema {
             keyspace: keyspace.to_owned(),
@@ -163,6 +156,60 @@ async fn advance(
                 other.map(|(found, _)| found)
             ),
         }),
+    }
+}
+
+/// The lightweight transaction of [`advance`]. A timed-out one may have applied or not; taken
+/// again it applies if it had not, and changes nothing if it had (its condition then fails).
+async fn cas(
+    session: &Session,
+    keyspace: &str,
+    from: Option<i32>,
+    to: i32,
+    written_by: &str,
+    at: CqlTimestamp,
+) -> Result<(), ExecutionError> {
+    match from {
+        None => {
+            session
+                .query_unpaged(
+                    format!(
+                        "INSERT INTO {keyspace}.schema_version \
+                         (component, version, written_by, written_at) VALUES (?, ?, ?, ?) \
+                         IF NOT EXISTS"
+                    ),
+                    (COMPONENT, to, written_by, at),
+                )
+                .await?;
+        }
+        Some(from) => {
+            session
+                .query_unpaged(
+                    format!(
+                        "UPDATE {keyspace}.schema_version SET version = ?, written_by = ?, \
+                         written_at = ? WHERE component = ? IF version = ?"
+                    ),
+                    (to, written_by, at, COMPONENT, from),
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A failure that says nothing of whether the statement applied: the cluster was too slow or
+/// too short of replicas to answer in time, which passes.
+fn outcome_unknown(error: &ExecutionError) -> bool {
+    match error {
+        ExecutionError::RequestTimeout(_) => true,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => matches!(
+            db,
+            DbError::WriteTimeout { .. }
+                | DbError::ReadTimeout { .. }
+                | DbError::Unavailable { .. }
+                | DbError::Overloaded
+        ),
+        _ => false,
     }
 }
 
@@ -326,4 +373,30 @@ async fn run(session: &Session, statement: String) -> Result<(), DurableError> {
         .await
         .map_err(|e| cql("schema")(&e))
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use scylla::errors::WriteType;
+    use scylla::statement::Consistency;
+
+    use super::*;
+
+    fn attempt(db: DbError) -> ExecutionError {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, String::new()))
+    }
+
+    #[test]
+    fn a_timed_out_lightweight_transaction_is_taken_again_and_a_refused_one_is_not() {
+        let timed_out = attempt(DbError::WriteTimeout {
+            consistency: Consistency::LocalSerial,
+            received: 0,
+            required: 1,
+            write_type: WriteType::Cas,
+        });
+        assert!(outcome_unknown(&timed_out));
+        assert!(outcome_unknown(&attempt(DbError::Overloaded)));
+        assert!(!outcome_unknown(&attempt(DbError::Invalid)));
+        assert!(!outcome_unknown(&attempt(DbError::Unauthorized)));
+    }
 }
