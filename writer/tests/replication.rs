@@ -265,8 +265,13 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
         .collect();
     expected.insert(slow_key.clone(), Some("second".to_owned()));
     cache_converges(&caches[0], &expected).await;
-
-    let applied = applied.lock().unwrap().clone();
+    // The record is written when the writer answers, after the cache write: wait for both of
+    // the slow key's writes to be in it before reading it.
+    let applied = eventually(LIMIT, "the slow key's two writes recorded", || async {
+        let applied = applied.lock().unwrap().clone();
+        (applied.iter().filter(|(key, _)| *key == slow_key).count() >= 2).then_some(applied)
+    })
+    .await;
     let slow: Vec<&String> = applied
         .iter()
         .filter(|(key, _)| *key == slow_key)
