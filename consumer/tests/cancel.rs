@@ -1,7 +1,8 @@
 //! An operator's cancel of a delayed entry, end to end: cancelled through the control plane's
 //! Operations service while it waits for its deliver-at, the entry never reaches its target,
 //! while one written beside it does; one held by a pause when cancelled is not delivered once
-//! resumed; the cancellation is stored, so a consumer started after it skips a cancelled entry
+//! resumed, nor is one held by its target's open breaker once the target is back; the
+//! cancellation is stored, so a consumer started after it skips a cancelled entry
 //! too; and a cancel that comes after delivery is refused, naming where the entry went (from
 //! its receipts).
 
@@ -278,6 +279,38 @@ async fn a_paused_entry_is_cancelled(scene: &mut Scene) -> String {
     held
 }
 
+/// An entry held by its target's open breaker when its cancel comes is not attempted again:
+/// its next turn through the breaker finds it cancelled, and the target never takes it.
+async fn an_entry_held_by_a_breaker_is_cancelled(scene: &mut Scene) -> String {
+    scene.upstream.break_with(503);
+    let stats = scene.consumer().deliverer().stats();
+    let held_before = stats.held.load(Ordering::Relaxed);
+    let held = write_true(
+        &scene.producer.client,
+        write(&scene.name, b"held by a breaker"),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "the entry held by the open breaker",
+        || async { (stats.held.load(Ordering::Relaxed) > held_before).then_some(()) },
+    )
+    .await;
+    let answer = scene.cancel(&held).await.unwrap();
+    assert!(answer.changed, "{answer:?}");
+    // Skipped at its next turn (a probe every 2 s at most), the target still down.
+    scene.skipped(3).await;
+    scene.upstream.mend();
+    let kept = write_true(&scene.producer.client, write(&scene.name, b"kept")).await;
+    arrived(&scene.upstream, &kept).await;
+    assert_eq!(
+        arrivals(&scene.upstream, &held),
+        0,
+        "delivered after its cancel, once the target was back"
+    );
+    held
+}
+
 /// The cancellation is stored: a consumer started after it skips a cancelled entry too.
 async fn a_restarted_consumer_skips_one(scene: &mut Scene, dropped: &str) -> String {
     let later_kept = scene.write(b"later kept", DELAY_MILLIS).await;
@@ -308,6 +341,7 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
     let delivered = a_late_cancel_is_refused(&mut scene).await;
     let dropped = a_waiting_entry_is_cancelled(&mut scene).await;
     let held = a_paused_entry_is_cancelled(&mut scene).await;
+    let broken = an_entry_held_by_a_breaker_is_cancelled(&mut scene).await;
     let later_dropped = a_restarted_consumer_skips_one(&mut scene, &dropped).await;
 
     // Listed, and audited: the refusal and the cancels.
@@ -323,7 +357,12 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
     let ids: Vec<&str> = listed.iter().map(|c| c.entry_id.as_str()).collect();
     assert_eq!(
         ids,
-        [later_dropped.as_str(), held.as_str(), dropped.as_str()]
+        [
+            later_dropped.as_str(),
+            broken.as_str(),
+            held.as_str(),
+            dropped.as_str()
+        ]
     );
     assert!(listed.iter().all(|c| c.cancelled_by == "cancel-test"));
     let audit = operations
@@ -349,6 +388,7 @@ async fn a_cancelled_delayed_entry_is_never_delivered_and_a_late_cancel_says_so(
         results,
         [
             (later_dropped.as_str(), "done"),
+            (broken.as_str(), "done"),
             (held.as_str(), "done"),
             (dropped.as_str(), "unchanged"),
             (dropped.as_str(), "done"),

@@ -182,6 +182,8 @@ async fn a_pause_is_kept_watched_resumed_and_audited() {
 
 #[tokio::test]
 async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_principal() {
+    // The recorder first: denials are counted on this process's metrics.
+    wal_testkit::scrape();
     let pki = Pki::new("wal test CA");
     let tls = ServerTls::load(&pki.server_flags("control-plane", "DEFAULT")).unwrap();
     let address = control_plane_serving(tls, Authorizer::on(vec!["root".into()])).await;
@@ -216,9 +218,15 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
     assert!(!of_bob.admin && !of_bob.write, "{of_bob:?}");
     let missing = bob.access(access("no-such-namespace")).await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound, "{missing}");
+    assert_eq!(
+        denials(&name),
+        0.0,
+        "bob asked and holds no admin grant: not counted as a denial"
+    );
 
     let denied = bob.pause(pause(&name, "", "bob's idea")).await.unwrap_err();
     assert_refused(&denied, Code::PermissionDenied, &["\"bob\"", "admin"]);
+    assert_eq!(denials(&name), 1.0, "bob's pause is counted");
     let paused = alice
         .pause(pause(&name, "", "alice's incident"))
         .await
@@ -289,4 +297,14 @@ async fn only_a_namespaces_admins_pause_it_and_a_refusal_is_audited_with_the_pri
             (r#"bob (as "ops-test")"#, "pause", true),
         ]
     );
+}
+
+/// The authorization denials this process counted for `namespace`.
+fn denials(namespace: &str) -> f64 {
+    let label = format!("namespace=\"{namespace}\"");
+    wal_testkit::scrape()
+        .lines()
+        .filter(|line| line.starts_with(wal_runtime::authorize::DENIALS) && line.contains(&label))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -44,8 +44,13 @@ impl Upstream {
     /// then 200.
     pub async fn broken(status: u16) -> Self {
         let upstream = Self::start(|_| 200).await;
-        upstream.broken.store(status, Ordering::SeqCst);
+        upstream.break_with(status);
         upstream
+    }
+
+    /// From now on, answers every request with `status` until it is [mended](Self::mend).
+    pub fn break_with(&self, status: u16) {
+        self.broken.store(status, Ordering::SeqCst);
     }
 
     /// An upstream that throttles: 429 with `Retry-After: <retry_after>` to every request until
