@@ -84,7 +84,11 @@ func TestEveryValueSetRendersManifestsOfTheirAPITypes(t *testing.T) {
 
 func TestEveryProcessHasGRPCProbesRunsAsNonRootAndReadsTheClusterMap(t *testing.T) {
 	for _, values := range valueSets(t) {
-		for _, d := range deployments(t, "-f", values) {
+		rendered := deployments(t, "-f", values)
+		if len(rendered) == 0 {
+			t.Fatalf("%s: no Deployment rendered to check", values)
+		}
+		for _, d := range rendered {
 			c := d.Spec.Template.Spec.Containers[0]
 			// The kubelet's gRPC probe cannot speak TLS: a TLS server is probed on its port.
 			_, tls := env(d, "WAL_TLS_CERT")
@@ -448,13 +452,18 @@ func TestInFolderModeTheProcessesProvisionAndOtherwiseTheControlPlaneDoes(t *tes
 		if values != "" {
 			args = []string{"-f", values}
 		}
+		checked := 0
 		for _, d := range deployments(t, args...) {
 			if strings.Contains(d.Name, "control-plane") {
 				continue
 			}
+			checked++
 			if got, _ := env(d, "WAL_PROVISION"); got != want {
 				t.Errorf("%s %s: WAL_PROVISION %q, want %q", values, d.Name, got, want)
 			}
+		}
+		if checked == 0 {
+			t.Fatalf("%s: no Deployment besides the control plane's to check", values)
 		}
 	}
 }
@@ -475,10 +484,12 @@ func TestAChangedClusterMapRollsEveryPod(t *testing.T) {
 }
 
 func TestAConsumerPodOutlastsItsShutdownGrace(t *testing.T) {
+	consumers := 0
 	for _, d := range deployments(t, "--set", "consumer.shutdownGraceMs=45000") {
 		if !strings.Contains(d.Name, "-consumer-") {
 			continue
 		}
+		consumers++
 		// The preStop pause (5 s) and the shutdown grace, then up to 10 s for the final
 		// commits (FINAL_COMMIT_WAIT, queue/src/kafka/mod.rs) and 10 s for leaving the
 		// consumer groups (LEAVE_WAIT, consumer/src/service.rs), with some margin.
@@ -486,6 +497,9 @@ func TestAConsumerPodOutlastsItsShutdownGrace(t *testing.T) {
 		if grace == nil || *grace <= 5+45+20 {
 			t.Errorf("%s: terminationGracePeriodSeconds %v, not longer than the 5 s preStop pause, the 45 s shutdown grace and 20 s to commit and leave the groups", d.Name, grace)
 		}
+	}
+	if consumers == 0 {
+		t.Fatal("the chart rendered no consumer Deployment (named *-consumer-*) to check")
 	}
 }
 

@@ -242,6 +242,14 @@ async fn a_pause_holds_entries_a_down_target_held_and_binds_a_consumer_started_d
         later.insert(write_true(&client, write(&name, format!("later {i}").as_bytes())).await);
     }
     let consumer = start_consumer_following(following().await).await;
+    // It runs and knows of the pause (a wait alone would pass on a consumer that never
+    // started); then nothing arrives for as long as the pause lasts.
+    let mut directives = consumer.directives();
+    let knows = directives.wait_for(|d| d.pauses.holding(&name, "default").is_some());
+    tokio::time::timeout(Duration::from_secs(30), knows)
+        .await
+        .expect("the new consumer heard of the pause")
+        .unwrap();
     tokio::time::sleep(HELD_FOR + Duration::from_secs(3)).await;
     let arrived = received(&upstream)
         .into_iter()

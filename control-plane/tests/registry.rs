@@ -303,7 +303,8 @@ async fn a_deleted_namespace_keeps_its_queues_and_its_rules() {
 
     // Its entries are still on Kafka: neither a re-created namespace nor another one may strand them.
     let moved = config(&name, "SQS", &[&queue], "");
-    refused(&mut client, moved, Code::FailedPrecondition, "").await;
+    let rule = format!("queue '{queue}' is on kafka");
+    refused(&mut client, moved, Code::FailedPrecondition, &rule).await;
     let taken = config(&unique("cp"), "KAFKA", &[&queue], "");
     let owner = format!("belongs to namespace '{name}'");
     refused(&mut client, taken, Code::FailedPrecondition, &owner).await;

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use memcache::exp::AsyncMetaClient;
@@ -58,7 +59,7 @@ async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
         .await;
         writer.kill().unwrap(); // SIGKILL mid-stream.
         writer.wait().unwrap();
-        killed.store(true, std::sync::atomic::Ordering::Relaxed);
+        killed.store(true, Ordering::Relaxed);
     };
     let (expected, ()) = tokio::join!(writing, killing);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -69,8 +70,23 @@ async fn a_writer_killed_mid_stream_loses_nothing_once_it_is_back() {
         "the region held every write before the new writer started: the kill tested no recovery"
     );
 
+    // Held in place for the region's absence, none given up on.
+    let stats = consumer.deliverer().stats();
+    eventually(
+        Duration::from_secs(30),
+        "the consumer holding entries for the absent writer",
+        || async { (stats.held.load(Ordering::Relaxed) > 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
+
     let mut back = writer_process("regionb", address, &cache_at);
     cache_converges(&cache_at, &expected).await;
+    assert_eq!(
+        stats.dead_lettered.load(Ordering::Relaxed),
+        0,
+        "an entry was dead-lettered for the writer's absence"
+    );
     consumer.shutdown().await;
     producer.shutdown().await;
     back.kill().unwrap();

@@ -286,8 +286,14 @@ async fn an_entry_failing_in_place_holds_back_only_its_key_and_is_applied_first(
         slow[0].contains("first") && slow[1].contains("second"),
         "the slow key's writes in the order written: {slow:?}"
     );
-    let first_other = applied.iter().position(|(key, _)| *key != slow_key);
-    let slow_first = applied.iter().position(|(key, _)| *key == slow_key);
+    let first_other = applied
+        .iter()
+        .position(|(key, _)| *key != slow_key)
+        .expect("other keys applied");
+    let slow_first = applied
+        .iter()
+        .position(|(key, _)| *key == slow_key)
+        .expect("the slow key applied");
     assert!(
         first_other < slow_first,
         "other keys went on while the slow key's first write was retried: {applied:?}"
