@@ -258,7 +258,8 @@ function redriveText(redrive) {
   if (!redrive) return "";
   const left = Object.entries(redrive.left).map(([why, n]) => `${n} ${why}`).join(", ");
   const error = redrive.error ? ` (${redrive.error})` : "";
-  return `last redrive: ${redrive.state}${error}, ${redrive.redriven} redriven by ${redrive.started_by} at ${when(redrive.started_at_micros)}${left ? `; left: ${left}` : ""}`;
+  const [what, done] = redrive.replay ? ["replay", "replayed"] : ["redrive", "redriven"];
+  return `last ${what}: ${redrive.state}${error}, ${redrive.redriven} ${done} by ${redrive.started_by} at ${when(redrive.started_at_micros)}${left ? `; left: ${left}` : ""}`;
 }
 
 async function namespaceView(name) {
@@ -343,7 +344,8 @@ async function follow(path, redrive) {
   const state = document.getElementById("redrive-state");
   while (redrive && redrive.state === "running" && state.isConnected) {
     if (Date.now() - redrive.updated_at_micros / 1000 > SILENT_MS) {
-      state.textContent = `${redriveText(redrive)}; not reporting for 30 s: Redrive again continues it`;
+      const again = redrive.replay ? "the same walctl replay again continues it" : "Redrive again continues it";
+      state.textContent = `${redriveText(redrive)}; not reporting for 30 s: ${again}`;
       return;
     }
     state.textContent = redriveText(redrive);

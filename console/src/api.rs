@@ -467,5 +467,10 @@ fn redrive_json(r: &Redrive) -> Value {
         "started_at_micros": r.started_at_micros, "updated_at_micros": r.updated_at_micros,
         "finished_at_micros": r.finished_at_micros, "rate": r.rate, "found": r.found,
         "read": r.read, "redriven": r.redriven, "left": r.left, "error": r.error,
+        // A replay (walctl replay) shares the redrive's record: its range, when it is one.
+        "replay": r.replay.as_ref().map(|range| json!({
+            "from_micros": range.from_micros, "to_micros": range.to_micros,
+            "excluded": range.excluded, "excluded_not_read": range.excluded_not_read,
+        })),
     })
 }

@@ -21,6 +21,8 @@ mod receipts;
 mod redrive_calls;
 mod redrive_job;
 pub mod redrives;
+mod replay_calls;
+pub mod selection;
 mod transaction_calls;
 
 use std::sync::Arc;
@@ -38,7 +40,7 @@ use wal_proto::v1::{
     ListTransactionsRequest, ListTransactionsResponse, PauseRequest, PauseResponse,
     PurgeDeadLettersRequest, PurgeDeadLettersResponse, Redrive, ResumeRequest, ResumeResponse,
     ShowDeadLetterRequest, ShowDeadLetterResponse, ShowTransactionRequest, StartRedriveRequest,
-    Transaction, TransactionAbortRequest, TransactionAbortResponse,
+    StartReplayRequest, Transaction, TransactionAbortRequest, TransactionAbortResponse,
 };
 use wal_runtime::authorize::Authorizer;
 use wal_runtime::tls::Peer;
@@ -307,6 +309,13 @@ impl Operations for OperationsService {
         request: Request<GetRedriveRequest>,
     ) -> Result<Response<Redrive>, Status> {
         self.get_redrive_call(request).await
+    }
+
+    async fn start_replay(
+        &self,
+        request: Request<StartReplayRequest>,
+    ) -> Result<Response<Redrive>, Status> {
+        self.start_replay_call(request).await
     }
 
     async fn purge_dead_letters(

@@ -3,11 +3,12 @@
 use std::num::NonZeroU32;
 
 use tonic::{Request, Response, Status};
-use wal_proto::v1::{GetRedriveRequest, Redrive, StartRedriveRequest};
+use wal_proto::v1::{GetRedriveRequest, Redrive, ReplayRange, StartRedriveRequest};
 use wal_runtime::tls::Peer;
 
 use super::dead_letters::{dlq_status, filter_of};
 use super::dlq::Filter;
+use super::dlq::history::ReplaySettings;
 use super::dlq::redrive::{Progress, RedriveSettings, Report, redrive};
 use super::redrive_job::Job;
 use super::redrives::{RUNNING, RedriveAsk, RedriveProgress, RedriveRecord, SavedPositions};
@@ -16,7 +17,7 @@ use crate::service::{now_micros, store_status};
 
 /// Entries a second when the request names no rate, and the most it may name.
 const DEFAULT_RATE: u32 = 50;
-const MOST_RATE: u32 = 100_000;
+pub(super) const MOST_RATE: u32 = 100_000;
 const DEFAULT_MAX_REDRIVES: u32 = 3;
 
 impl OperationsService {
@@ -84,6 +85,7 @@ impl OperationsService {
                 filter_key,
                 rate,
                 max_redrives,
+                replay: None,
             },
             progress: RedriveProgress::default(),
         };
@@ -101,10 +103,11 @@ impl OperationsService {
     }
 
     /// The progress kept for the redrive's filter (none with `from_start`), and the filter with
-    /// the bounds it was first used with: "the last 2 hours" means what it meant then.
+    /// the bounds it was first used with: "the last 2 hours" means what it meant then (a
+    /// replay's end, likewise: its `to` is set to the one its first run resolved).
     async fn resume_point(
         &self,
-        record: &RedriveRecord,
+        record: &mut RedriveRecord,
         from_start: bool,
     ) -> Result<(SavedPositions, Filter), Status> {
         let asked = &record.ask.filter;
@@ -116,11 +119,16 @@ impl OperationsService {
                 .await
                 .map_err(store_status)?
         };
+        let replay_to = record.ask.replay.as_ref().map(|replay| replay.to_micros);
         let saved = saved.unwrap_or(SavedPositions {
             since_micros: asked.since_micros,
-            until_micros: asked.until_micros,
+            until_micros: replay_to.or(asked.until_micros),
             ..SavedPositions::default()
         });
+        if let Some(replay) = &mut record.ask.replay {
+            replay.to_micros = saved.until_micros.unwrap_or(replay.to_micros);
+            return Ok((saved, Filter::default()));
+        }
         let filter = Filter {
             since_micros: saved.since_micros,
             until_micros: saved.until_micros,
@@ -129,15 +137,15 @@ impl OperationsService {
         Ok((saved, filter))
     }
 
-    /// Counts what a redrive would take, changing nothing.
-    async fn dry_run(&self, started: Started) -> Result<Response<Redrive>, Status> {
+    /// Counts what a redrive (or replay) would take, changing nothing.
+    pub(super) async fn dry_run(&self, started: Started) -> Result<Response<Redrive>, Status> {
         let Started {
             mut record,
             dead,
             from_start,
             ..
         } = started;
-        let (saved, filter) = self.resume_point(&record, from_start).await?;
+        let (saved, filter) = self.resume_point(&mut record, from_start).await?;
         let settings = settings(&record, filter, true);
         let mut positions = saved.positions;
         let report = redrive(&dead, &settings, &mut positions, &mut Quiet, &self.stopping)
@@ -148,6 +156,7 @@ impl OperationsService {
         record.finished_at_micros = now_micros();
         record.progress.read = report.read;
         record.progress.redriven_before = saved.redriven;
+        record.progress.excluded_unseen = report.excluded_unseen.clone();
         record.progress.left = report
             .passed
             .iter()
@@ -156,9 +165,9 @@ impl OperationsService {
         Ok(Response::new(redrive_message(&record)))
     }
 
-    /// Claims the namespace's redrive for `started` (refused while another runs), then starts
-    /// it in the background from the progress its filter has kept.
-    async fn run_redrive(&self, started: Started) -> Result<Response<Redrive>, Status> {
+    /// Claims the namespace's redrive for `started` (a redrive or a replay; refused while
+    /// another runs), then starts it in the background from the progress its filter has kept.
+    pub(super) async fn run_redrive(&self, started: Started) -> Result<Response<Redrive>, Status> {
         let Started {
             mut record,
             dead,
@@ -177,7 +186,7 @@ impl OperationsService {
         }
         // Read once the claim is this redrive's: one with the same filter that ended just
         // before has saved all its progress by then.
-        let resumed = self.resume_point(&record, from_start).await;
+        let resumed = self.resume_point(&mut record, from_start).await;
         let (saved, filter) = match resumed {
             Ok(point) => point,
             Err(status) => {
@@ -192,7 +201,7 @@ impl OperationsService {
             return Err(store_status(error));
         }
         self.record(&call, &format!("started {}", record.id)).await;
-        tracing::info!(namespace = %record.namespace, redrive = %record.id, started_by = %record.started_by, "redrive started");
+        tracing::info!(namespace = %record.namespace, redrive = %record.id, started_by = %record.started_by, verb = call.verb, "redrive started");
         let job = Job {
             store: self.store.clone(),
             settings: settings(&record, filter, false),
@@ -229,18 +238,18 @@ impl OperationsService {
         match self.store.redrive(&namespace).await.map_err(store_status)? {
             Some(record) => Ok(Response::new(redrive_message(&record))),
             None => Err(Status::not_found(format!(
-                "namespace '{namespace}' has had no redrive through the control plane"
+                "namespace '{namespace}' has had no redrive or replay through the control plane"
             ))),
         }
     }
 }
 
-/// A redrive asked for, checked and authorized, not yet claimed or run.
-struct Started {
-    record: RedriveRecord,
-    dead: super::dlq::DeadLetters,
-    from_start: bool,
-    call: Call,
+/// A redrive (or replay) asked for, checked and authorized, not yet claimed or run.
+pub(super) struct Started {
+    pub(super) record: RedriveRecord,
+    pub(super) dead: super::dlq::DeadLetters,
+    pub(super) from_start: bool,
+    pub(super) call: Call,
 }
 
 fn settings(record: &RedriveRecord, filter: Filter, dry_run: bool) -> RedriveSettings {
@@ -249,14 +258,27 @@ fn settings(record: &RedriveRecord, filter: Filter, dry_run: bool) -> RedriveSet
         rate: NonZeroU32::new(record.ask.rate).unwrap_or(NonZeroU32::MIN),
         max_redrives: record.ask.max_redrives,
         dry_run,
+        replay: record.ask.replay.as_ref().map(|replay| ReplaySettings {
+            from_micros: replay.from_micros,
+            to_micros: replay.to_micros,
+            excluded: replay.excluded.iter().cloned().collect(),
+            key: replay.key.clone(),
+            origin_region: replay.origin_region.clone(),
+            now_micros: now_micros(),
+        }),
     }
 }
 
-/// Why a second redrive of a namespace is refused: the one running, named.
+/// Why a second redrive or replay of a namespace is refused: the one running, named.
 fn running_refusal(running: &RedriveRecord) -> String {
     let counts = &running.progress;
+    let (what, done) = if running.ask.replay.is_some() {
+        ("replay", "replayed")
+    } else {
+        ("redrive", "redriven")
+    };
     format!(
-        "a redrive of namespace '{}' is running: {}, started by {} at {}, {} of {} read, {} redriven; follow it (walctl dlq status {}) or wait for it to end",
+        "a {what} of namespace '{}' is running: {}, started by {} at {}, {} of {} read, {} {done}; follow it (walctl dlq status {}) or wait for it to end",
         running.namespace,
         running.id,
         running.started_by,
@@ -284,7 +306,11 @@ pub(super) fn redrive_message(record: &RedriveRecord) -> Redrive {
         started_at_micros: record.started_at_micros,
         updated_at_micros: record.updated_at_micros,
         finished_at_micros: record.finished_at_micros,
-        filter: Some(record.ask.filter.to_proto()),
+        filter: record
+            .ask
+            .replay
+            .is_none()
+            .then(|| record.ask.filter.to_proto()),
         filter_text: record.ask.filter_text.clone(),
         rate: record.ask.rate,
         max_redrives: record.ask.max_redrives,
@@ -294,6 +320,14 @@ pub(super) fn redrive_message(record: &RedriveRecord) -> Redrive {
         redriven_before: counts.redriven_before,
         left: counts.left.clone().into_iter().collect(),
         error: counts.error.clone(),
+        replay: record.ask.replay.as_ref().map(|replay| ReplayRange {
+            from_micros: replay.from_micros,
+            to_micros: replay.to_micros,
+            excluded: u32::try_from(replay.excluded.len()).unwrap_or(u32::MAX),
+            key: replay.key.clone().unwrap_or_default(),
+            origin_region: replay.origin_region.clone().unwrap_or_default(),
+            excluded_not_read: counts.excluded_unseen.clone(),
+        }),
     }
 }
 

@@ -129,6 +129,7 @@ impl Job {
             final_counts.read = report.read;
             final_counts.redriven = report.redriven;
             final_counts.left = left(report);
+            final_counts.excluded_unseen = report.excluded_unseen.clone();
         }
         final_counts.error = error.clone();
         record.state = state.to_owned();
@@ -145,8 +146,13 @@ impl Job {
             }
         }
         let counts = &record.progress;
+        let done = if record.ask.replay.is_some() {
+            "replayed"
+        } else {
+            "redriven"
+        };
         let summary = format!(
-            "{state} {}: {} read, {} redriven{}",
+            "{state} {}: {} read, {} {done}{}",
             record.id,
             counts.read,
             counts.redriven,

@@ -29,6 +29,22 @@ pub struct RedriveAsk {
     pub filter_key: String,
     pub rate: u32,
     pub max_redrives: u32,
+    /// Set when this is a replay (`StartReplay`): the range it puts back. Absent in the rows of
+    /// builds before replays, which read as redrives.
+    #[serde(default)]
+    pub replay: Option<ReplayAsk>,
+}
+
+/// What a replay was asked to put back: entries written in `[from_micros, to_micros)` (`to`
+/// as resolved when the first run of the request began), but `excluded`, of `key` and
+/// `origin_region` when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayAsk {
+    pub from_micros: i64,
+    pub to_micros: i64,
+    pub excluded: Vec<String>,
+    pub key: Option<String>,
+    pub origin_region: Option<String>,
 }
 
 /// How far a redrive is.
@@ -40,6 +56,9 @@ pub struct RedriveProgress {
     pub redriven_before: u64,
     pub left: BTreeMap<String, u64>,
     pub error: String,
+    /// A replay's excluded ids it never read, once it has read its whole range.
+    #[serde(default)]
+    pub excluded_unseen: Vec<String>,
 }
 
 /// A namespace's running or last redrive.

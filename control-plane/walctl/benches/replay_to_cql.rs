@@ -79,7 +79,14 @@ async fn replay_round(session: &Session, control_plane: &str, round: Round) -> R
     let cpu = children_cpu_seconds();
     let window = profile(Profiled::Platform);
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_walctl"))
-        .args(["--control-plane", control_plane, "-o", "json", "replay"])
+        .args([
+            "--control-plane",
+            control_plane,
+            "-o",
+            "json",
+            "replay",
+            "--direct",
+        ])
         .args(["--namespace", &namespace, "--from", &from, "--from-start"])
         .args([
             "--rate",

@@ -11,6 +11,7 @@ mod operations;
 mod purge;
 mod redrive;
 mod replay;
+mod replay_through;
 mod replication;
 mod transactions;
 mod walctl;

@@ -18,11 +18,16 @@ use wal_testkit::{Cql, KEYSPACE, cql_target, delete, eventually, put, start_cons
 use wal_testkit::{TestProducer, namespace_json, write};
 use wal_testkit::{apply_config, control_plane_at, json_of, walctl_at as walctl};
 
-type Rows = BTreeMap<String, Option<String>>;
+pub(super) type Rows = BTreeMap<String, Option<String>>;
 
-/// `replay --namespace NAME --from FROM`, then `more`.
+/// `replay --direct --namespace NAME --from FROM`, then `more`: walctl replaying itself (the
+/// control plane's replay: `replay_through`).
 fn replay_args<'a>(name: &'a str, from: &'a str, more: &[&'a str]) -> Vec<&'a str> {
-    [&["replay", "--namespace", name, "--from", from][..], more].concat()
+    [
+        &["replay", "--direct", "--namespace", name, "--from", from][..],
+        more,
+    ]
+    .concat()
 }
 
 /// The entries of the drill's range that a replay applies: every write after the backup but the
@@ -30,7 +35,7 @@ fn replay_args<'a>(name: &'a str, from: &'a str, more: &[&'a str]) -> Vec<&'a st
 const RANGE: u64 = 15;
 
 /// Writes one mutation of `key` and returns its entry id.
-async fn mutate(
+pub(super) async fn mutate(
     producer: &mut TestProducer,
     namespace: &str,
     key: &str,
@@ -44,7 +49,7 @@ async fn mutate(
 }
 
 /// Writes `value` to row `id` and records it in each of `rows`.
-async fn put_row<const N: usize>(
+pub(super) async fn put_row<const N: usize>(
     producer: &mut TestProducer,
     namespace: &str,
     id: &str,
@@ -64,7 +69,7 @@ fn checkpoint_file() -> (std::path::PathBuf, String) {
     (path, argument)
 }
 
-async fn applied(cql: &Cql, table: &str, expected: &Rows) {
+pub(super) async fn applied(cql: &Cql, table: &str, expected: &Rows) {
     eventually(
         Duration::from_secs(60),
         "the consumer to apply every write",
@@ -442,7 +447,11 @@ async fn bad_arguments_are_refused_with_what_to_do() {
         ),
     ];
     for (args, code, named) in cases {
-        let output = walctl(&url, &[&["replay", "--namespace"], args].concat()).await;
+        let output = walctl(
+            &url,
+            &[&["replay", "--direct", "--namespace"], args].concat(),
+        )
+        .await;
         assert_eq!(
             output.status.code(),
             Some(code),

@@ -318,6 +318,7 @@ async fn a_replay_applies_a_committed_transaction_again_and_fails_loudly_once_it
     // Applied already, and applied again by the replay: every item, in order.
     let replay = [
         "replay",
+        "--direct",
         "--namespace",
         &name,
         "--from",

@@ -4,6 +4,7 @@
 //! control plane that is down.
 
 pub mod filter;
+pub mod history;
 pub mod list;
 pub mod purge;
 pub mod redrive;

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use wal_queue::kafka::scan;
+
 use wal_namespaces::Backend;
 
 use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, receive_all, release};
@@ -196,7 +198,9 @@ async fn kafka_cuts(
     dlq: &DlqHandle,
     filter: &Filter,
 ) -> Result<BTreeMap<i32, (i64, i64)>, DlqError> {
-    let mut scan = dead.scan(dlq, BTreeMap::new()).await?;
+    let mut scan = dead
+        .scan(dlq, BTreeMap::new(), BTreeMap::new(), scan::Gaps::Skip)
+        .await?;
     let mut cuts: BTreeMap<i32, (i64, i64)> = scan
         .ends
         .iter()

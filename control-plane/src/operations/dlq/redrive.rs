@@ -18,14 +18,19 @@ use governor::{Quota, RateLimiter};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_namespaces::Backend;
+use wal_queue::kafka::scan;
 use wal_queue::{Delivery, redrive_copy};
 
 use super::DlqError;
 use super::filter::{Filter, Verdict};
+use super::history::{self, ReplaySettings};
 use super::source::{DeadLetters, DlqHandle, SQS_MAX_HELD, release};
+use crate::operations::selection::Selection;
 
 /// How a dry run counts the entries it would redrive.
 pub const WOULD_REDRIVE: &str = "would be redriven";
+/// How a replay's dry run counts the entries it would put back.
+pub const WOULD_REPLAY: &str = "would be replayed";
 
 /// Topic -> partition -> the next offset to read, of each Kafka DLQ.
 pub type Positions = BTreeMap<String, BTreeMap<i32, i64>>;
@@ -40,6 +45,9 @@ pub struct RedriveSettings {
     pub max_redrives: u32,
     /// Count what would be redriven; change nothing.
     pub dry_run: bool,
+    /// A replay instead: the namespace's own queues read over a range of write times, and the
+    /// entries it takes put back (see `history`). `filter` and `max_redrives` then go unused.
+    pub replay: Option<ReplaySettings>,
 }
 
 /// What a run did.
@@ -49,7 +57,13 @@ pub struct Report {
     pub redriven: u64,
     /// Entries left in the DLQs, by reason (and in a dry run, those that would be redriven).
     pub passed: BTreeMap<&'static str, u64>,
+    /// A replay's excluded ids it never read (a typo, or an entry outside the range), sorted,
+    /// at most [`UNSEEN_LISTED`].
+    pub excluded_unseen: Vec<String>,
 }
+
+/// How many excluded ids never read a report names.
+pub const UNSEEN_LISTED: usize = 100;
 
 /// Where a run's progress goes: a progress bar and a checkpoint file for walctl, the store for
 /// the control plane.
@@ -86,6 +100,8 @@ struct Run<'a, P> {
     report: Report,
     progress: &'a mut P,
     stop: &'a CancellationToken,
+    /// A replay's judge of which entries to take (none in a redrive).
+    selection: Option<Selection>,
 }
 
 /// Redrives the DLQs of `dead` from `positions` (Kafka; advanced as it goes) until every DLQ is
@@ -106,7 +122,28 @@ pub async fn redrive<P: Progress>(
         report: Report::default(),
         progress,
         stop,
+        selection: settings.replay.as_ref().map(ReplaySettings::selection),
     };
+    if let Some(replay) = &settings.replay {
+        let streams = dead.history();
+        // Every stream's range checked before anything is put back.
+        let mut bounds = Vec::new();
+        for stream in &streams {
+            bounds.push(history::prepare(dead, stream, replay, positions).await?);
+        }
+        for (stream, bounds) in streams.iter().zip(bounds) {
+            run.replay(stream, bounds, positions).await?;
+        }
+        if let Some(selection) = &run.selection {
+            run.report.excluded_unseen = selection
+                .excluded_unseen()
+                .into_iter()
+                .take(UNSEEN_LISTED)
+                .cloned()
+                .collect();
+        }
+        return Ok(run.report);
+    }
     for dlq in &dead.dlqs {
         match dlq.backend {
             Backend::Kafka => run.kafka(dlq, positions).await?,
@@ -119,10 +156,58 @@ pub async fn redrive<P: Progress>(
 impl<P: Progress> Run<'_, P> {
     async fn kafka(&mut self, dlq: &DlqHandle, positions: &mut Positions) -> Result<(), DlqError> {
         let from = positions.get(&dlq.name).cloned().unwrap_or_default();
-        let mut scan = self.dead.scan(dlq, from).await?;
+        let bounds = history::Bounds {
+            starts: from,
+            ends: BTreeMap::new(),
+            done: BTreeMap::new(),
+        };
+        self.read(dlq, bounds, positions).await
+    }
+
+    /// A replay's read of one of the namespace's queues: its range, never more (a DLQ's reader
+    /// goes on from what is left when retention removes records; a replay must not).
+    async fn replay(
+        &mut self,
+        stream: &DlqHandle,
+        bounds: history::Bounds,
+        positions: &mut Positions,
+    ) -> Result<(), DlqError> {
+        self.read(stream, bounds, positions).await
+    }
+
+    async fn read(
+        &mut self,
+        dlq: &DlqHandle,
+        bounds: history::Bounds,
+        positions: &mut Positions,
+    ) -> Result<(), DlqError> {
+        let history::Bounds { starts, ends, done } = bounds;
+        let gaps = if self.selection.is_some() {
+            scan::Gaps::Fail
+        } else {
+            scan::Gaps::Skip
+        };
+        let mut scan = self.dead.scan(dlq, starts, ends, gaps).await?;
+        if self.selection.is_some() {
+            let reading = self.report.read + scan.unread();
+            if reading > history::MOST_ENTRIES {
+                return Err(DlqError::Usage(format!(
+                    "the range holds more than {} entries ({reading} to read); replay it in parts (--from and --to), or with walctl replay --direct",
+                    history::MOST_ENTRIES
+                )));
+            }
+            if !self.settings.dry_run {
+                history::keep_ends(dlq, &scan.ends, positions);
+            }
+        }
+        let what = if self.selection.is_some() {
+            "queue"
+        } else {
+            "DLQ"
+        };
         for partition in &scan.reset {
             self.progress.warn(format!(
-                "DLQ '{}' partition {partition} is shorter than the saved progress says (the topic was made again?); reading it from its start",
+                "{what} '{}' partition {partition} is shorter than the saved progress says (the topic was made again?); reading it from its start",
                 dlq.name
             ));
         }
@@ -136,13 +221,22 @@ impl<P: Progress> Run<'_, P> {
                 () = self.stop.cancelled() => None,
             };
             let Some(record) = record else { break };
-            let record =
-                record.map_err(|e| DlqError::Broker(format!("reading DLQ '{}': {e}", dlq.name)))?;
+            let record = record
+                .map_err(|e| DlqError::Broker(format!("reading {what} '{}': {e}", dlq.name)))?;
+            // Taken by an earlier run of this replay: only noted, so its later copies are not
+            // taken again.
+            if done
+                .get(&record.partition)
+                .is_some_and(|done| record.offset < *done)
+            {
+                if let (Some(selection), Ok(entry)) = (&mut self.selection, &record.entry) {
+                    selection.remember(entry);
+                }
+                read_to.insert(record.partition, record.offset + 1);
+                continue;
+            }
             let verdict = match &record.entry {
-                Ok(entry) => self
-                    .settings
-                    .filter
-                    .judge_redrive(entry, self.settings.max_redrives),
+                Ok(entry) => self.judge(entry),
                 Err(_) => Verdict::Pass("undecodable"),
             };
             let redriven = match (&verdict, &record.entry) {
@@ -177,7 +271,7 @@ impl<P: Progress> Run<'_, P> {
         for (partition, end) in &scan.ends {
             if read_to.get(partition).copied().unwrap_or(0) < *end {
                 return Err(DlqError::Broker(format!(
-                    "reading DLQ '{}' stopped before the end of partition {partition}; redrive again to continue",
+                    "reading {what} '{}' stopped before the end of partition {partition}; start it again to continue",
                     dlq.name
                 )));
             }
@@ -255,7 +349,22 @@ impl<P: Progress> Run<'_, P> {
         }
     }
 
-    /// Puts the entry's redrive copy on its queue (not in a dry run); whether it did.
+    /// Whether to take `entry`: a replay's selection, else the redrive's filter.
+    fn judge(&mut self, entry: &wal_queue::entry::Entry) -> Verdict {
+        match &mut self.selection {
+            Some(selection) => match selection.judge(entry) {
+                Some(left) => Verdict::Pass(left.label()),
+                None => Verdict::Take,
+            },
+            None => self
+                .settings
+                .filter
+                .judge_redrive(entry, self.settings.max_redrives),
+        }
+    }
+
+    /// Puts the entry's redrive (or replay) copy on its queue (not in a dry run); whether it
+    /// did.
     async fn redrive(&mut self, entry: &wal_queue::entry::Entry) -> Result<bool, DlqError> {
         if self.settings.dry_run {
             return Ok(false);
@@ -264,9 +373,15 @@ impl<P: Progress> Run<'_, P> {
         let home = self.dead.home_of(entry);
         // The copy is the write again: a span linked to it, whose context the copy carries on
         // so the next delivery's spans are the redrive's children, when spans are exported.
-        let mut copy = redrive_copy(entry);
+        let replay = self.selection.is_some();
+        let mut copy = if replay {
+            history::replay_copy(entry)
+        } else {
+            redrive_copy(entry)
+        };
+        let verb = if replay { "replay" } else { "redrive" };
         let span = wal_runtime::process::trace_span(
-            || tracing::info_span!("redrive", namespace = %entry.namespace, entry_id = %entry.id),
+            || tracing::info_span!("redrive", verb, namespace = %entry.namespace, entry_id = %entry.id),
         );
         if !span.is_none() {
             wal_runtime::trace_context::link(&span, &entry.trace_context);
@@ -279,7 +394,7 @@ impl<P: Progress> Run<'_, P> {
         }
         home.requeue(&copy).instrument(span).await.map_err(|e| {
             DlqError::Broker(format!(
-                "redriving entry {} to queue '{}': {e}; nothing was lost, redrive again",
+                "putting entry {} back on queue '{}' ({verb}): {e}; nothing was lost, start the {verb} again",
                 entry.id,
                 home.spec().name
             ))
@@ -292,7 +407,12 @@ impl<P: Progress> Run<'_, P> {
         self.report.read += 1;
         match verdict {
             Verdict::Take if self.settings.dry_run => {
-                *self.report.passed.entry(WOULD_REDRIVE).or_default() += 1;
+                let would = if self.selection.is_some() {
+                    WOULD_REPLAY
+                } else {
+                    WOULD_REDRIVE
+                };
+                *self.report.passed.entry(would).or_default() += 1;
             }
             Verdict::Take => {}
             Verdict::Pass(reason) => *self.report.passed.entry(reason).or_default() += 1,

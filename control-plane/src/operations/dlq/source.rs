@@ -127,7 +127,9 @@ impl DeadLetters {
         for (index, dlq) in self.dlqs.iter().enumerate() {
             match dlq.backend {
                 Backend::Kafka => {
-                    let mut scan = self.scan(dlq, BTreeMap::new()).await?;
+                    let mut scan = self
+                        .scan(dlq, BTreeMap::new(), BTreeMap::new(), scan::Gaps::Skip)
+                        .await?;
                     while let Some(record) = scan.records.recv().await {
                         let record = record.map_err(|e| {
                             DlqError::Broker(format!("reading DLQ '{}': {e}", dlq.name))
@@ -184,12 +186,36 @@ impl DeadLetters {
         })
     }
 
-    pub async fn scan(&self, dlq: &DlqHandle, from: BTreeMap<i32, i64>) -> Result<Scan, DlqError> {
+    pub async fn scan(
+        &self,
+        dlq: &DlqHandle,
+        from: BTreeMap<i32, i64>,
+        upto: BTreeMap<i32, i64>,
+        gaps: scan::Gaps,
+    ) -> Result<Scan, DlqError> {
         let name = &dlq.name;
         let kafka = self.kafka_of(dlq)?;
-        scan::scan(kafka, name, from, BTreeMap::new(), scan::Gaps::Skip)
+        scan::scan(kafka, name, from, upto, gaps)
             .await
-            .map_err(|e| DlqError::Broker(format!("reading DLQ '{name}': {e}")))
+            .map_err(|e| DlqError::Broker(format!("reading '{name}': {e}")))
+    }
+
+    /// The namespace's own Kafka queues (each once), which a replay reads: handles as a DLQ's
+    /// are, so one reader serves both.
+    pub fn history(&self) -> Vec<DlqHandle> {
+        let mut streams: Vec<DlqHandle> = Vec::new();
+        for (queue, home) in self.namespace.queues.iter().zip(&self.homes) {
+            if queue.backend != Backend::Kafka || streams.iter().any(|s| s.name == queue.name) {
+                continue;
+            }
+            streams.push(DlqHandle {
+                queue: Arc::clone(home),
+                name: queue.name.clone(),
+                backend: queue.backend,
+                cluster: queue.cluster.clone(),
+            });
+        }
+        streams
     }
 }
 

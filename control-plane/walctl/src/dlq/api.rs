@@ -138,15 +138,19 @@ pub async fn status(address: &str, namespace: &str, format: Format) -> Result<()
     Ok(())
 }
 
-/// Asks how far the redrive `started` is until it ends, with a progress bar.
-async fn follow(
+/// Asks how far the redrive (or replay) `started` is until it ends, with a progress bar.
+pub(crate) async fn follow(
     client: &mut OperationsClient<Channel>,
     started: &Redrive,
     format: Format,
 ) -> Result<Redrive, Failure> {
     let bar = progress(
         format,
-        "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}",
+        if started.replay.is_some() {
+            "{spinner} replaying [{bar:30}] {pos}/{len} read, {per_sec}"
+        } else {
+            "{spinner} redriving [{bar:30}] {pos}/{len} read, {per_sec}"
+        },
     );
     // A control plane restarting (or another replica taking over) answers again within
     // seconds; one that stays silent for longer leaves the redrive to be taken over.
@@ -178,8 +182,13 @@ async fn follow(
         if silent > i64::try_from(STALE_AFTER.as_micros()).unwrap_or(i64::MAX) {
             bar.finish_and_clear();
             report(&now, format);
+            let (what, again) = if now.replay.is_some() {
+                ("replay", "`walctl replay` with the same range")
+            } else {
+                ("redrive", "`walctl dlq redrive` with the same filter")
+            };
             return Err(Failure::broker(format!(
-                "redrive {} has not reported for {} s: the control plane running it may have died; `walctl dlq redrive` with the same filter takes it over and continues",
+                "{what} {} has not reported for {} s: the control plane running it may have died; {again} takes it over and continues",
                 now.id,
                 silent / 1_000_000
             )));
@@ -189,52 +198,79 @@ async fn follow(
     Ok(last)
 }
 
-/// A redrive as the control plane reports it.
-fn report(redrive: &Redrive, format: Format) {
+/// A redrive (or replay) as the control plane reports it.
+pub(crate) fn report(redrive: &Redrive, format: Format) {
+    let (what, done, left_in) = match redrive.replay {
+        Some(_) => ("replay", "replayed", "left out"),
+        None => ("redrive", "redriven", "left in the DLQ"),
+    };
     match format {
-        Format::Json => print_json(&json!({
-            "namespace": redrive.namespace,
-            "id": redrive.id,
-            "state": redrive.state,
-            "dry_run": redrive.state == "dry run",
-            "started_by": redrive.started_by,
-            "started_at": when(redrive.started_at_micros),
-            "found": redrive.found,
-            "read": redrive.read,
-            "redriven": redrive.redriven,
-            "redriven_before": redrive.redriven_before,
-            "left": redrive.left,
-            "error": redrive.error,
-        })),
+        Format::Json => {
+            let mut out = json!({
+                "namespace": redrive.namespace,
+                "id": redrive.id,
+                "state": redrive.state,
+                "dry_run": redrive.state == "dry run",
+                "started_by": redrive.started_by,
+                "started_at": when(redrive.started_at_micros),
+                "found": redrive.found,
+                "read": redrive.read,
+                "left": redrive.left,
+                "error": redrive.error,
+            });
+            out[done] = json!(redrive.redriven);
+            out[format!("{done}_before")] = json!(redrive.redriven_before);
+            if let Some(range) = &redrive.replay {
+                out["range"] = json!({
+                    "from": when(range.from_micros),
+                    "to": when(range.to_micros),
+                    "excluded_ids": range.excluded,
+                    "key": range.key,
+                    "origin_region": range.origin_region,
+                    "excluded_not_read": range.excluded_not_read,
+                });
+            }
+            print_json(&out);
+        }
         Format::Table => {
             let mut out = table(&["", "ENTRIES"]);
             out.add_row(vec!["read".to_owned(), redrive.read.to_string()]);
-            out.add_row(vec!["redriven".to_owned(), redrive.redriven.to_string()]);
+            out.add_row(vec![done.to_owned(), redrive.redriven.to_string()]);
             for (reason, count) in &redrive.left {
-                let label = if reason == "would be redriven" {
+                let label = if reason.starts_with("would be") {
                     reason.clone()
                 } else {
-                    format!("left in the DLQ: {reason}")
+                    format!("{left_in}: {reason}")
                 };
                 out.add_row(vec![label, count.to_string()]);
             }
             println!("{out}");
             match redrive.state.as_str() {
-                "dry run" => println!("dry run: nothing was redriven"),
+                "dry run" => println!("dry run: nothing was {done}"),
                 state => println!(
-                    "redrive {} {state}, started by {} at {}{}",
+                    "{what} {} {state}, started by {} at {}{}",
                     redrive.id,
                     redrive.started_by,
                     when(redrive.started_at_micros),
                     if redrive.redriven_before > 0 {
                         format!(
-                            "; {} redriven by earlier runs of this filter",
+                            "; {} {done} by earlier runs of the same request",
                             redrive.redriven_before
                         )
                     } else {
                         String::new()
                     }
                 ),
+            }
+            if let Some(range) = redrive
+                .replay
+                .as_ref()
+                .filter(|r| !r.excluded_not_read.is_empty())
+            {
+                println!(
+                    "excluded ids it never read (a typo, or an entry outside the range): {}",
+                    range.excluded_not_read.join(", ")
+                );
             }
             if !redrive.error.is_empty() {
                 println!("why it failed: {}", redrive.error);

@@ -3,7 +3,7 @@
 //! control plane's Operations service (authorized, audited, one redrive of a namespace at a
 //! time), or with `--direct` against the brokers from here, for a control plane that is down.
 
-mod api;
+pub(crate) mod api;
 mod export;
 mod filter;
 mod print;
@@ -53,7 +53,8 @@ enum Command {
     /// Put dead letters back on their namespace queue, for the consumer to deliver again. The
     /// control plane runs it: walctl follows it until it ends (Ctrl-C leaves it running).
     Redrive(redrive::RedriveArgs),
-    /// The namespace's running or last redrive: who started it, how far it is, how it ended.
+    /// The namespace's running or last redrive or replay: who started it, how far it is, how
+    /// it ended.
     Status { namespace: String },
     /// Remove dead letters for good. Without --expect, a dry run: it counts what would go and
     /// prints the command that removes exactly those. A Kafka DLQ is a log: only its oldest

@@ -146,6 +146,7 @@ pub async fn run(args: RedriveArgs, dead: DeadLetters, format: Format) -> Result
         rate: NonZeroU32::new(args.rate).unwrap_or(NonZeroU32::MIN),
         max_redrives: args.max_redrives,
         dry_run: args.dry_run,
+        replay: None,
     };
     let mut positions = checkpoint.positions.clone();
     let done_before = checkpoint.done;

@@ -10,6 +10,7 @@
 //! from it ([`source`]). A range the source no longer holds in full is refused, naming what is
 //! gone.
 
+mod api;
 mod args;
 mod lanes;
 mod progress;
@@ -46,6 +47,9 @@ use crate::time::instant;
 use crate::{Exit, Failure};
 
 pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<(), Failure> {
+    if !replay.direct {
+        return api::run(&replay, control_plane, format).await;
+    }
     let namespace = crate::namespace::current(control_plane, &replay.namespace).await?;
     let typed = replay.typed();
     let path = replay
@@ -76,7 +80,7 @@ pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<
     let mut checkpoint = starting_checkpoint(saved, &namespace.name, typed, range, &path, format);
     let lanes = (!replay.dry_run).then(|| {
         Lanes::start(
-            replay.concurrency as usize,
+            replay.direct_concurrency(),
             Arc::new(applier(&replay, &namespace, target, clients)),
         )
     });
@@ -315,7 +319,7 @@ fn clients(replay: &Replay, clusters: ClusterMap) -> Result<Arc<Clients>, Failur
         kafka_client: clusters.default_kafka().client.clone(),
         memcached: replay.memcached.clone(),
         kafka_bootstrap: clusters.default_kafka().bootstrap_servers.clone(),
-        ..ClientSettings::none(replay.apply_timeout)
+        ..ClientSettings::none(replay.direct_apply_timeout())
     };
     Clients::new(settings)
         .map(|clients| Arc::new(clients.with_clusters(clusters)))
@@ -354,9 +358,9 @@ fn applier(
     clients: Arc<Clients>,
 ) -> Applier {
     let targets = TargetRegistry::builtin(Arc::clone(&clients));
-    let per_second = NonZeroU32::new(replay.rate).unwrap_or(NonZeroU32::MIN);
+    let per_second = NonZeroU32::new(replay.direct_rate()).unwrap_or(NonZeroU32::MIN);
     Applier {
-        apply: wal_apply::applier::Applier::new(targets, clients, replay.apply_timeout),
+        apply: wal_apply::applier::Applier::new(targets, clients, replay.direct_apply_timeout()),
         namespace: namespace.clone(),
         target,
         default_target: namespace
