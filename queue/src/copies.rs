@@ -22,13 +22,21 @@ pub fn retry_copy(original: &Entry, deliver_at_micros: i64, failure: &Failure) -
 /// key and payload stay, so an idempotent target applies a repeated redrive once; the last error
 /// stays too, for whoever reads the entry later.
 pub fn redrive_copy(dead: &Entry) -> Entry {
+    let mut copy = replay_copy(dead);
+    copy.redrives = dead.redrives.saturating_add(1);
+    copy
+}
+
+/// The copy a replay puts back on the entry's queue from the queue's history: the write again,
+/// due now, no attempt used, with its id and write time (so an idempotent target applies it
+/// once, and CQL by its write time) and its redrive count (a replay is no redrive).
+pub fn replay_copy(entry: &Entry) -> Entry {
     let now = entry::now_micros();
-    let mut copy = dead.clone();
+    let mut copy = entry.clone();
     copy.attempt = 0;
     copy.deliver_at_micros = now;
     copy.enqueued_at_micros = now;
     copy.dead_lettered_at_micros = 0;
-    copy.redrives = dead.redrives.saturating_add(1);
     copy
 }
 
@@ -98,6 +106,29 @@ pub fn prefix(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replay_copy_is_due_now_with_its_id_write_time_and_redrives_kept() {
+        let entry = Entry {
+            id: "e-1".into(),
+            attempt: 4,
+            redrives: 1,
+            original_write_time_micros: 1_000,
+            deliver_at_micros: 2_000,
+            dead_lettered_at_micros: 3_000,
+            ..Entry::default()
+        };
+        let copy = replay_copy(&entry);
+        assert_eq!(
+            (copy.id.as_str(), copy.attempt, copy.redrives),
+            ("e-1", 0, 1)
+        );
+        assert_eq!(copy.original_write_time_micros, 1_000);
+        assert_eq!(copy.dead_lettered_at_micros, 0);
+        assert!(
+            copy.deliver_at_micros > 2_000 && copy.deliver_at_micros == copy.enqueued_at_micros
+        );
+    }
 
     #[test]
     fn a_redrive_copy_is_due_now_with_fresh_attempts_and_one_more_redrive() {

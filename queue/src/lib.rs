@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::entry::{CodecError, Entry, ErrorClass};
-pub use copies::{dead_letter_copy, prefix, redrive_copy, retry_copy};
+pub use copies::{dead_letter_copy, prefix, redrive_copy, replay_copy, retry_copy};
 use error::EnqueueTo;
 pub use error::{Durability, EnqueueError, Operation, QueueError};
 

@@ -185,6 +185,13 @@ async fn record(store: &NamespaceStore, call: &Call, result: &str) {
 
 /// Who a call is recorded as: the connection's principal, else what the request states, else
 /// "anonymous".
+/// A time in microseconds since the Unix epoch as an operator reads it: RFC 3339, in seconds.
+pub(crate) fn when(micros: i64) -> String {
+    let at = std::time::UNIX_EPOCH
+        + std::time::Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 fn actor(peer: Option<&Peer>, stated: &str) -> String {
     let principal: Option<Arc<str>> = peer.and_then(|p| p.principal.clone());
     let stated = wal_queue::prefix(stated.trim(), MAX_OPERATOR);

@@ -12,7 +12,7 @@ use super::dlq::history::ReplaySettings;
 use super::dlq::redrive::{Progress, RedriveSettings, Report, redrive};
 use super::redrive_job::Job;
 use super::redrives::{RUNNING, RedriveAsk, RedriveProgress, RedriveRecord, SavedPositions};
-use super::{Call, OperationsService, actor};
+use super::{Call, OperationsService, actor, when};
 use crate::service::{now_micros, store_status};
 
 /// Entries a second when the request names no rate, and the most it may name.
@@ -288,12 +288,6 @@ fn running_refusal(running: &RedriveRecord) -> String {
         counts.redriven,
         running.namespace
     )
-}
-
-fn when(micros: i64) -> String {
-    let at = std::time::UNIX_EPOCH
-        + std::time::Duration::from_micros(u64::try_from(micros).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 pub(super) fn redrive_message(record: &RedriveRecord) -> Redrive {

@@ -11,7 +11,7 @@ use super::dead_letters::dlq_status;
 use super::dlq::history::{self, ReplaySettings};
 use super::redrive_calls::{MOST_RATE, Started};
 use super::redrives::{RUNNING, RedriveAsk, RedriveProgress, RedriveRecord, ReplayAsk};
-use super::{Call, OperationsService, actor};
+use super::{Call, OperationsService, actor, when};
 use crate::service::{now_micros, store_status};
 
 /// Entries a second when the request names no rate: a replay restores a table, so faster than
@@ -208,12 +208,6 @@ fn describe(ask: &ReplayAsk, to_now: bool) -> String {
         said.push_str(&format!(", first written in {region}"));
     }
     said
-}
-
-fn when(micros: i64) -> String {
-    let at = std::time::UNIX_EPOCH
-        + std::time::Duration::from_micros(u64::try_from(micros).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 #[cfg(test)]

@@ -11,13 +11,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use wal_queue::entry::{self, Entry};
 use wal_queue::kafka::scan;
 
 use super::DlqError;
 use super::redrive::Positions;
 use super::source::{DeadLetters, DlqHandle};
 use crate::operations::selection::Selection;
+use crate::operations::when;
 
 /// How far ahead of its append an entry's write time may be: the producer takes a caller's
 /// original write time up to this far in the future.
@@ -177,49 +177,4 @@ fn refuse_gone(topic: &str, gone: &[String], headline: &str) -> Result<(), DlqEr
         "{headline}: topic '{topic}' {}; restore a backup taken after those times and replay from its time, or replay from the namespace's archive (walctl replay --direct)",
         gone.join("; ")
     )))
-}
-
-/// The copy of `entry` a replay puts back: the write again, due now, no attempt used; it
-/// keeps the entry's id and write time (and its redrive count: a replay is no redrive).
-pub fn replay_copy(entry: &Entry) -> Entry {
-    let now = entry::now_micros();
-    let mut copy = entry.clone();
-    copy.attempt = 0;
-    copy.deliver_at_micros = now;
-    copy.enqueued_at_micros = now;
-    copy.dead_lettered_at_micros = 0;
-    copy
-}
-
-fn when(micros: i64) -> String {
-    let at = std::time::UNIX_EPOCH + Duration::from_micros(u64::try_from(micros).unwrap_or(0));
-    humantime::format_rfc3339_seconds(at).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_replay_copy_is_due_now_with_its_id_write_time_and_redrives_kept() {
-        let entry = Entry {
-            id: "e-1".into(),
-            attempt: 4,
-            redrives: 1,
-            original_write_time_micros: 1_000,
-            deliver_at_micros: 2_000,
-            dead_lettered_at_micros: 3_000,
-            ..Entry::default()
-        };
-        let copy = replay_copy(&entry);
-        assert_eq!(
-            (copy.id.as_str(), copy.attempt, copy.redrives),
-            ("e-1", 0, 1)
-        );
-        assert_eq!(copy.original_write_time_micros, 1_000);
-        assert_eq!(copy.dead_lettered_at_micros, 0);
-        assert!(
-            copy.deliver_at_micros > 2_000 && copy.deliver_at_micros == copy.enqueued_at_micros
-        );
-    }
 }

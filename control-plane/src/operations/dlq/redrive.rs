@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use wal_namespaces::Backend;
 use wal_queue::kafka::scan;
-use wal_queue::{Delivery, redrive_copy};
+use wal_queue::{Delivery, redrive_copy, replay_copy};
 
 use super::DlqError;
 use super::filter::{Filter, Verdict};
@@ -375,7 +375,7 @@ impl<P: Progress> Run<'_, P> {
         // so the next delivery's spans are the redrive's children, when spans are exported.
         let replay = self.selection.is_some();
         let mut copy = if replay {
-            history::replay_copy(entry)
+            replay_copy(entry)
         } else {
             redrive_copy(entry)
         };
