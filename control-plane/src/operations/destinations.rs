@@ -168,6 +168,23 @@ async fn dead_letters_by_reader(
 }
 
 /// A replicated namespace's region settings.
+/// The names of `namespace`'s destinations, as pauses and ListDestinations name them: each
+/// region it replicates to from `region` (`region-<name>`), or `default` when it does not
+/// replicate; then each store.
+pub fn names(namespace: &Namespace, region: &str) -> Result<Vec<String>, DestinationsError> {
+    let mut names = Vec::new();
+    if namespace.replicated() {
+        let settings = region_settings(namespace)?;
+        for (name, _) in settings.destinations_from(region) {
+            names.push(region_destination(&name));
+        }
+    } else {
+        names.push(DEFAULT_DESTINATION.to_owned());
+    }
+    names.extend(namespace.destinations.iter().map(|d| d.name.clone()));
+    Ok(names)
+}
+
 fn region_settings(namespace: &Namespace) -> Result<RegionSettings, DestinationsError> {
     let target = namespace.default_target.as_ref().ok_or_else(|| {
         DestinationsError::Usage(format!(

@@ -265,6 +265,7 @@ fn settings(record: &RedriveRecord, filter: Filter, dry_run: bool) -> RedriveSet
             key: replay.key.clone(),
             origin_region: replay.origin_region.clone(),
             now_micros: now_micros(),
+            destination: replay.destination.clone(),
         }),
     }
 }
@@ -321,6 +322,7 @@ pub(super) fn redrive_message(record: &RedriveRecord) -> Redrive {
             key: replay.key.clone().unwrap_or_default(),
             origin_region: replay.origin_region.clone().unwrap_or_default(),
             excluded_not_read: counts.excluded_unseen.clone(),
+            destination: replay.destination.clone().unwrap_or_default(),
         }),
     }
 }

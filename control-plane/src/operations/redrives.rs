@@ -45,6 +45,9 @@ pub struct ReplayAsk {
     pub excluded: Vec<String>,
     pub key: Option<String>,
     pub origin_region: Option<String>,
+    /// The one destination the copies are for (a destination's name); none: every one.
+    #[serde(default)]
+    pub destination: Option<String>,
 }
 
 /// How far a redrive is.

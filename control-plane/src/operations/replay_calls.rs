@@ -8,6 +8,7 @@ use wal_proto::v1::{Redrive, StartReplayRequest};
 use wal_runtime::tls::Peer;
 
 use super::dead_letters::dlq_status;
+use super::destinations;
 use super::dlq::history::{self, ReplaySettings};
 use super::redrive_calls::{MOST_RATE, Started};
 use super::redrives::{RUNNING, RedriveAsk, RedriveProgress, RedriveRecord, ReplayAsk};
@@ -51,6 +52,17 @@ impl OperationsService {
             ),
         };
         let namespace = self.namespace(&request.namespace).await?;
+        if let Some(destination) = &ask.destination {
+            let names = destinations::names(&namespace, &self.region)
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            if !names.contains(destination) {
+                return Err(Status::invalid_argument(format!(
+                    "namespace '{}' has no destination '{destination}'; its destinations: {}",
+                    namespace.name,
+                    names.join(", ")
+                )));
+            }
+        }
         if request.dry_run {
             self.check_reader(peer.as_ref())?;
         } else {
@@ -67,11 +79,12 @@ impl OperationsService {
         // Named by the request as asked (`to` 0: "now"), so the same request continues the
         // progress of the last, with the end that one resolved to (`resume_point`).
         let filter_key = format!(
-            "replay from={} to={} key={:?} origin_region={:?} excluded={} sha256={}",
+            "replay from={} to={} key={:?} origin_region={:?} destination={:?} excluded={} sha256={}",
             ask.from_micros,
             request.to_micros,
             ask.key,
             ask.origin_region,
+            ask.destination,
             ask.excluded.len(),
             digest(&ask.excluded)
         );
@@ -168,6 +181,7 @@ fn ask_of(request: &StartReplayRequest) -> Result<ReplayAsk, Status> {
         excluded,
         key: given(&request.key),
         origin_region: given(&request.origin_region),
+        destination: given(request.destination.trim()),
     })
 }
 
@@ -206,6 +220,9 @@ fn describe(ask: &ReplayAsk, to_now: bool) -> String {
     }
     if let Some(region) = &ask.origin_region {
         said.push_str(&format!(", first written in {region}"));
+    }
+    if let Some(destination) = &ask.destination {
+        said.push_str(&format!(", to destination {destination} alone"));
     }
     said
 }

@@ -23,6 +23,8 @@ pub enum Left {
     /// Due after the replay began (a delay not over yet): the consumer delivers it on time;
     /// applying it now would be early.
     NotDue,
+    /// A region reader's heartbeat: the platform's own, no mutation.
+    Heartbeat,
 }
 
 impl Left {
@@ -34,6 +36,7 @@ impl Left {
             Self::Repeat => "repeated copies (retries, delays, redrives) of an entry taken",
             Self::Undecodable => "undecodable",
             Self::NotDue => "not due yet (the consumer delivers it)",
+            Self::Heartbeat => "region readers' heartbeats",
         }
     }
 }
@@ -119,7 +122,9 @@ impl Selection {
     /// Why `entry` is left out, or `None` to take it (it is then taken: its later copies are
     /// repeats). Counts nothing; [`Selection::take`] counts.
     pub fn judge(&mut self, entry: &Entry) -> Option<Left> {
-        if entry.original_write_time_micros < self.from_micros
+        if entry.heartbeat {
+            Some(Left::Heartbeat)
+        } else if entry.original_write_time_micros < self.from_micros
             || entry.original_write_time_micros >= self.to_micros
         {
             Some(Left::OutsideRange)

@@ -31,11 +31,53 @@ enum Command {
         #[arg(long, env = "WAL_REGION")]
         region: Option<String>,
     },
+    /// Sends one destination region everything written since a time again (a reset to that
+    /// time): the control plane puts the namespace's entries written since then back on its
+    /// queues for that region's reader alone, as a replay (`walctl replay --destination
+    /// region-REGION`), authorized, audited and followed here; its other destinations take
+    /// nothing. Kafka will not move a group's offsets while it has members, so there is no
+    /// skipping ahead. Through the control plane only (not with --direct).
+    Reset {
+        namespace: String,
+        /// The destination region, as the namespace's region target names it.
+        region: String,
+        /// Resend entries written at or after this: a time ago ("6h") or an RFC 3339 time.
+        #[arg(long)]
+        since: String,
+        /// Entries put back per second at most (default 1,000).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        rate: Option<u32>,
+        /// Count what would be sent again; send nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 pub async fn run(command: Replication, control_plane: &str, format: Format) -> Result<(), Failure> {
-    let Command::Status { namespace, region } = command.command;
     let source = &command.source;
+    let (namespace, region) = match command.command {
+        Command::Status { namespace, region } => (namespace, region),
+        Command::Reset {
+            namespace,
+            region,
+            since,
+            rate,
+            dry_run,
+        } => {
+            if source.direct() {
+                return Err(Failure::usage(
+                    "replication reset runs through the control plane; --direct cannot",
+                ));
+            }
+            return reset(
+                control_plane,
+                (namespace, region),
+                (since, rate, dry_run),
+                format,
+            )
+            .await;
+        }
+    };
     // Before any broker is read: a namespace that does not replicate is a usage mistake.
     let config =
         crate::namespace::named(control_plane, source.namespace_file(), &namespace).await?;
@@ -50,6 +92,32 @@ pub async fn run(command: Replication, control_plane: &str, format: Format) -> R
     let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == "region").collect();
     print(&rows, format);
     Ok(())
+}
+
+/// `replication reset`: a replay of everything written since `since` to region `region`'s
+/// destination alone.
+async fn reset(
+    control_plane: &str,
+    (namespace, region): (String, String),
+    (since, rate, dry_run): (String, Option<u32>, bool),
+    format: Format,
+) -> Result<(), Failure> {
+    let from_micros = crate::time::instant("--since", &since, std::time::SystemTime::now())?;
+    let again = if humantime::parse_duration(&since).is_ok() {
+        format!(" with --since {}", crate::output::when(from_micros))
+    } else {
+        String::new()
+    };
+    let request = wal_proto::v1::StartReplayRequest {
+        namespace,
+        from_micros,
+        destination: wal_namespaces::region_destination(&region),
+        rate: rate.unwrap_or(0),
+        dry_run,
+        operator: std::env::var("USER").unwrap_or_else(|_| "walctl".to_owned()),
+        ..Default::default()
+    };
+    crate::replay::api::start_and_follow(control_plane, request, &again, format).await
 }
 
 /// A region's name without the destination's `region-` prefix.

@@ -183,3 +183,119 @@ async fn a_replay_through_the_control_plane_brings_a_truncated_table_back_but_th
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+/// A replay to one destination (what `walctl replication reset` asks for a region): the store
+/// named takes the copies again, the namespace's own target, caught up past them, nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_to_one_destination_reaches_it_alone() {
+    let cql = Cql::connect().await;
+    let table = cql.table().await;
+    let (mut registry, url) = control_plane_at().await;
+    let events = wal_testkit::unique("replay-events");
+    wal_testkit::provision_topic(&events).await;
+    let stores =
+        wal_testkit::destinations(&[wal_testkit::kafka_store("events", &events, "earliest")]);
+    let config = namespace_json(Backend::Kafka, 1, &cql_target(&table), &stores);
+    let namespace = apply_config(&mut registry, &config).await;
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let from = humantime::format_rfc3339_micros(SystemTime::now() - Duration::from_secs(1));
+    let from = from.to_string();
+    let mut rows = Rows::new();
+    put_row(&mut producer, &name, "r1", "one", [&mut rows]).await;
+    put_row(&mut producer, &name, "r2", "two", [&mut rows]).await;
+    applied(&cql, &table, &rows).await;
+    let published = |count: usize| {
+        let events = events.clone();
+        async move {
+            wal_testkit::eventually(
+                Duration::from_secs(60),
+                "the store to publish the entries",
+                || async { (wal_testkit::topic_records(&events).await >= count).then_some(()) },
+            )
+            .await;
+        }
+    };
+    published(2).await;
+    let truncate = format!("TRUNCATE {KEYSPACE}.{table}");
+    cql.session.query_unpaged(truncate, &[]).await.unwrap();
+
+    let unknown = walctl(
+        &url,
+        &[
+            "replay",
+            "--namespace",
+            &name,
+            "--from",
+            &from,
+            "--destination",
+            "nowhere",
+        ],
+    )
+    .await;
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("default, events"),
+        "names the destinations: {}",
+        stderr(&unknown)
+    );
+    // `replication reset` is the same replay to a region: this namespace replicates to none.
+    let reset = walctl(
+        &url,
+        &["replication", "reset", &name, "somewhere", "--since", "1h"],
+    )
+    .await;
+    assert_eq!(reset.status.code(), Some(2), "{}", stderr(&reset));
+    assert!(
+        stderr(&reset).contains("no destination 'region-somewhere'"),
+        "{}",
+        stderr(&reset)
+    );
+    let args = [
+        "-o",
+        "json",
+        "replay",
+        "--namespace",
+        &name,
+        "--from",
+        &from,
+        "--destination",
+        "events",
+    ];
+    let done = json_of(&walctl(&url, &args).await);
+    assert_eq!(
+        (&done["state"], &done["replayed"]),
+        (&"done".into(), &2.into()),
+        "{done:#}"
+    );
+    assert_eq!(done["range"]["destination"], "events", "{done:#}");
+    published(4).await;
+    // The namespace's own reader has read past the copies, and applied none of them.
+    wal_testkit::eventually(
+        Duration::from_secs(60),
+        "the default destination caught up",
+        || async {
+            let rows =
+                json_of(&walctl(&url, &["destinations", "status", &name, "-o", "json"]).await);
+            let default = rows
+                .as_array()?
+                .iter()
+                .find(|r| r["destination"] == "default")?
+                .clone();
+            (default["lag_entries"] == 0).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        cql.rows(&table).await.is_empty(),
+        "the default destination applied copies meant for the store"
+    );
+    assert_eq!(
+        wal_testkit::topic_records(&events).await,
+        4,
+        "the store took each copy once"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

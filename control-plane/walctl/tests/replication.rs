@@ -158,3 +158,72 @@ async fn entries_removed_while_a_region_was_down_are_a_reported_gap_and_the_regi
     producer.shutdown().await;
     writer.stop().await;
 }
+
+/// A region that lost its data is sent everything since a time again: `walctl replication
+/// reset`, a replay to that region's reader alone, brings its cache back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_region_reset_to_a_time_gets_everything_written_since_again() {
+    let cache_at = region_caches()[0].clone();
+    let writer = TestWriter::start("regionb", &cache_at).await;
+    let (mut registry, control_plane) = control_plane_at().await;
+    let text = namespace_json(Backend::Kafka, 1, &region_target(&[&writer]), "");
+    let namespace = apply_config(&mut registry, &text).await;
+    let name = namespace.name.clone();
+    let mut producer = TestProducer::start(vec![namespace.clone()]).await;
+    let consumer = start_consumer(vec![namespace.clone()]).await;
+    let since = std::time::SystemTime::now() - Duration::from_secs(1);
+    let since = humantime::format_rfc3339_micros(since).to_string();
+    let prefix = unique("reset");
+    let keys: Vec<String> = (0..5).map(|i| format!("{prefix}-{i}")).collect();
+    for key in &keys {
+        write_true(&producer.client, keyed(&name, key, &cache_set(key, "v"))).await;
+    }
+    let written: BTreeMap<String, Option<String>> = keys
+        .iter()
+        .map(|k| (k.clone(), Some("v".to_owned())))
+        .collect();
+    cache_converges(&cache_at, &written).await;
+
+    // The region loses its data.
+    let mut tcp = tokio::net::TcpStream::connect(cache_at.as_str())
+        .await
+        .unwrap();
+    for key in &keys {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        tcp.write_all(format!("delete {key}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = [0_u8; 64];
+        let read = tcp.read(&mut answer).await.unwrap();
+        assert!(
+            answer[..read].starts_with(b"DELETED"),
+            "{:?}",
+            &answer[..read]
+        );
+    }
+    let gone: BTreeMap<String, Option<String>> = keys.iter().map(|k| (k.clone(), None)).collect();
+    cache_converges(&cache_at, &gone).await;
+
+    let reset = walctl_at(
+        &control_plane,
+        &[
+            "-o",
+            "json",
+            "replication",
+            "reset",
+            &name,
+            "regionb",
+            "--since",
+            &since,
+        ],
+    )
+    .await;
+    let done = json_of(&reset);
+    assert_eq!(done["state"], "done", "{done:#}");
+    assert_eq!(done["replayed"], 5, "{done:#}");
+    assert_eq!(done["range"]["destination"], "region-regionb", "{done:#}");
+    cache_converges(&cache_at, &written).await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    drop(writer);
+}

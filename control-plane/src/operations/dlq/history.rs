@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use wal_queue::entry::Entry;
 use wal_queue::kafka::scan;
 
 use super::DlqError;
@@ -34,6 +35,24 @@ pub struct ReplaySettings {
     pub origin_region: Option<String>,
     /// When the replay began: entries due later are their consumer's to deliver.
     pub now_micros: i64,
+    /// The one destination the copies are for; none: every destination.
+    pub destination: Option<String>,
+}
+
+/// Names the destination `copy` is for: a replay reaches every destination of its namespace
+/// (the copy taken may be a retry copy another destination made, marked for it alone), or the
+/// one asked for. A region is named in `destination_region`, which only that region's reader
+/// takes; another destination in `destination`.
+pub fn address(copy: &mut Entry, destination: Option<&str>) {
+    copy.destination.clear();
+    copy.destination_region.clear();
+    match destination {
+        None => {}
+        Some(name) => match name.strip_prefix("region-") {
+            Some(region) => copy.destination_region = region.to_owned(),
+            None => copy.destination = name.to_owned(),
+        },
+    }
 }
 
 impl ReplaySettings {
@@ -177,4 +196,38 @@ fn refuse_gone(topic: &str, gone: &[String], headline: &str) -> Result<(), DlqEr
         "{headline}: topic '{topic}' {}; restore a backup taken after those times and replay from its time, or replay from the namespace's archive (walctl replay --direct)",
         gone.join("; ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_is_addressed_to_every_destination_or_the_one_asked_for() {
+        // A retry copy one store made, marked for it alone.
+        let taken = Entry {
+            destination: "cache".into(),
+            destination_region: "eu".into(),
+            ..Entry::default()
+        };
+        let mut copy = taken.clone();
+        address(&mut copy, None);
+        assert_eq!(
+            (copy.destination.as_str(), copy.destination_region.as_str()),
+            ("", "")
+        );
+        let mut copy = taken.clone();
+        address(&mut copy, Some("region-useast1"));
+        assert_eq!(
+            (copy.destination.as_str(), copy.destination_region.as_str()),
+            ("", "useast1"),
+            "a region's reader takes a copy named in destination_region, and no other"
+        );
+        let mut copy = taken;
+        address(&mut copy, Some("events"));
+        assert_eq!(
+            (copy.destination.as_str(), copy.destination_region.as_str()),
+            ("events", "")
+        );
+    }
 }

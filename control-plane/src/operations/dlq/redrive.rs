@@ -374,10 +374,13 @@ impl<P: Progress> Run<'_, P> {
         // The copy is the write again: a span linked to it, whose context the copy carries on
         // so the next delivery's spans are the redrive's children, when spans are exported.
         let replay = self.selection.is_some();
-        let mut copy = if replay {
-            replay_copy(entry)
-        } else {
-            redrive_copy(entry)
+        let mut copy = match &self.settings.replay {
+            Some(asked) => {
+                let mut copy = replay_copy(entry);
+                history::address(&mut copy, asked.destination.as_deref());
+                copy
+            }
+            None => redrive_copy(entry),
         };
         let verb = if replay { "replay" } else { "redrive" };
         let span = wal_runtime::process::trace_span(

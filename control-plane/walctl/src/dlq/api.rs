@@ -228,6 +228,7 @@ pub(crate) fn report(redrive: &Redrive, format: Format) {
                     "key": range.key,
                     "origin_region": range.origin_region,
                     "excluded_not_read": range.excluded_not_read,
+                    "destination": range.destination,
                 });
             }
             print_json(&out);
@@ -261,6 +262,13 @@ pub(crate) fn report(redrive: &Redrive, format: Format) {
                         String::new()
                     }
                 ),
+            }
+            if let Some(range) = redrive
+                .replay
+                .as_ref()
+                .filter(|r| !r.destination.is_empty())
+            {
+                println!("to destination {} alone", range.destination);
             }
             if let Some(range) = redrive
                 .replay

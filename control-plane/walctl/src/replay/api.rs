@@ -27,34 +27,6 @@ pub async fn run(replay: &Replay, address: &str, format: Format) -> Result<(), F
         .into_iter()
         .collect();
     exclude_ids.sort();
-    let mut client = client(address).await?;
-    let asked = format!("replaying namespace '{}'", replay.namespace);
-    let started = client
-        .start_replay(StartReplayRequest {
-            namespace: replay.namespace.clone(),
-            from_micros,
-            to_micros,
-            exclude_ids,
-            key: replay.key.clone().unwrap_or_default(),
-            origin_region: replay.origin_region.clone().unwrap_or_default(),
-            rate: replay.rate.unwrap_or(0),
-            dry_run: replay.dry_run,
-            from_start: replay.from_start,
-            operator: std::env::var("USER").unwrap_or_else(|_| "walctl".to_owned()),
-        })
-        .await
-        .map_err(|status| refused(&status, &asked))?
-        .into_inner();
-    if replay.dry_run {
-        report(&started, format);
-        return Ok(());
-    }
-    if format == Format::Table {
-        eprintln!(
-            "walctl: replay {} started on the control plane; its consumers apply what it puts back. Following it (Ctrl-C leaves it running: `walctl dlq status {}`)",
-            started.id, replay.namespace
-        );
-    }
     // A time ago names another range each run: to continue, the times it meant.
     let mut again = String::new();
     if humantime::parse_duration(&replay.from).is_ok() {
@@ -63,6 +35,48 @@ pub async fn run(replay: &Replay, address: &str, format: Format) -> Result<(), F
     let to_ago = replay.to.as_deref().map(humantime::parse_duration);
     if to_ago.is_some_and(|ago| ago.is_ok()) {
         again.push_str(&format!(" --to {}", when(to_micros)));
+    }
+    let request = StartReplayRequest {
+        namespace: replay.namespace.clone(),
+        from_micros,
+        to_micros,
+        exclude_ids,
+        key: replay.key.clone().unwrap_or_default(),
+        origin_region: replay.origin_region.clone().unwrap_or_default(),
+        rate: replay.rate.unwrap_or(0),
+        dry_run: replay.dry_run,
+        from_start: replay.from_start,
+        operator: std::env::var("USER").unwrap_or_else(|_| "walctl".to_owned()),
+        destination: replay.destination.clone().unwrap_or_default(),
+    };
+    start_and_follow(address, request, &again, format).await
+}
+
+/// Starts the replay `request` on the control plane and follows it to its end (a dry run:
+/// reports it at once). `again`: what to add to "run the same replay again" to continue it.
+pub(crate) async fn start_and_follow(
+    address: &str,
+    request: StartReplayRequest,
+    again: &str,
+    format: Format,
+) -> Result<(), Failure> {
+    let mut client = client(address).await?;
+    let asked = format!("replaying namespace '{}'", request.namespace);
+    let (namespace, dry_run) = (request.namespace.clone(), request.dry_run);
+    let started = client
+        .start_replay(request)
+        .await
+        .map_err(|status| refused(&status, &asked))?
+        .into_inner();
+    if dry_run {
+        report(&started, format);
+        return Ok(());
+    }
+    if format == Format::Table {
+        eprintln!(
+            "walctl: replay {} started on the control plane; its consumers apply what it puts back. Following it (Ctrl-C leaves it running: `walctl dlq status {namespace}`)",
+            started.id
+        );
     }
     let last = follow(&mut client, &started, format).await?;
     report(&last, format);

@@ -51,6 +51,10 @@ pub struct Replay {
     /// Only entries first written in this region.
     #[arg(long)]
     pub(super) origin_region: Option<String>,
+    /// Only this destination takes what is put back (as `walctl destinations status` names
+    /// it: `default`, a store, or `region-<name>`); not with --direct.
+    #[arg(long)]
+    pub(super) destination: Option<String>,
     /// Entries put back per second at most (default 1,000; at most 100,000), or with --direct,
     /// applied (default 5,000; at most 1,000,000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]

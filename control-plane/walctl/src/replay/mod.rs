@@ -10,7 +10,7 @@
 //! from it ([`source`]). A range the source no longer holds in full is refused, naming what is
 //! gone.
 
-mod api;
+pub(crate) mod api;
 mod args;
 mod lanes;
 mod progress;
@@ -49,6 +49,11 @@ use crate::{Exit, Failure};
 pub async fn run(replay: Replay, control_plane: &str, format: Format) -> Result<(), Failure> {
     if !replay.direct {
         return api::run(&replay, control_plane, format).await;
+    }
+    if replay.destination.is_some() {
+        return Err(Failure::usage(
+            "--destination: walctl's own replay applies to the entries' own targets; a replay to one destination runs through the control plane (without --direct)",
+        ));
     }
     let namespace = crate::namespace::current(control_plane, &replay.namespace).await?;
     let typed = replay.typed();
