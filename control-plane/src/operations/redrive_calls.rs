@@ -17,7 +17,7 @@ use crate::service::{now_micros, store_status};
 
 /// Entries a second when the request names no rate, and the most it may name.
 const DEFAULT_RATE: u32 = 50;
-pub(super) const MOST_RATE: u32 = 100_000;
+const MOST_RATE: u32 = 100_000;
 const DEFAULT_MAX_REDRIVES: u32 = 3;
 
 impl OperationsService {
@@ -28,15 +28,7 @@ impl OperationsService {
         let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
         let asked = filter_of(request.filter.as_ref())?;
-        let rate = match request.rate {
-            0 => DEFAULT_RATE,
-            rate if rate <= MOST_RATE => rate,
-            rate => {
-                return Err(Status::invalid_argument(format!(
-                    "rate {rate} is more than {MOST_RATE} entries a second"
-                )));
-            }
-        };
+        let rate = rate_of(request.rate, DEFAULT_RATE)?;
         let max_redrives = request.max_redrives.unwrap_or(DEFAULT_MAX_REDRIVES);
         let text = request.filter_text.trim();
         let filter_key = if text.is_empty() {
@@ -70,32 +62,30 @@ impl OperationsService {
             self.check_admin(peer.as_ref(), &namespace, &call).await?;
         }
         let dead = self.dead_letters(&namespace).await?;
-        let now = now_micros();
-        let record = RedriveRecord {
-            namespace: namespace.name.clone(),
-            id: uuid::Uuid::now_v7().to_string(),
-            state: RUNNING.to_owned(),
-            started_by: call.actor.clone(),
-            started_at_micros: now,
-            updated_at_micros: now,
-            finished_at_micros: 0,
-            ask: RedriveAsk {
-                filter: asked,
-                filter_text: text.to_owned(),
-                filter_key,
-                rate,
-                max_redrives,
-                replay: None,
-            },
-            progress: RedriveProgress::default(),
+        let ask = RedriveAsk {
+            filter: asked,
+            filter_text: text.to_owned(),
+            filter_key,
+            rate,
+            max_redrives,
+            replay: None,
         };
         let started = Started {
-            record,
+            record: running(&namespace.name, &call, ask),
             dead,
             from_start: request.from_start,
             call,
         };
-        if request.dry_run {
+        self.start(started, request.dry_run).await
+    }
+
+    /// Runs `started` (a redrive or a replay), or with `dry_run`, counts what it would take.
+    pub(super) async fn start(
+        &self,
+        started: Started,
+        dry_run: bool,
+    ) -> Result<Response<Redrive>, Status> {
+        if dry_run {
             self.dry_run(started).await
         } else {
             self.run_redrive(started).await
@@ -138,7 +128,7 @@ impl OperationsService {
     }
 
     /// Counts what a redrive (or replay) would take, changing nothing.
-    pub(super) async fn dry_run(&self, started: Started) -> Result<Response<Redrive>, Status> {
+    async fn dry_run(&self, started: Started) -> Result<Response<Redrive>, Status> {
         let Started {
             mut record,
             dead,
@@ -167,7 +157,7 @@ impl OperationsService {
 
     /// Claims the namespace's redrive for `started` (a redrive or a replay; refused while
     /// another runs), then starts it in the background from the progress its filter has kept.
-    pub(super) async fn run_redrive(&self, started: Started) -> Result<Response<Redrive>, Status> {
+    async fn run_redrive(&self, started: Started) -> Result<Response<Redrive>, Status> {
         let Started {
             mut record,
             dead,
@@ -250,6 +240,33 @@ pub(super) struct Started {
     pub(super) dead: super::dlq::DeadLetters,
     pub(super) from_start: bool,
     pub(super) call: Call,
+}
+
+/// A new redrive or replay of `namespace`, running, started by `call`'s actor.
+pub(super) fn running(namespace: &str, call: &Call, ask: RedriveAsk) -> RedriveRecord {
+    let now = now_micros();
+    RedriveRecord {
+        namespace: namespace.to_owned(),
+        id: uuid::Uuid::now_v7().to_string(),
+        state: RUNNING.to_owned(),
+        started_by: call.actor.clone(),
+        started_at_micros: now,
+        updated_at_micros: now,
+        finished_at_micros: 0,
+        ask,
+        progress: RedriveProgress::default(),
+    }
+}
+
+/// The rate a request asked for: `default` for 0, refused past [`MOST_RATE`].
+pub(super) fn rate_of(asked: u32, default: u32) -> Result<u32, Status> {
+    match asked {
+        0 => Ok(default),
+        rate if rate <= MOST_RATE => Ok(rate),
+        rate => Err(Status::invalid_argument(format!(
+            "rate {rate} is more than {MOST_RATE} entries a second"
+        ))),
+    }
 }
 
 fn settings(record: &RedriveRecord, filter: Filter, dry_run: bool) -> RedriveSettings {

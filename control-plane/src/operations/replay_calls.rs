@@ -10,8 +10,8 @@ use wal_runtime::tls::Peer;
 use super::dead_letters::dlq_status;
 use super::destinations;
 use super::dlq::history::{self, ReplaySettings};
-use super::redrive_calls::{MOST_RATE, Started};
-use super::redrives::{RUNNING, RedriveAsk, RedriveProgress, RedriveRecord, ReplayAsk};
+use super::redrive_calls::{Started, rate_of, running};
+use super::redrives::{RedriveAsk, ReplayAsk};
 use super::{Call, OperationsService, actor, when};
 use crate::service::{now_micros, store_status};
 
@@ -27,15 +27,7 @@ impl OperationsService {
         let peer = request.extensions().get::<Peer>().cloned();
         let request = request.into_inner();
         let ask = ask_of(&request)?;
-        let rate = match request.rate {
-            0 => DEFAULT_RATE,
-            rate if rate <= MOST_RATE => rate,
-            rate => {
-                return Err(Status::invalid_argument(format!(
-                    "rate {rate} is more than {MOST_RATE} entries a second"
-                )));
-            }
-        };
+        let rate = rate_of(request.rate, DEFAULT_RATE)?;
         let call = Call {
             actor: actor(peer.as_ref(), &request.operator),
             verb: "replay",
@@ -75,7 +67,6 @@ impl OperationsService {
             )));
         }
         let dead = self.dead_letters(&namespace).await?;
-        let now = now_micros();
         // Named by the request as asked (`to` 0: "now"), so the same request continues the
         // progress of the last, with the end that one resolved to (`resume_point`).
         let filter_key = format!(
@@ -88,22 +79,16 @@ impl OperationsService {
             ask.excluded.len(),
             digest(&ask.excluded)
         );
-        let record = RedriveRecord {
-            namespace: namespace.name.clone(),
-            id: uuid::Uuid::now_v7().to_string(),
-            state: RUNNING.to_owned(),
-            started_by: call.actor.clone(),
-            started_at_micros: now,
-            updated_at_micros: now,
-            finished_at_micros: 0,
-            ask: RedriveAsk {
+        let record = running(
+            &namespace.name,
+            &call,
+            RedriveAsk {
                 filter_key,
                 rate,
                 replay: Some(ask),
                 ..RedriveAsk::default()
             },
-            progress: RedriveProgress::default(),
-        };
+        );
         // A range retention cut is refused now, before the lock is taken or anything put back
         // (a resumed replay is checked against what it still needs, as it starts).
         let saved = self
@@ -130,11 +115,7 @@ impl OperationsService {
             from_start: request.from_start,
             call,
         };
-        if request.dry_run {
-            self.dry_run(started).await
-        } else {
-            self.run_redrive(started).await
-        }
+        self.start(started, request.dry_run).await
     }
 }
 
