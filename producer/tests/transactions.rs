@@ -273,6 +273,48 @@ async fn items_reach_their_target_in_sequence_order_once_whatever_is_sent_twice(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_in_one_call_sent_at_once_four_times_is_true_four_times_and_applied_once() {
+    let (upstream, fleet, client, txn) = upstream_fleet().await;
+    let request = |payloads: &str| WriteTransactionRequest {
+        namespace: txn.namespace.clone(),
+        transaction_id: txn.id.clone(),
+        items: (0..20)
+            .map(|i| item(i, format!("{payloads}-{i}")))
+            .collect(),
+    };
+    // Four calls at once race for the one-step commit: whichever loses finds the items the
+    // winner staged are its own, and answers as a commit sent again.
+    let calls = (0..4).map(|_| {
+        let (mut client, request) = (client.clone(), request("item"));
+        async move { client.write_transaction(request).await }
+    });
+    for answer in futures::future::join_all(calls).await {
+        let answer = answer.unwrap().into_inner();
+        assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
+    }
+    // The same id with other items is refused, and nothing of it is staged or applied.
+    let other = client.clone().write_transaction(request("other")).await;
+    assert_refused(
+        &other.unwrap_err(),
+        Code::AlreadyExists,
+        &["committed with other items"],
+    );
+    eventually(LIMIT, "the 20 items upstream", || async {
+        (upstream.received().len() >= 20).then_some(())
+    })
+    .await;
+    // Give a second (wrong) application time to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let expected: Vec<String> = (0..20).map(|i| format!("item-{i}")).collect();
+    assert_eq!(
+        upstream.bodies(),
+        expected,
+        "each item once, in sequence order"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aborted_transaction_is_never_applied_and_its_commit_is_refused() {
     let (upstream, fleet, mut client, txn) = upstream_fleet().await;
     let items = vec![item(0, "aborted")];

@@ -85,7 +85,9 @@ type TransactionsClient interface {
 	// INVALID_ARGUMENT for a count beyond the transaction item limit.
 	CommitTransaction(ctx context.Context, in *CommitTransactionRequest, opts ...grpc.CallOption) (*WriteToLogResponse, error)
 	// A small transaction in one call: appends `items` and commits them, answering as
-	// CommitTransaction does. The items' sequences must be 0 to n - 1.
+	// CommitTransaction does. The items' sequences must be 0 to n - 1. Sent again with the same
+	// items (after UNKNOWN, or while the first call is still on its way), it answers as a commit
+	// sent again; with other items than a committed transaction holds, ALREADY_EXISTS.
 	WriteTransaction(ctx context.Context, in *WriteTransactionRequest, opts ...grpc.CallOption) (*WriteToLogResponse, error)
 	// Drops a transaction that is not committed: its staged items are deleted and a later append or
 	// commit is refused. Aborting a committed transaction is refused with FAILED_PRECONDITION;
@@ -178,7 +180,9 @@ type TransactionsServer interface {
 	// INVALID_ARGUMENT for a count beyond the transaction item limit.
 	CommitTransaction(context.Context, *CommitTransactionRequest) (*WriteToLogResponse, error)
 	// A small transaction in one call: appends `items` and commits them, answering as
-	// CommitTransaction does. The items' sequences must be 0 to n - 1.
+	// CommitTransaction does. The items' sequences must be 0 to n - 1. Sent again with the same
+	// items (after UNKNOWN, or while the first call is still on its way), it answers as a commit
+	// sent again; with other items than a committed transaction holds, ALREADY_EXISTS.
 	WriteTransaction(context.Context, *WriteTransactionRequest) (*WriteToLogResponse, error)
 	// Drops a transaction that is not committed: its staged items are deleted and a later append or
 	// commit is refused. Aborting a committed transaction is refused with FAILED_PRECONDITION;

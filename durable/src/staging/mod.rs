@@ -17,7 +17,9 @@
 //! `applied`, or `dead_lettered` (the marker went to the DLQ; a redrive resumes from
 //! `applied_through`). `aborted` and `expired` end an open transaction. The moves out of `open`
 //! are lightweight transactions (compare-and-set), so a commit racing an abort or a second
-//! commit has one winner.
+//! commit has one winner. A transaction written whole in one call (WriteTransaction) is never
+//! `open`: its items are staged, then its row is inserted as `committing` if nobody made one,
+//! two compare-and-sets where opening, staging and committing take three and five reads.
 //!
 //! Every row carries a TTL the producer chooses: at least the transaction's lifetime, plus the
 //! marker's whole retry horizon and the DLQ's retention, so a marker never outlives its items.
@@ -130,6 +132,7 @@ pub(super) struct StagingStatements {
     items_in: PreparedStatement,
     move_state: PreparedStatement,
     commit: PreparedStatement,
+    commit_unopened: PreparedStatement,
     progress: PreparedStatement,
     claim: PreparedStatement,
     release: PreparedStatement,
@@ -197,6 +200,7 @@ impl StagingStatements {
             items_in: prepare(items.items_in).await?,
             move_state: prepare(transactions.move_state).await?,
             commit: prepare(transactions.commit).await?,
+            commit_unopened: prepare(transactions.commit_unopened).await?,
             progress: prepare(transactions.progress).await?,
             claim: prepare(transactions.claim).await?,
             index_open: prepare(indexes.index_open).await?,

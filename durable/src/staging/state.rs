@@ -144,6 +144,49 @@ impl DurableStorage {
         }))
     }
 
+    /// Stages `items` and commits them, for a transaction nobody has opened (one written whole
+    /// in one call): the items as [`Self::stage_items`] does, then the row inserted as
+    /// `committing` with their count if there is none. Returns the committing row; None when an
+    /// item or the row exists already (a call sent again, or racing an append or an abort),
+    /// and the caller takes the step-by-step way, which reads and compares what is there. Items
+    /// staged before a lost race stay until their TTL unless that way commits them.
+    pub async fn stage_and_commit(
+        &self,
+        namespace: &str,
+        id: &str,
+        items: &[super::StagedItem],
+        keep: std::time::Duration,
+    ) -> Result<Option<Txn>, DurableError> {
+        // Indexed as committing before the row exists, as a commit of an open transaction is
+        // (see begin_commit); beside the staging, which it does not depend on.
+        let indexed = self.reindex(namespace, id, &[], TxnState::Committing, keep);
+        let staged = self.stage_items(namespace, id, items, keep);
+        let (indexed, staged) = futures::join!(indexed, staged);
+        indexed?;
+        if !staged? {
+            return Ok(None);
+        }
+        // The row keeps milliseconds: the answer is taken from those.
+        let now = now_micros() / 1000 * 1000;
+        let at = CqlTimestamp(now / 1000);
+        let count = items.len() as u64;
+        let inserted = self
+            .run_lwt(
+                &self.staging.commit_unopened,
+                (namespace, id, count as i64, at, at, ttl(keep)),
+                "transaction commit",
+            )
+            .await?;
+        Ok(inserted.then_some(Txn {
+            state: TxnState::Committing,
+            item_count: Some(count),
+            applied_through: 0,
+            opened_at_micros: now,
+            committed_at_micros: Some(now),
+            reason: None,
+        }))
+    }
+
     /// Moves the transaction from `from` to `to`, with a reason; false when it was not in `from`.
     pub async fn move_transaction(
         &self,

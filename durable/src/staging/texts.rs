@@ -7,6 +7,7 @@ pub(super) struct Transactions {
     pub(super) read: String,
     pub(super) move_state: String,
     pub(super) commit: String,
+    pub(super) commit_unopened: String,
     pub(super) progress: String,
     pub(super) claim: String,
     pub(super) abort_unknown: String,
@@ -33,6 +34,10 @@ impl Transactions {
             commit: format!(
                 "UPDATE {keyspace}.transactions USING TTL ? SET state = 'committing', item_count = ?, committed_at = ? \
                  WHERE namespace = ? AND id = ? IF state = 'open'"
+            ),
+            commit_unopened: format!(
+                "INSERT INTO {keyspace}.transactions (namespace, id, state, item_count, applied_through, opened_at, committed_at, lease_until) \
+                 VALUES (?, ?, 'committing', ?, 0, ?, ?, 0) IF NOT EXISTS USING TTL ?"
             ),
             progress: format!(
                 "UPDATE {keyspace}.transactions USING TTL ? SET applied_through = ?, lease_until = ? \

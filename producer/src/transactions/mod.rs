@@ -7,13 +7,14 @@
 //! transaction already `committing` or further sends the marker again (the first may have been
 //! lost or its answer UNKNOWN): the consumer applies a transaction once, whichever marker comes
 //! first, and acknowledges the other. A committing transaction is never opened again, so a
-//! commit answers TRUE or UNKNOWN, never FALSE.
+//! commit answers TRUE or UNKNOWN, never FALSE. A transaction in one call (WriteTransaction)
+//! nobody has opened is staged and committed at once, with no `open` state ([`whole`]).
 
 use std::sync::Arc;
 use tracing::Instrument as _;
 
 use tonic::{Request, Response, Status};
-use wal_durable::{DurableStorage, staging_keep};
+use wal_durable::{DurableStorage, StagedItem, staging_keep};
 use wal_proto::v1::transactions_server::Transactions;
 use wal_proto::v1::{
     AbortTransactionRequest, AbortTransactionResponse, AppendItemsRequest, AppendItemsResponse,
@@ -29,6 +30,7 @@ mod abort;
 mod checks;
 mod commit;
 mod marker;
+mod whole;
 
 use self::checks::{check_id, check_items, refuse_unless_open, unavailable};
 use self::commit::{commit_span, counted};
@@ -91,8 +93,19 @@ impl TransactionService {
         id: &str,
         items: Vec<TransactionItem>,
     ) -> Result<AppendItemsResponse, Status> {
+        let items = check_items(&runtime.config, items)?;
+        self.append_checked(runtime, durable, id, &items).await
+    }
+
+    /// Stages items [`check_items`] passed.
+    pub(super) async fn append_checked(
+        &self,
+        runtime: &NamespaceRuntime,
+        durable: &DurableStorage,
+        id: &str,
+        items: &[StagedItem],
+    ) -> Result<AppendItemsResponse, Status> {
         let namespace = &runtime.config;
-        let items = check_items(namespace, items)?;
         let keep = staging_keep(namespace);
         let txn = durable
             .open_transaction(&namespace.name, id, keep)
@@ -110,7 +123,7 @@ impl TransactionService {
                 .map_err(unavailable)?;
             let mut fresh = Vec::with_capacity(items.len());
             let mut unchanged = 0;
-            for item in &items {
+            for item in items {
                 match staged.iter().find(|s| s.sequence == item.sequence) {
                     Some(same) if same == item => unchanged += 1,
                     Some(_) => {
@@ -205,17 +218,8 @@ impl Transactions for TransactionService {
             ));
         }
         let id = &request.transaction_id;
-        // Sent again after UNKNOWN: the items are staged and committed already, and only the
-        // commit (its marker) is repeated.
-        let txn = durable
-            .transaction(&runtime.config.name, id)
-            .await
-            .map_err(unavailable)?;
-        if !txn.is_some_and(|t| t.state.committed()) {
-            self.append(&runtime, &durable, id, request.items).await?;
-        }
         let answer = self
-            .commit(&runtime, &durable, id, count, trace)
+            .write_whole(&runtime, &durable, id, request.items, trace)
             .instrument(span)
             .await;
         counted(&runtime.config.name, answer).map(Response::new)

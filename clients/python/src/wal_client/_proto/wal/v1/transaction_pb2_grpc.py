@@ -103,7 +103,9 @@ class TransactionsServicer:
 
     def WriteTransaction(self, request, context):
         """A small transaction in one call: appends `items` and commits them, answering as
-        CommitTransaction does. The items' sequences must be 0 to n - 1.
+        CommitTransaction does. The items' sequences must be 0 to n - 1. Sent again with the same
+        items (after UNKNOWN, or while the first call is still on its way), it answers as a commit
+        sent again; with other items than a committed transaction holds, ALREADY_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
