@@ -6,11 +6,12 @@
 //! measured from its first delivery to its last, so the consumer group's join is not counted;
 //! everything after it is (receive, decode, JSON payload, INSERT JSON, acknowledge). Each figure
 //! is the median of rounds that alternate which side goes first, after an untimed
-//! warm-up round. Run with:
+//! warm-up round. With BENCH_ARCHIVE=1 each round runs a third side, the same namespace keeping
+//! an archive (one more CQL row an entry, which the consumer writes beside every apply), and
+//! prints it against the consumer without one: what keeping an archive costs. Run with:
 //!     scripts/stack up && cargo bench -p wal-consumer --bench apply_to_cql
 //! Tunables (environment): BENCH_ENTRIES (50000), BENCH_CONCURRENCY (64), BENCH_ROUNDS (5),
-//! BENCH_ARCHIVE (0; 1 makes the namespace keep an archive, which the consumer writes beside
-//! every apply).
+//! BENCH_ARCHIVE (0 or 1).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -46,21 +47,24 @@ fn archived() -> bool {
 
 /// Puts `entries` cql entries on a fresh topic, all before the clock starts.
 async fn fill_queue(round: usize, entries: usize, table: &str) -> String {
-    let topic = format!("bench-apply-{}-{round}", std::process::id());
+    let topic = format!("bench-apply-{}-{table}-{round}", std::process::id());
     fill_topic(&topic, &topic, table, entries, true).await;
     topic
 }
 
-/// The consumer's steady rate over a full queue: entries per second from first to last delivery.
-async fn consumer_round(session: &Session, round: Round) -> Side {
+/// The consumer's steady rate over a full queue: entries per second from first to last delivery;
+/// `archive`: its namespace keeps an archive.
+async fn consumer_round(session: &Session, round: Round, archive: bool) -> Side {
     let Round {
         entries,
         concurrency,
         ..
     } = round;
-    let name = round.table(session, "consumer").await;
+    let name = round
+        .table(session, if archive { "archived" } else { "consumer" })
+        .await;
     let topic = fill_queue(round.index, entries, &name).await;
-    let archive = if archived() {
+    let archive_config = if archive {
         format!(
             r#", "durable_storage": {{"namespace": "{KEYSPACE}", "type": "cql", "archive": {{"retention_days": 1}}}}"#
         )
@@ -69,7 +73,7 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
     };
     let config = format!(
         r#"{{"namespace": "{topic}", "persistence_configurations": {{"persistence_configuration": [
-            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"], "wal-kafka-dlq-topics": ["{topic}-dlq"]{archive}}}}}]}}}}"#
+            {{"physical_storage": {{"type": "KAFKA"}}, "config": {{"wal-kafka-topics": ["{topic}"], "wal-kafka-dlq-topics": ["{topic}-dlq"]{archive_config}}}}}]}}}}"#
     );
     let namespace = wal_namespaces::parse(&config, "bench").unwrap();
     let mut options = ConsumerOptions::for_local_stack(PathBuf::new());
@@ -90,7 +94,11 @@ async fn consumer_round(session: &Session, round: Round) -> Side {
         cpu_seconds(),
         MachineTicks::now(),
     );
-    let window = profile(Profiled::Platform);
+    let window = profile(if archive {
+        Profiled::Archived
+    } else {
+        Profiled::Platform
+    });
     let settled = || {
         let stats = deliverer.stats();
         delivered() + stats.dead_lettered.load(Ordering::Relaxed) as usize
@@ -172,6 +180,63 @@ async fn kafka_read_floor(entries: usize) -> f64 {
     (cpu_seconds() - cpu) * 1e6 / entries as f64
 }
 
+/// One round's three sides: the consumer, the consumer of a namespace keeping an archive (with
+/// BENCH_ARCHIVE=1), and the direct inserts.
+struct Sides {
+    consumer: Side,
+    archived: Option<Side>,
+    direct: Side,
+}
+
+/// Runs a round's sides, the consumer's first in even rounds and the direct inserts' first in
+/// odd ones, so neither always meets a fresher Cassandra; the archiving consumer goes between.
+async fn round_of(session: &Arc<Session>, round: Round) -> Sides {
+    let direct_first = round.index % 2 == 1;
+    let direct = if direct_first {
+        Some(direct_round(session, round, true).await)
+    } else {
+        None
+    };
+    let consumer = consumer_round(session, round, false).await;
+    let archived = if archived() {
+        Some(consumer_round(session, round, true).await)
+    } else {
+        None
+    };
+    let direct = match direct {
+        Some(direct) => direct,
+        None => direct_round(session, round, true).await,
+    };
+    Sides {
+        consumer,
+        archived,
+        direct,
+    }
+}
+
+fn side_line(name: &str, side: &Side, unit: &str) -> String {
+    format!(
+        "{name} {:>7.0}/s ({:>4.1} µs CPU/{unit}, machine {:>3.0}% busy)",
+        side.rate,
+        side.cpu_micros,
+        side.busy * 100.0
+    )
+}
+
+/// Medians of the rounds' figures: rates, CPU per entry, and the ratios of each round's sides.
+#[derive(Default)]
+struct Medians {
+    consumer: Vec<f64>,
+    direct: Vec<f64>,
+    ratios: Vec<f64>,
+    consumer_cpu: Vec<f64>,
+    direct_cpu: Vec<f64>,
+    archived: Vec<f64>,
+    archived_cpu: Vec<f64>,
+    archive_ratios: Vec<f64>,
+    archive_cpu_ratios: Vec<f64>,
+}
+
 #[tokio::main]
 async fn main() {
     let (rounds, all) = Round::from_env(5, 50_000);
@@ -180,58 +245,59 @@ async fn main() {
     // A freshly started Cassandra spends its first seconds compiling (JIT); an untimed round of
     // inserts first keeps that out of whichever side would come first.
     direct_round(&session, all, false).await;
-    let (mut consumer, mut direct, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut consumer_cpu, mut direct_cpu) = (Vec::new(), Vec::new());
+    let mut m = Medians::default();
     for round in 0..rounds {
-        // Alternate which side goes first, so neither always meets a fresher Cassandra.
-        let this = Round {
-            index: round,
-            ..all
-        };
-        let (c, d) = if round % 2 == 0 {
-            let c = consumer_round(&session, this).await;
-            (c, direct_round(&session, this, true).await)
-        } else {
-            let d = direct_round(&session, this, true).await;
-            (consumer_round(&session, this).await, d)
-        };
+        let Sides {
+            consumer: c,
+            archived,
+            direct: d,
+        } = round_of(
+            &session,
+            Round {
+                index: round,
+                ..all
+            },
+        )
+        .await;
         println!(
-            "  round {round}: consumer {:>7.0}/s ({:>4.1} µs CPU/entry, machine {:>3.0}% busy)   direct inserts {:>7.0}/s ({:>4.1} µs CPU/row, machine {:>3.0}% busy)   ratio {:.2}",
-            c.rate,
-            c.cpu_micros,
-            c.busy * 100.0,
-            d.rate,
-            d.cpu_micros,
-            d.busy * 100.0,
+            "  round {round}: {}   {}   ratio {:.2}",
+            side_line("consumer", &c, "entry"),
+            side_line("direct inserts", &d, "row"),
             c.rate / d.rate
         );
-        consumer.push(c.rate);
-        direct.push(d.rate);
-        ratios.push(c.rate / d.rate);
-        consumer_cpu.push(c.cpu_micros);
-        direct_cpu.push(d.cpu_micros);
+        if let Some(a) = archived {
+            println!(
+                "           {}   against the consumer without it: rate {:.2}, CPU {:.2}",
+                side_line("archiving", &a, "entry"),
+                a.rate / c.rate,
+                a.cpu_micros / c.cpu_micros
+            );
+            m.archived.push(a.rate);
+            m.archived_cpu.push(a.cpu_micros);
+            m.archive_ratios.push(a.rate / c.rate);
+            m.archive_cpu_ratios.push(a.cpu_micros / c.cpu_micros);
+        }
+        m.consumer.push(c.rate);
+        m.direct.push(d.rate);
+        m.ratios.push(c.rate / d.rate);
+        m.consumer_cpu.push(c.cpu_micros);
+        m.direct_cpu.push(d.cpu_micros);
     }
-    let (cpu, direct_cpu) = (median(&mut consumer_cpu), median(&mut direct_cpu));
-    let (consumer, direct, ratio) = (
-        median(&mut consumer),
-        median(&mut direct),
-        median(&mut ratios),
-    );
+    let (cpu, direct_cpu) = (median(&mut m.consumer_cpu), median(&mut m.direct_cpu));
     println!(
         "median:   consumer {:>7.0}/s ({cpu:>4.1} µs CPU/entry)   direct inserts {:>7.0}/s ({direct_cpu:>4.1} µs CPU/row)   ratio {:.2} (goal >= 0.85), CPU ratio {:.2} (goal <= 1.3)",
-        consumer,
-        direct,
-        ratio,
+        median(&mut m.consumer),
+        median(&mut m.direct),
+        median(&mut m.ratios),
         cpu / direct_cpu
     );
     if archived() {
-        // Each archived entry is two rows written into the same Cassandra: the target's, a
-        // single-row INSERT like the direct side's, and the archive's, batched per partition.
         println!(
-            "with the archive: {:.0} rows/s written (2 an entry: the target's, and the archive's batched per partition) against the direct inserts' {direct:.0} single-row inserts/s: median of the rounds' ratios {:.2}",
-            consumer * 2.0,
-            // Each round's rows ratio is twice its entries ratio, and so is their median.
-            2.0 * ratio
+            "archiving: {:>7.0}/s ({:>4.1} µs CPU/entry; 2 rows an entry, the target's and the archive's batched per partition)   against the consumer without it: rate {:.2} (goal >= 0.85), CPU {:.2} (goal <= 1.3) (medians of the rounds' ratios)",
+            median(&mut m.archived),
+            median(&mut m.archived_cpu),
+            median(&mut m.archive_ratios),
+            median(&mut m.archive_cpu_ratios)
         );
     }
     println!(

@@ -269,11 +269,12 @@ impl std::fmt::Display for Rate {
 }
 
 /// Which side of a benchmark a profile records (`BENCH_PERF_SIDE`: `platform`, the default,
-/// or `baseline`).
+/// `baseline`, or `archived`: apply_to_cql's consumer of a namespace keeping an archive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
     Platform,
     Baseline,
+    Archived,
 }
 
 /// A measured window of one side: a `perf record --control fifo:PATH` started with events
@@ -307,9 +308,10 @@ fn perf_control(side: Side, command: &str) {
     };
     let wanted = match std::env::var("BENCH_PERF_SIDE").as_deref() {
         Ok("baseline") => Side::Baseline,
+        Ok("archived") => Side::Archived,
         Ok("platform") | Err(_) => Side::Platform,
         Ok(other) => {
-            eprintln!("BENCH_PERF_SIDE is '{other}'; expected platform or baseline");
+            eprintln!("BENCH_PERF_SIDE is '{other}'; expected platform, baseline or archived");
             return;
         }
     };
