@@ -22,8 +22,8 @@ pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 pub use staging::{
-    Abort, ITEM_PAGE, Listing, MAX_TRANSACTION_ID_BYTES, OPEN_BUCKET_MICROS, StagedItem, Txn,
-    TxnState, is_transaction_id, listings_of, open_bucket, past_lifetime, shown, shown_state,
+    Abort, ITEM_PAGE, Listing, MAX_TRANSACTION_ID_BYTES, OPEN_BUCKET_MICROS, OneCall, StagedItem,
+    Txn, TxnState, is_transaction_id, listings_of, open_bucket, past_lifetime, shown, shown_state,
 };
 
 use wal_queue::entry::{ClaimCheck, now_micros};

@@ -77,19 +77,21 @@ async fn resend(
     grace: Duration,
 ) -> Result<u64, Failed> {
     let name = &runtime.config.name;
-    let ids: Vec<String> = durable
-        .listed(name, Listing::Committing)
+    let entries: Vec<(String, i64)> = durable
+        .listed_since(name, Listing::Committing)
         .await?
         .take(MOST_PER_SWEEP)
         .try_collect()
         .await?;
     let mut sent = 0;
-    for id in ids {
+    for (id, since) in entries {
         let txn = durable.transaction(name, &id).await?;
         let txn = match txn {
             Some(txn) if txn.state == TxnState::Committing => txn,
             // A commit under way indexes the transaction before it moves it: leave it be.
             Some(txn) if txn.state == TxnState::Open => continue,
+            // So does a transaction written in one call, before its row exists.
+            None if now_micros().saturating_sub(since) < grace.as_micros() as i64 => continue,
             // Moved on, or its staging gone: the entry is stale, and would take a place in
             // every later sweep's first MOST_PER_SWEEP.
             _ => {

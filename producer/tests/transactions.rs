@@ -31,6 +31,17 @@ fn staged_namespace(target: &str) -> wal_namespaces::Namespace {
     namespace
 }
 
+/// The tests' staging store, read as the producer and the consumer read it.
+async fn staging_storage() -> wal_durable::DurableStorage {
+    let nodes = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
+    wal_durable::DurableStorage::connect(&wal_durable::DurableSettings::new(
+        &[nodes.as_str()],
+        STAGING,
+    ))
+    .await
+    .unwrap()
+}
+
 fn client(fleet: &Fleet) -> TransactionsClient<Channel> {
     TransactionsClient::new(fleet.producer.channel.clone())
 }
@@ -181,13 +192,7 @@ async fn a_failed_item_stops_the_apply_at_it_with_every_item_before_it_applied_a
     client.append_items(txn.append(items)).await.unwrap();
     txn.commit_stored(&mut client, ITEMS).await;
 
-    let nodes = std::env::var("WAL_CQL_NODES").unwrap_or_else(|_| "127.0.0.1:19042".into());
-    let storage = wal_durable::DurableStorage::connect(&wal_durable::DurableSettings::new(
-        &[nodes.as_str()],
-        STAGING,
-    ))
-    .await
-    .unwrap();
+    let storage = staging_storage().await;
     let stopped = eventually(LIMIT, "the transaction dead-lettered", || async {
         storage
             .transaction(&txn.namespace, &txn.id)
@@ -292,12 +297,38 @@ async fn a_transaction_in_one_call_sent_at_once_four_times_is_true_four_times_an
         let answer = answer.unwrap().into_inner();
         assert_eq!(answer.durable(), Trilean::True, "{}", answer.message);
     }
-    // The same id with other items is refused, and nothing of it is staged or applied.
+    // One call made the row straight as committing (opened when committed), with every item.
+    let storage = staging_storage().await;
+    let row = storage
+        .transaction(&txn.namespace, &txn.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.item_count, Some(20));
+    assert_eq!(
+        row.committed_at_micros,
+        Some(row.opened_at_micros),
+        "{row:?}"
+    );
+    assert_eq!(
+        storage.staged_count(&txn.namespace, &txn.id).await.unwrap(),
+        20
+    );
+    // The same id with other items, or with part of them, is refused, and nothing of it is
+    // staged or applied.
     let other = client.clone().write_transaction(request("other")).await;
     assert_refused(
         &other.unwrap_err(),
         Code::AlreadyExists,
         &["committed with other items"],
+    );
+    let mut part = request("item");
+    part.items.truncate(5);
+    let part = client.clone().write_transaction(part).await;
+    assert_refused(
+        &part.unwrap_err(),
+        Code::AlreadyExists,
+        &["committed with other items than this call's 5"],
     );
     eventually(LIMIT, "the 20 items upstream", || async {
         (upstream.received().len() >= 20).then_some(())

@@ -106,6 +106,21 @@ impl DurableStorage {
         listing: Listing,
     ) -> Result<impl futures::Stream<Item = Result<String, DurableError>> + Send, DurableError>
     {
+        Ok(self
+            .listed_since(namespace, listing)
+            .await?
+            .map_ok(|(id, _)| id))
+    }
+
+    /// Like [`Self::listed`], each id with when its entry was written (microseconds, whole
+    /// milliseconds): an entry that names no row may be that of a transaction being written in
+    /// one call, indexed before its row exists, and only an old one is stale.
+    pub async fn listed_since(
+        &self,
+        namespace: &str,
+        listing: Listing,
+    ) -> Result<impl futures::Stream<Item = Result<(String, i64), DurableError>> + Send, DurableError>
+    {
         let pager = self
             .session
             .execute_iter(
@@ -115,10 +130,10 @@ impl DurableStorage {
             .await
             .map_err(|e| cql("transaction index")(&e))?;
         let rows = pager
-            .rows_stream::<(String,)>()
+            .rows_stream::<(String, Option<CqlTimestamp>)>()
             .map_err(|e| cql("transaction index")(&e))?;
         Ok(rows
-            .map_ok(|(id,)| id)
+            .map_ok(|(id, since)| (id, since.map_or(0, |at| at.0.saturating_mul(1000))))
             .map_err(|e| cql("transaction index")(&e)))
     }
 }

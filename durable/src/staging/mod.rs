@@ -38,6 +38,7 @@ pub use operator::{
     Abort, MAX_TRANSACTION_ID_BYTES, is_transaction_id, listings_of, past_lifetime, shown,
     shown_state,
 };
+pub use state::OneCall;
 
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlTimestamp;

@@ -7,6 +7,17 @@ use super::{Listing, Txn, TxnRow, TxnState, micros, open_bucket, ttl};
 use crate::{DurableError, DurableStorage, cql};
 use wal_queue::entry::now_micros;
 
+/// What [`DurableStorage::stage_and_commit`] got done.
+#[derive(Debug)]
+pub enum OneCall {
+    /// Staged and committing: the row as it now stands.
+    Committed(Txn),
+    /// The items were staged, and another call made the row first.
+    StagedOnly,
+    /// An item was staged already: nothing of this call was.
+    NotStaged,
+}
+
 impl DurableStorage {
     /// The transaction's row, if any.
     pub async fn transaction(
@@ -146,25 +157,27 @@ impl DurableStorage {
 
     /// Stages `items` and commits them, for a transaction nobody has opened (one written whole
     /// in one call): the items as [`Self::stage_items`] does, then the row inserted as
-    /// `committing` with their count if there is none. Returns the committing row; None when an
-    /// item or the row exists already (a call sent again, or racing an append or an abort),
-    /// and the caller takes the step-by-step way, which reads and compares what is there. Items
-    /// staged before a lost race stay until their TTL unless that way commits them.
+    /// `committing` with their count if there is none. When an item or the row exists already
+    /// (a call sent again, or racing an append or an abort) the caller takes the step-by-step
+    /// way, which reads and compares what is there.
     pub async fn stage_and_commit(
         &self,
         namespace: &str,
         id: &str,
         items: &[super::StagedItem],
         keep: std::time::Duration,
-    ) -> Result<Option<Txn>, DurableError> {
+    ) -> Result<OneCall, DurableError> {
         // Indexed as committing before the row exists, as a commit of an open transaction is
-        // (see begin_commit); beside the staging, which it does not depend on.
+        // (see begin_commit), so a failure after the insert leaves it to the producers' sweep;
+        // beside the staging, which it does not depend on. The sweep leaves an entry without a
+        // row alone for its grace, and it is written again once the row is in, in case the
+        // staging took longer than that.
         let indexed = self.reindex(namespace, id, &[], TxnState::Committing, keep);
         let staged = self.stage_items(namespace, id, items, keep);
         let (indexed, staged) = futures::join!(indexed, staged);
         indexed?;
         if !staged? {
-            return Ok(None);
+            return Ok(OneCall::NotStaged);
         }
         // The row keeps milliseconds: the answer is taken from those.
         let now = now_micros() / 1000 * 1000;
@@ -177,7 +190,12 @@ impl DurableStorage {
                 "transaction commit",
             )
             .await?;
-        Ok(inserted.then_some(Txn {
+        if !inserted {
+            return Ok(OneCall::StagedOnly);
+        }
+        self.reindex(namespace, id, &[], TxnState::Committing, keep)
+            .await?;
+        Ok(OneCall::Committed(Txn {
             state: TxnState::Committing,
             item_count: Some(count),
             applied_through: 0,

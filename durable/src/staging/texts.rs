@@ -131,7 +131,7 @@ impl Indexes {
                 "DELETE FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ? AND id = ?"
             ),
             list_state: format!(
-                "SELECT id FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ?"
+                "SELECT id, since FROM {keyspace}.transactions_by_state WHERE namespace = ? AND state = ?"
             ),
         }
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tonic::Status;
-use wal_durable::{DurableStorage, StagedItem, Txn, staging_keep};
+use wal_durable::{DurableStorage, OneCall, StagedItem, Txn, TxnState, staging_keep};
 use wal_proto::v1::{TransactionItem, WriteToLogResponse};
 use wal_runtime::trace_context::Carrier;
 
@@ -39,37 +39,48 @@ impl TransactionService {
         let mut txn = read().await?;
         if txn.is_none() {
             let keep = staging_keep(namespace);
-            let committing = durable
+            let one_call = durable
                 .stage_and_commit(&namespace.name, id, &items, keep)
                 .await
                 .map_err(unavailable)?;
-            if let Some(txn) = committing {
+            if !matches!(one_call, OneCall::NotStaged) {
                 crate::metrics::transaction_items_staged(&namespace.name, count);
+            }
+            if let OneCall::Committed(txn) = one_call {
                 return queue_marker(&self.writes, runtime, durable, id, count, &txn, trace).await;
             }
             // Raced another call (this one sent twice, an append, an abort): read again, and go
             // step by step, which compares what is staged.
             txn = read().await?;
+            if matches!(one_call, OneCall::StagedOnly)
+                && txn.as_ref().is_some_and(|t| t.state == TxnState::Aborted)
+            {
+                // Staged just before an abort recorded the id: nothing will apply them. Best
+                // effort, as the staging's TTL drops them anyway.
+                let _ = durable.drop_items(&namespace.name, id).await;
+            }
         }
         // Sent again after UNKNOWN, the items are staged and committed already, and only the
         // commit (its marker) is repeated, once they are found to be this call's.
-        let mut sent_again = committed(&txn);
-        if !sent_again && let Err(refused) = self.append_checked(runtime, durable, id, &items).await
+        if !committed(&txn)
+            && let Err(refused) = self.append_checked(runtime, durable, id, &items).await
         {
             // Sent twice at once (a client retrying past its deadline while the first call
             // goes on), the other call may commit between this one's read and its append,
             // which then refuses a transaction no longer open.
-            if refused.code() != tonic::Code::FailedPrecondition || !committed(&read().await?) {
+            txn = read().await?;
+            if refused.code() != tonic::Code::FailedPrecondition || !committed(&txn) {
                 return Err(refused);
             }
-            sent_again = true;
         }
-        if sent_again && !staged_alike(durable, &namespace.name, id, &items).await? {
+        if let Some(txn) = txn.filter(|t| t.state.committed())
+            && !self_same(durable, &namespace.name, id, &txn, &items).await?
+        {
             return Err(status::refused(
                 tonic::Code::AlreadyExists,
                 "transaction_id",
                 format!(
-                    "transaction '{id}' is committed with other items than this call's; a transaction id names one transaction"
+                    "transaction '{id}' is committed with other items than this call's {count}; a transaction id names one transaction"
                 ),
             ));
         }
@@ -77,18 +88,27 @@ impl TransactionService {
     }
 }
 
-/// Whether every one of `items` is staged as it is: another call staged this very transaction.
-async fn staged_alike(
+/// Whether the committed `txn` is this call's: as many items, each staged as it is. A
+/// transaction applied so long ago that its items are gone (their TTL is from their staging,
+/// the row's from its last move) is taken as this call's, as before the items were compared.
+async fn self_same(
     durable: &DurableStorage,
     namespace: &str,
     id: &str,
+    txn: &Txn,
     items: &[StagedItem],
 ) -> Result<bool, Status> {
+    if txn.item_count != Some(items.len() as u64) {
+        return Ok(false);
+    }
     let sequences: Vec<u64> = items.iter().map(|item| item.sequence).collect();
     let staged = durable
         .staged_items(namespace, id, &sequences)
         .await
         .map_err(unavailable)?;
+    if staged.is_empty() && txn.state == TxnState::Applied {
+        return Ok(true);
+    }
     let same = |item: &StagedItem| staged.iter().any(|s| s == item);
     Ok(staged.len() == items.len() && items.iter().all(same))
 }
