@@ -152,14 +152,7 @@ impl Scene {
             Duration::from_secs(30),
             "the entry received",
             || async move {
-                let samples = wal_runtime::exposition::parse(&wal_testkit::scrape()).ok()?;
-                let held: f64 = samples
-                    .iter()
-                    .filter(|s| {
-                        s.name == "wal_consumer_in_flight" && s.label("namespace") == Some(name)
-                    })
-                    .map(|s| s.value)
-                    .sum();
+                let held = wal_testkit::scraped("wal_consumer_in_flight", name)?;
                 (held >= count).then_some(())
             },
         )

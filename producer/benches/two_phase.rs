@@ -51,15 +51,7 @@ fn item(tables: &[String; 3], t: usize, i: usize) -> TransactionItem {
 /// rows: a COUNT over tables of thousands of rows every few milliseconds would load the one
 /// Cassandra both sides share, on the platform's side alone.
 fn items_applied(namespace: &str) -> f64 {
-    let samples = wal_runtime::exposition::parse(&wal_testkit::scrape()).unwrap();
-    samples
-        .iter()
-        .filter(|s| {
-            s.name == "wal_transaction_items_applied_total"
-                && s.label("namespace") == Some(namespace)
-        })
-        .map(|s| s.value)
-        .sum()
+    wal_testkit::scraped("wal_transaction_items_applied_total", namespace).unwrap()
 }
 
 /// Waits until `count` items of `namespace` are applied, looking every `every`: each look

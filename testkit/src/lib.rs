@@ -19,7 +19,7 @@
 mod backends;
 pub mod measure;
 mod scrape;
-pub use scrape::scrape;
+pub use scrape::{scrape, scraped};
 pub mod stack;
 
 #[cfg(feature = "control-plane")]

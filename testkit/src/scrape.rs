@@ -13,3 +13,16 @@ pub fn scrape() -> String {
         })
         .render()
 }
+
+/// The sum of `metric`'s samples labelled with `namespace` in [`scrape`]; None when the scrape
+/// does not parse.
+pub fn scraped(metric: &str, namespace: &str) -> Option<f64> {
+    let samples = wal_runtime::exposition::parse(&scrape()).ok()?;
+    Some(
+        samples
+            .iter()
+            .filter(|s| s.name == metric && s.label("namespace") == Some(namespace))
+            .map(|s| s.value)
+            .sum(),
+    )
+}

@@ -121,24 +121,15 @@ impl TransactionService {
                 .staged_items(&namespace.name, id, &sequences)
                 .await
                 .map_err(unavailable)?;
-            let mut fresh = Vec::with_capacity(items.len());
-            let mut unchanged = 0;
-            for item in items {
-                match staged.iter().find(|s| s.sequence == item.sequence) {
-                    Some(same) if same == item => unchanged += 1,
-                    Some(_) => {
-                        return Err(status::refused(
-                            tonic::Code::AlreadyExists,
-                            "items",
-                            format!(
-                                "transaction '{id}': sequence {} is staged with a different item; nothing of this call was staged",
-                                item.sequence
-                            ),
-                        ));
-                    }
-                    None => fresh.push(item.clone()),
-                }
-            }
+            let Compared { fresh, unchanged } = compared(items, &staged).map_err(|sequence| {
+                status::refused(
+                    tonic::Code::AlreadyExists,
+                    "items",
+                    format!(
+                        "transaction '{id}': sequence {sequence} is staged with a different item; nothing of this call was staged"
+                    ),
+                )
+            })?;
             if durable
                 .stage_items(&namespace.name, id, &fresh, keep)
                 .await
@@ -155,6 +146,31 @@ impl TransactionService {
             "transaction '{id}': other appends kept staging the same sequences ({APPEND_TRIES} tries); send this call again"
         )))
     }
+}
+
+/// A call's items against what is staged under their sequences.
+struct Compared {
+    /// Items whose sequence nothing is staged under.
+    fresh: Vec<StagedItem>,
+    /// Items staged as they are.
+    unchanged: u32,
+}
+
+/// Compares `items` with `staged` (what is staged under their sequences); Err names the first
+/// sequence staged with a different item.
+fn compared(items: &[StagedItem], staged: &[StagedItem]) -> Result<Compared, u64> {
+    let by_sequence: std::collections::HashMap<u64, &StagedItem> =
+        staged.iter().map(|s| (s.sequence, s)).collect();
+    let mut fresh = Vec::new();
+    let mut unchanged = 0;
+    for item in items {
+        match by_sequence.get(&item.sequence) {
+            Some(same) if *same == item => unchanged += 1,
+            Some(_) => return Err(item.sequence),
+            None => fresh.push(item.clone()),
+        }
+    }
+    Ok(Compared { fresh, unchanged })
 }
 
 #[tonic::async_trait]

@@ -7,9 +7,9 @@ use wal_durable::{DurableStorage, OneCall, StagedItem, Txn, TxnState, staging_ke
 use wal_proto::v1::{TransactionItem, WriteToLogResponse};
 use wal_runtime::trace_context::Carrier;
 
-use super::TransactionService;
 use super::checks::{check_items, unavailable};
 use super::marker::queue_marker;
+use super::{TransactionService, compared};
 use crate::registry::NamespaceRuntime;
 use crate::status;
 
@@ -109,6 +109,5 @@ async fn self_same(
     if staged.is_empty() && txn.state == TxnState::Applied {
         return Ok(true);
     }
-    let same = |item: &StagedItem| staged.iter().any(|s| s == item);
-    Ok(staged.len() == items.len() && items.iter().all(same))
+    Ok(compared(items, &staged).is_ok_and(|c| c.fresh.is_empty()))
 }
