@@ -1,6 +1,7 @@
 //! The data-loss-prevention persona: Cassandra is killed (SIGKILL) under load and stays away for
 //! 30 s, far longer than the namespaces' whole retry schedule (3 attempts from 100 ms), while
-//! writes keep coming to a Kafka and an SQS namespace. The cql breaker holds the entries in
+//! writes keep coming to a Kafka and an SQS namespace through the project's client, and every
+//! one of them is stored. The cql breaker holds the entries in
 //! place: once Cassandra is back every entry answered TRUE is applied (the local stack syncs
 //! Cassandra's commit log before acknowledging, so the kill loses nothing acknowledged), none
 //! was retried while it was away or dead-lettered for the outage, the Kafka topic holds no retry
@@ -18,8 +19,6 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use wal_namespaces::{Backend, Namespace};
-use wal_proto::v1::Trilean;
-use wal_proto::v1::write_ahead_log_client::WriteAheadLogClient;
 use wal_testkit::{
     Cql, Restart, cql_target, dlq_reader, eventually, find_entry, put, stack, start_consumer,
     write_true,
@@ -30,10 +29,13 @@ const OUTAGE: Duration = Duration::from_secs(30);
 /// A retry schedule the outage outlasts a hundred times over: 100 ms, then 200 ms, then the DLQ.
 const SHORT: &str = r#""retry_policy": {"max_attempts": 3, "initial_backoff_ms": 100, "multiplier": 2.0, "max_backoff_ms": 200, "jitter": 0.0}"#;
 
-/// Writes puts to `namespace` every `pace` until `stop`, keeping the ids answered TRUE and
-/// counting the other answers.
+/// Writes puts to `namespace` every `pace` until `stop`, through the project's client, which
+/// keeps the clients' retry rules: an UNKNOWN (a write slower than the producer's timeout on a
+/// starved machine) is sent again with the same id until TRUE, FALSE or the deadline. Keeps the
+/// ids answered TRUE, the attempts beyond the first (each may have left a copy on the queue),
+/// and every other answer in full.
 fn writer(
-    mut client: WriteAheadLogClient<tonic::transport::Channel>,
+    client: wal_client::Client,
     namespace: String,
     prefix: String,
     pace: Duration,
@@ -45,17 +47,21 @@ fn writer(
         while !stop.is_cancelled() {
             let id = format!("{prefix}-{n}");
             n += 1;
-            let answer = client
-                .write_to_log(write(&namespace, &put(&id, "v")))
-                .await
-                .map(|a| a.into_inner().durable());
+            let written = client
+                .write(wal_client::Write::new(namespace.as_str(), put(&id, "v")))
+                .await;
             {
                 let mut log = log.lock().unwrap();
-                match answer {
-                    Ok(Trilean::True) => {
-                        log.written.insert(id);
+                match written {
+                    Ok(written) => {
+                        log.resent += u64::from(written.attempts.saturating_sub(1));
+                        if written.outcome == wal_client::Outcome::True {
+                            log.written.insert(id);
+                        } else {
+                            log.not_true.push(format!("{id}: {written:?}"));
+                        }
                     }
-                    _ => log.not_true += 1,
+                    Err(error) => log.not_true.push(format!("{id}: {error}")),
                 }
             }
             tokio::time::sleep(pace).await;
@@ -66,7 +72,9 @@ fn writer(
 #[derive(Debug, Default)]
 struct Load {
     written: BTreeSet<String>,
-    not_true: u64,
+    /// Attempts beyond a write's first: each may have put one more copy on the queue.
+    resent: u64,
+    not_true: Vec<String>,
 }
 
 struct Side {
@@ -107,11 +115,18 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
     let mut producer = TestProducer::start(namespaces.clone()).await;
     let consumer = start_consumer(namespaces).await;
 
+    let mut client = wal_client::Settings::new([producer.address.to_string()]);
+    // Unary, as before; and long enough for a write sent again after the producer's own
+    // timeout (TEST_WRITE_TIMEOUT_MS) answered UNKNOWN.
+    client.batching = None;
+    client.deadline = Duration::from_secs(60);
+    let client = wal_client::Client::new(client).unwrap();
+
     let stop = CancellationToken::new();
     let mut writers = Vec::new();
     for (side, prefix, pace) in [(&kafka, "k0", 10), (&kafka, "k1", 10), (&sqs, "s0", 20)] {
         writers.push(writer(
-            producer.client.clone(),
+            client.clone(),
             side.namespace.name.clone(),
             prefix.to_owned(),
             Duration::from_millis(pace),
@@ -182,10 +197,10 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
             "dead-lettered for its payload: {}",
             dead.last_error
         );
-        assert_eq!(
-            side.load.lock().unwrap().not_true,
-            0,
-            "the queue took writes"
+        let not_true = &side.load.lock().unwrap().not_true;
+        assert!(
+            not_true.is_empty(),
+            "the queue took every write while Cassandra was away; not TRUE: {not_true:#?}"
         );
     }
     let stats = consumer.deliverer().stats();
@@ -203,18 +218,22 @@ async fn a_killed_cassandra_holds_entries_in_place_and_loses_none() {
     assert!(held > 0, "entries were held for the outage");
     let on_topic = kafka_log(&kafka.namespace.queues[0].name).await.len();
     let written = kafka.written().len() + 1;
+    let resent = kafka.load.lock().unwrap().resent;
     // A retry copy only for a write that timed out after Cassandra returned (those of the SQS
-    // namespace go to its queue, so at most as many as were retried).
+    // namespace go to its queue, so at most as many as were retried), and a second copy only for
+    // a write the client sent again after an UNKNOWN.
+    let copies = retried_after + resent;
     assert!(
-        on_topic >= written && on_topic - written <= retried_after as usize,
-        "the Kafka topic holds each entry written once and a retry copy only for a write retried \
-         after Cassandra returned: {on_topic} messages for {written} entries, {retried_after} \
-         retried after the return"
+        on_topic >= written && on_topic - written <= copies as usize,
+        "the Kafka topic holds each entry written once and a copy only for a write retried \
+         after Cassandra returned or sent again by the client: {on_topic} messages for {written} \
+         entries, {retried_after} retried after the return, {resent} sent again"
     );
     println!(
         "Cassandra killed for {OUTAGE:?} under load: {} Kafka and {} SQS entries answered TRUE, \
          {held} held; after Cassandra answered again, first delivery {:?}, all applied {caught_up:?}, \
-         {retried_after} retried (timed out); topic messages {on_topic} for {written} entries",
+         {retried_after} retried (timed out); {resent} Kafka writes sent again by the client; \
+         topic messages {on_topic} for {written} entries",
         kafka.written().len(),
         sqs.written().len(),
         first.get().unwrap_or_default(),
