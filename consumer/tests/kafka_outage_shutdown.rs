@@ -15,8 +15,8 @@ use wal_consumer::{Consumer, ConsumerHandle};
 use wal_namespaces::{Backend, Namespace};
 use wal_testkit::write_true;
 use wal_testkit::{Cql, Restart, TestProducer, consumer_process_logging_to, cql_target};
-use wal_testkit::{KilledWhenDropped, terminate, write};
 use wal_testkit::{eventually, local_stack, namespace_json, put, stack, start_consumer, unique};
+use wal_testkit::{terminate, write};
 
 /// How long stopping may take with the broker away, as `wal-consumer --help` promises: the final
 /// commits wait at most 10 s and leaving the groups 10 s (no entry is in progress, so the
@@ -55,7 +55,7 @@ async fn a_consumer_stopped_while_its_broker_is_away_stops_within_a_bound() {
     let mut producer = TestProducer::start(all.map(|s| s.namespace.clone()).to_vec()).await;
     let abandoned = AbandonedConsumer::start(abandoned_ns.namespace.clone());
     let in_process = uncommitting_consumer(in_process_ns.namespace.clone()).await;
-    let mut process = KilledWhenDropped(consumer_process_logging_to(&dir, &log));
+    let mut process = consumer_process_logging_to(&dir, &log);
     for served in all {
         for i in 0..ROWS {
             let id = format!("r{i}");

@@ -383,7 +383,7 @@ impl Traced {
         Self {
             name,
             producer,
-            consumer: KilledWhenDropped(consumer),
+            consumer,
             producer_log,
             consumer_log,
         }

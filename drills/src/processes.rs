@@ -12,7 +12,10 @@ use rand::seq::SliceRandom as _;
 use std::net::SocketAddr;
 
 use tonic::transport::Channel;
-use wal_testkit::{ProducerProcess, cargo_bin, consumer_process_with_env, refusing_address, stack};
+use wal_testkit::{
+    KilledWhenDropped, ProducerProcess, cargo_bin, consumer_process_with_env, refusing_address,
+    stack,
+};
 
 /// How long the producer waits for the broker before it answers UNKNOWN.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,7 +27,7 @@ pub struct Processes {
     env: Vec<(&'static str, String)>,
     producer: ProducerProcess,
     /// None until started, for a drill that writes a backlog first.
-    consumer: Option<std::process::Child>,
+    consumer: Option<KilledWhenDropped>,
     /// Regions' writers (the replication drill): each restarted on its own address.
     writers: Vec<RegionWriter>,
     /// The running producer: writers read it for each write, a restart swaps it.
@@ -118,7 +121,7 @@ impl Processes {
 
     /// The consumer's pid; 0 when none runs.
     pub fn consumer_pid(&self) -> u32 {
-        self.consumer.as_ref().map_or(0, std::process::Child::id)
+        self.consumer.as_ref().map_or(0, |consumer| consumer.id())
     }
 
     /// kill -9 of `kill`'s process, then starts it again at once.
@@ -160,7 +163,7 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(60);
 
 /// Waits for `child`, sent SIGTERM at `since`, to exit, and kills it once [`STOP_LIMIT`] has
 /// passed since then; reaps it either way. Whether it exited by itself.
-pub async fn reap_within(mut child: std::process::Child, since: std::time::Instant) -> bool {
+pub async fn reap_within(mut child: KilledWhenDropped, since: std::time::Instant) -> bool {
     tokio::task::spawn_blocking(move || {
         while matches!(child.try_wait(), Ok(None)) {
             if since.elapsed() > STOP_LIMIT {

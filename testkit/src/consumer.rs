@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use wal_consumer::{Consumer, ConsumerHandle, ConsumerOptions};
 use wal_namespaces::Namespace;
 
-use crate::stack::{cargo_bin, with_second_cluster};
+use crate::stack::{KilledWhenDropped, cargo_bin, with_second_cluster};
 
 /// The local stack's addresses (from `scripts/stack env`), as the consumer takes them.
 pub fn local_stack() -> ConsumerOptions {
@@ -55,8 +55,9 @@ pub async fn start_consumer_following(feed: wal_namespaces::feed::Feed) -> Consu
 
 /// A `wal-consumer` process on the local stack reading the namespace files in `namespaces`, its
 /// metrics on `metrics_listen` (`127.0.0.1:0` when nobody reads them). For the consumer's own
-/// tests and benches: cargo builds the binary for them.
-pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> std::process::Child {
+/// tests and benches: cargo builds the binary for them. Killed when dropped, so a test that
+/// fails halfway leaves no consumer running past it.
+pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> KilledWhenDropped {
     consumer_process_at(namespaces, metrics_listen, "127.0.0.1:0")
 }
 
@@ -65,11 +66,12 @@ pub fn consumer_process(namespaces: &std::path::Path, metrics_listen: &str) -> s
 pub fn consumer_process_with_env(
     namespaces: &std::path::Path,
     env: &[(&str, String)],
-) -> std::process::Child {
+) -> KilledWhenDropped {
     consumer_command(namespaces, "127.0.0.1:0", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .spawn()
+        .map(KilledWhenDropped)
         .expect("start wal-consumer")
 }
 
@@ -79,11 +81,12 @@ pub fn consumer_process_from(
     binary: &std::path::Path,
     namespaces: &std::path::Path,
     env: &[(&str, String)],
-) -> std::process::Child {
+) -> KilledWhenDropped {
     consumer_command_of(binary, namespaces, "127.0.0.1:0", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .spawn()
+        .map(KilledWhenDropped)
         .expect("start wal-consumer")
 }
 
@@ -92,10 +95,11 @@ pub fn consumer_process_at(
     namespaces: &std::path::Path,
     metrics_listen: &str,
     health_listen: &str,
-) -> std::process::Child {
+) -> KilledWhenDropped {
     consumer_command(namespaces, metrics_listen, health_listen)
         .env("RUST_LOG", "warn")
         .spawn()
+        .map(KilledWhenDropped)
         .expect("start wal-consumer")
 }
 
@@ -104,7 +108,7 @@ pub fn consumer_process_at(
 pub fn consumer_process_logging_to(
     namespaces: &std::path::Path,
     log: &std::path::Path,
-) -> std::process::Child {
+) -> KilledWhenDropped {
     consumer_process_logging_with_env(namespaces, log, &[])
 }
 
@@ -113,12 +117,13 @@ pub fn consumer_process_logging_with_env(
     namespaces: &std::path::Path,
     log: &std::path::Path,
     env: &[(&str, String)],
-) -> std::process::Child {
+) -> KilledWhenDropped {
     consumer_command(namespaces, "127.0.0.1:0", "127.0.0.1:0")
         .env_remove("RUST_LOG")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stderr(std::fs::File::create(log).expect("the log file"))
         .spawn()
+        .map(KilledWhenDropped)
         .expect("start wal-consumer")
 }
 

@@ -154,6 +154,20 @@ pub fn jaeger() -> (String, String) {
 #[derive(Debug)]
 pub struct KilledWhenDropped(pub std::process::Child);
 
+impl std::ops::Deref for KilledWhenDropped {
+    type Target = std::process::Child;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KilledWhenDropped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 impl Drop for KilledWhenDropped {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -30,7 +30,7 @@ use rand::rngs::StdRng;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use wal_namespaces::Backend;
-use wal_testkit::{ProducerProcess, consumer_process_with_env, stack};
+use wal_testkit::{KilledWhenDropped, ProducerProcess, consumer_process_with_env, stack};
 
 use crate::load::{Answer, Answers, Applied, Outcome, Payload, namespace_dir, send, settle};
 use crate::processes::stop_child;
@@ -78,7 +78,7 @@ pub struct Fleet {
     pub producers: Vec<ProducerProcess>,
     /// The producers' channels, which the writers read for each attempt; a restart swaps one.
     pub channels: Arc<Vec<RwLock<Channel>>>,
-    pub consumers: Vec<std::process::Child>,
+    pub consumers: Vec<KilledWhenDropped>,
     /// The consumers' environment over the stack's (a cluster map, say).
     pub consumer_env: Vec<(&'static str, String)>,
 }

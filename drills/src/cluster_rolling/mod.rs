@@ -23,7 +23,7 @@ mod tiers;
 use self::tiers::Tiers;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -32,8 +32,8 @@ use tonic::transport::Channel;
 use wal_namespaces::Backend;
 use wal_proto::v1::namespace_registry_client::NamespaceRegistryClient;
 use wal_testkit::{
-    ProducerProcess, cargo_bin, consumer_process_from, group_state, kafka_bootstrap,
-    refusing_address, stack, terminate, unique,
+    KilledWhenDropped, ProducerProcess, cargo_bin, consumer_process_from, group_state,
+    kafka_bootstrap, refusing_address, stack, terminate, unique,
 };
 
 use crate::cluster::{
@@ -66,20 +66,25 @@ impl Builds {
 }
 
 /// A process that has exited (and been reaped), standing in while the real one is replaced.
-fn placeholder() -> Child {
+fn placeholder() -> std::process::Child {
     let mut child = Command::new("true").spawn().expect("run true");
     let _ = child.wait();
     child
 }
 
 /// Starts a control plane on `listen` with the SQLite store `store`, and waits for its port.
-async fn start_control_plane(binary: &Path, store: &Path, listen: std::net::SocketAddr) -> Child {
+async fn start_control_plane(
+    binary: &Path,
+    store: &Path,
+    listen: std::net::SocketAddr,
+) -> KilledWhenDropped {
     let mut child = Command::new(binary)
         .env("WAL_CONTROL_LISTEN", listen.to_string())
         .env("WAL_CONTROL_STORE", format!("sqlite://{}", store.display()))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
+        .map(KilledWhenDropped)
         .expect("start wal-control-plane");
     let started = Instant::now();
     while tokio::net::TcpStream::connect(listen).await.is_err() {

@@ -8,13 +8,13 @@ pub(super) struct Tiers {
     /// The control plane's store, address and process.
     pub(super) store: PathBuf,
     pub(super) control_listen: std::net::SocketAddr,
-    pub(super) control_plane: Child,
+    pub(super) control_plane: KilledWhenDropped,
     /// An empty folder: the producers and consumers take their namespaces from the control
     /// plane, but start with a folder named.
     pub(super) folder: PathBuf,
     pub(super) producers: Vec<ProducerProcess>,
     pub(super) channels: Arc<Vec<RwLock<Channel>>>,
-    pub(super) consumers: Vec<Child>,
+    pub(super) consumers: Vec<KilledWhenDropped>,
     /// What the stops took, and the stops that needed SIGKILL.
     pub(super) stops: Vec<String>,
     pub(super) killed: usize,
@@ -79,7 +79,7 @@ impl Tiers {
     }
 
     /// Sends `child` SIGTERM and waits for it to exit; kills it past [`STOP_LIMIT`].
-    pub(super) async fn stop(&mut self, what: &str, child: Child) {
+    pub(super) async fn stop(&mut self, what: &str, child: KilledWhenDropped) {
         let started = Instant::now();
         terminate(&child);
         let exited = reap_within(child, started).await;
@@ -94,7 +94,7 @@ impl Tiers {
     }
 
     pub(super) async fn roll_control_plane(&mut self) {
-        let old = std::mem::replace(&mut self.control_plane, placeholder());
+        let old = std::mem::replace(&mut self.control_plane, KilledWhenDropped(placeholder()));
         self.stop("control plane", old).await;
         self.control_plane = start_control_plane(
             &self.builds.binary("wal-control-plane", false),
@@ -109,7 +109,8 @@ impl Tiers {
         // The writers stop choosing it first: a client's balancer drops an address whose
         // connection fails, and the retry goes to the other.
         let child = std::mem::replace(&mut self.producers[i].child, placeholder());
-        self.stop(&format!("producer {i}"), child).await;
+        self.stop(&format!("producer {i}"), KilledWhenDropped(child))
+            .await;
         self.producers[i] =
             ProducerProcess::start_from(&producer, &self.folder, WRITE_TIMEOUT, &self.follow())
                 .await;
@@ -118,7 +119,7 @@ impl Tiers {
 
     pub(super) async fn roll_consumer(&mut self, i: usize, groups: &[String]) {
         let consumer = self.builds.binary("wal-consumer", false);
-        let child = std::mem::replace(&mut self.consumers[i], placeholder());
+        let child = std::mem::replace(&mut self.consumers[i], KilledWhenDropped(placeholder()));
         self.stop(&format!("consumer {i}"), child).await;
         self.consumers[i] = consumer_process_from(&consumer, &self.folder, &self.follow());
         back("the consumer groups stable with 3 members", || {
