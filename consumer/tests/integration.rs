@@ -4,6 +4,7 @@
 //! they stop services every test shares, and `cargo test` runs programs one at a time.
 //! scripts/test checks that every file here is one or the other.
 
+mod archive;
 mod cancel;
 mod clusters;
 mod consumer_crash;

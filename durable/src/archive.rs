@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use scylla::statement::prepared::PreparedStatement;
+use scylla::value::CqlValue;
 use tokio::sync::mpsc;
 
 use super::archive_writer::ArchiveRow;
@@ -96,6 +97,65 @@ pub fn archive_shard(key: &str) -> i32 {
     i32::try_from(entry::key_hash(key.as_bytes()) % ARCHIVE_SHARDS as u64).unwrap_or(0)
 }
 
+/// `entry`'s archive row, kept until `retention` after its original write time; `None` when
+/// that time has passed.
+fn archive_row(entry: &Entry, retention: Duration) -> Option<ArchiveRow> {
+    let written_at = entry.original_write_time_micros;
+    let age = Duration::from_micros(u64::try_from(entry::now_micros() - written_at).unwrap_or(0));
+    let left = retention.checked_sub(age).filter(|left| !left.is_zero())?;
+    // Rounded up: a row must not expire before its retention is over.
+    let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    Some(ArchiveRow {
+        namespace: entry.namespace.clone(),
+        bucket: written_at.div_euclid(ARCHIVE_BUCKET_MICROS),
+        shard: archive_shard(&entry.key),
+        written_at,
+        id: entry.id.clone(),
+        entry: entry::encode(entry),
+        ttl: i32::try_from(seconds).unwrap_or(i32::MAX),
+    })
+}
+
+/// An entry's archive row as the archive's prepared INSERT and its values, for a target writing
+/// to the archive's cluster to send in the same request as its own write (one request, where
+/// the archive writer would make a second). The row is in the archive once that request is
+/// acknowledged.
+#[derive(Debug)]
+pub struct ArchiveInsert {
+    statement: PreparedStatement,
+    row: ArchiveRow,
+}
+
+impl ArchiveInsert {
+    pub fn statement(&self) -> &PreparedStatement {
+        &self.statement
+    }
+
+    /// The statement's values, in its column order.
+    pub fn values(&self) -> impl scylla::serialize::row::SerializeRow + '_ {
+        self.row.values()
+    }
+
+    /// The statement's values as driver values, for a batch whose rows are bound as such.
+    pub fn cql_values(&self) -> Vec<CqlValue> {
+        let row = &self.row;
+        vec![
+            CqlValue::Text(row.namespace.clone()),
+            CqlValue::BigInt(row.bucket),
+            CqlValue::Int(row.shard),
+            CqlValue::BigInt(row.written_at),
+            CqlValue::Text(row.id.clone()),
+            CqlValue::Blob(row.entry.clone()),
+            CqlValue::Int(row.ttl),
+        ]
+    }
+
+    /// The bytes of the archived entry (its payload included).
+    pub fn entry_bytes(&self) -> usize {
+        self.row.entry.len()
+    }
+}
+
 /// One archived entry as read back.
 #[derive(Debug)]
 pub struct Archived {
@@ -110,26 +170,20 @@ impl DurableStorage {
     /// must carry its payload (not a claim check, which expires sooner). One already older than
     /// its retention is not written.
     pub async fn archive(&self, entry: &Entry, retention: Duration) -> Result<(), DurableError> {
-        let written_at = entry.original_write_time_micros;
-        let age =
-            Duration::from_micros(u64::try_from(entry::now_micros() - written_at).unwrap_or(0));
-        let Some(left) = retention.checked_sub(age).filter(|left| !left.is_zero()) else {
-            return Ok(());
-        };
-        // Rounded up: a row must not expire before its retention is over.
-        let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-        let ttl = i32::try_from(seconds).unwrap_or(i32::MAX);
-        self.archive_writer
-            .write(ArchiveRow {
-                namespace: entry.namespace.clone(),
-                bucket: written_at.div_euclid(ARCHIVE_BUCKET_MICROS),
-                shard: archive_shard(&entry.key),
-                written_at,
-                id: entry.id.clone(),
-                entry: entry::encode(entry),
-                ttl,
-            })
-            .await
+        match archive_row(entry, retention) {
+            Some(row) => self.archive_writer.write(row).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `entry`'s archive row as a statement and its values, for a write to the same cluster to
+    /// carry in its own request (see [`ArchiveInsert`]); `None` when the entry is already older
+    /// than its retention, and nothing is to be written. The entry must carry its payload.
+    pub fn archive_insert(&self, entry: &Entry, retention: Duration) -> Option<ArchiveInsert> {
+        Some(ArchiveInsert {
+            statement: self.archive.put.clone(),
+            row: archive_row(entry, retention)?,
+        })
     }
 
     /// Records that `namespace`'s archive is kept from `since_micros` on, unless an earlier

@@ -61,7 +61,7 @@ impl ArchiveRow {
     }
 
     /// The bound values of the prepared INSERT, in its column order.
-    fn values(&self) -> (&str, i64, i32, i64, &str, &[u8], i32) {
+    pub(super) fn values(&self) -> (&str, i64, i32, i64, &str, &[u8], i32) {
         (
             &self.namespace,
             self.bucket,

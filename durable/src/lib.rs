@@ -16,7 +16,7 @@ mod staging;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, Archived, archive_shard};
+pub use archive::{ARCHIVE_BUCKET_MICROS, ARCHIVE_SHARDS, ArchiveInsert, Archived, archive_shard};
 pub use receipts::{Outcome, RECEIPT_TTL, Receipt, destination_outcomes};
 pub use schema::SCHEMA_VERSION;
 use scylla::client::session::Session;

@@ -82,7 +82,7 @@ pub use grpc::{assert_refused, health_status, reflected_services, refused_field}
 #[cfg(feature = "stores")]
 pub use namespaces::{
     cql_target, delete, destinations, kafka_store, namespace, namespace_json,
-    namespace_with_target, put, with_durable_storage,
+    namespace_with_target, put, with_archive, with_durable_storage,
 };
 #[cfg(feature = "fleet")]
 pub use producer::{

@@ -78,6 +78,15 @@ pub fn delete(id: &str) -> Vec<u8> {
     format!(r#"{{"mutations":[{{"delete":{{"key":{{"id":"{id}"}}}}}}]}}"#).into_bytes()
 }
 
+/// `config` (a namespace file's text) keeping an archive for a week in durable storage in
+/// `keyspace` on the default CQL shard.
+pub fn with_archive(config: &str, keyspace: &str) -> String {
+    let mut config: serde_json::Value = serde_json::from_str(config).unwrap();
+    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] =
+        serde_json::json!({"namespace": keyspace, "type": "cql", "archive": {"retention_days": 7}});
+    config.to_string()
+}
+
 /// `config` (a namespace file's text) with durable storage in `keyspace` on the default CQL
 /// shard, where claim checks, the archive and two-phase writes' items go.
 pub fn with_durable_storage(config: &str, keyspace: &str) -> String {

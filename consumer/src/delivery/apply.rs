@@ -56,23 +56,22 @@ impl Deliverer {
             span.clone()
         };
         let onward = trace_context::onward(&span, &entry.trace_context);
-        // The whole attempt is bounded: resolving the payload and the target (a connection, a
-        // prepare) as well as the apply, so an SQS message's visibility is not outrun.
-        let applied = self
-            .applier
-            .apply(&context.namespace, entry, spec, Some(&onward));
         // A heartbeat is the platform's own, not a mutation to keep.
         let archive = archive_of(&context.namespace)
             .filter(|_| !entry.heartbeat && context.destination.archives());
         let applied = match archive {
-            None => applied.instrument(span.clone()).await,
-            // The archive is written beside the apply, and the attempt succeeds only when both
-            // did: an entry is acknowledged only once it is in the archive. Boxed: few
-            // namespaces archive, and every delivery's future would carry its size.
-            Some((durable, retention)) => {
-                let archived = Box::pin(self.archive(context, durable, entry, retention));
-                let (applied, archived) = tokio::join!(applied.instrument(span.clone()), archived);
-                applied.and(archived)
+            // The whole attempt is bounded: resolving the payload and the target (a connection,
+            // a prepare) as well as the apply, so an SQS message's visibility is not outrun.
+            None => {
+                self.applier
+                    .apply(&context.namespace, entry, spec, Some(&onward))
+                    .instrument(span.clone())
+                    .await
+            }
+            // Boxed: few namespaces archive, and every delivery's future would carry its size.
+            Some(archive) => {
+                Box::pin(self.apply_and_archive(context, entry, spec, (&onward, &span), archive))
+                    .await
             }
         };
         metrics.apply_seconds.record(started.elapsed());
@@ -192,6 +191,64 @@ impl Deliverer {
         }
     }
 
+    /// Applies the entry and keeps it in the namespace's archive; the attempt succeeds only when
+    /// both did, so an entry is acknowledged only once it is in the archive. The archive row
+    /// rides in the target's own request when the target can carry it (a cql target on the
+    /// archive's cluster), else it is written beside the apply.
+    async fn apply_and_archive(
+        &self,
+        context: &QueueContext,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        (onward, span): (&trace_context::Carrier, &tracing::Span),
+        (durable, retention): (&DurableStorageConfig, Duration),
+    ) -> Applied {
+        let namespace = &context.namespace;
+        if self.applier.may_carry_archive(entry, spec, durable) {
+            let carried = self
+                .applier
+                .apply_with_archive(entry, spec, Some(onward), (durable, retention))
+                .instrument(span.clone());
+            let (started, carried) = tokio::join!(self.archive_started(context, durable), carried);
+            if let Some(applied) = carried {
+                return started.and(applied);
+            }
+        }
+        let applied = self
+            .applier
+            .apply(namespace, entry, spec, Some(onward))
+            .instrument(span.clone());
+        let archived = async {
+            self.archive_started(context, durable).await?;
+            self.archive(context, durable, entry, retention).await
+        };
+        let (applied, archived) = tokio::join!(applied, archived);
+        applied.and(archived)
+    }
+
+    /// Before the crew's first archived entry, once: since when the archive is kept (the first
+    /// time recorded stays). Replay refuses ranges that start earlier.
+    async fn archive_started(
+        &self,
+        context: &QueueContext,
+        durable: &DurableStorageConfig,
+    ) -> Applied {
+        context
+            .archive_recorded
+            .get_or_try_init(|| async {
+                let storage = self.applier.clients().durable(durable).await?;
+                storage
+                    .mark_archive_started(&context.namespace.name, context.started_micros)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| {
+                        TargetError::retryable(format!("recording the archive's start: {e}"))
+                    })
+            })
+            .await
+            .copied()
+    }
+
     /// Keeps the entry in the namespace's archive (with its payload, not a claim check, which
     /// expires sooner), within the apply timeout. A failure is retryable: the entry is tried
     /// again, the apply included, which idempotent targets take without harm.
@@ -205,20 +262,6 @@ impl Deliverer {
         let namespace = &*context.namespace;
         let write = async {
             let storage = self.applier.clients().durable(durable).await?;
-            // Before the crew's first archived entry, once: since when the archive is kept (the
-            // first time recorded stays). Replay refuses ranges that start earlier.
-            context
-                .archive_recorded
-                .get_or_try_init(|| async {
-                    storage
-                        .mark_archive_started(&namespace.name, context.started_micros)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| {
-                            TargetError::retryable(format!("recording the archive's start: {e}"))
-                        })
-                })
-                .await?;
             let resolved;
             let entry = match &entry.body {
                 Some(Body::ClaimCheck(check)) => {

@@ -94,7 +94,10 @@ impl Archiving {
     async fn start(backend: Backend) -> Self {
         let (mut registry, url) = control_plane_at().await;
         let delivered = wal_testkit::Upstream::start(|_| 200).await;
-        let config = with_archive(&namespace_json(backend, 1, &delivered.target(), ""));
+        let config = wal_testkit::with_archive(
+            &namespace_json(backend, 1, &delivered.target(), ""),
+            KEYSPACE,
+        );
         let namespace = apply_config(&mut registry, &config).await;
         let mut producer = TestProducer::start(vec![namespace.clone()]).await;
         let consumer = start_consumer(vec![namespace.clone()]).await;
@@ -161,15 +164,6 @@ async fn killed_after_three(url: &str, args: &[&str], checkpoint: &std::path::Pa
     applied().await.unwrap()
 }
 
-/// `config` with an archive kept in the test keyspace.
-fn with_archive(config: &str) -> String {
-    let mut config: Value = serde_json::from_str(config).unwrap();
-    config["persistence_configurations"]["persistence_configuration"][0]["config"]["durable_storage"] = serde_json::json!({
-        "namespace": KEYSPACE, "type": "cql", "archive": {"retention_days": 7}
-    });
-    config.to_string()
-}
-
 wal_testkit::on_each_backend! {
     /// The corruption drill restores every write but the offending one. On Kafka the replay reads
     /// the topic; SQS deletes what was consumed, so there the namespace keeps an archive, and the
@@ -184,7 +178,7 @@ async fn corruption_drill(backend: Backend) {
     let plain = namespace_json(backend, 2, &cql_target(&table), "");
     let config = match backend {
         Backend::Kafka => plain.clone(),
-        Backend::Sqs => with_archive(&plain),
+        Backend::Sqs => wal_testkit::with_archive(&plain, KEYSPACE),
     };
     let namespace = apply_config(&mut registry, &config).await;
     let name = namespace.name.clone();

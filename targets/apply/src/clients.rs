@@ -320,6 +320,19 @@ impl Clients {
         Ok(Arc::clone(storage))
     }
 
+    /// Whether `durable` is on the cluster cql targets write to (the same contact points), so a
+    /// cql target's request can carry its archive rows.
+    pub fn durable_beside_cql(&self, durable: &DurableStorageConfig) -> bool {
+        let Some(clusters) = &self.clusters else {
+            // Both on `settings.cql_nodes`.
+            return true;
+        };
+        match (clusters.cql(durable.shard.as_deref()), clusters.cql(None)) {
+            (Some(durable), Some(cql)) => durable.contact_points == cql.contact_points,
+            _ => false,
+        }
+    }
+
     /// Where `durable` is: its shard of the cluster map, or the default shard's nodes.
     pub fn durable_settings(
         &self,

@@ -40,6 +40,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use wal_durable::ArchiveInsert;
 use wal_queue::entry::Entry;
 
 pub use error::{Cause, TargetError};
@@ -62,6 +63,17 @@ pub struct Mutation<'a> {
 pub trait Target: Send + Sync + fmt::Debug {
     /// Applies the mutation; see the module's contract.
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError>;
+
+    /// Applies the mutation and writes `archive` (its entry's archive row, on the cluster this
+    /// target writes to) in the same request, so `Ok` means both happened. `None` when this
+    /// target cannot carry the row: nothing was written, and the caller writes it apart.
+    async fn apply_with_archive(
+        &self,
+        _mutation: Mutation<'_>,
+        _archive: &ArchiveInsert,
+    ) -> Option<Result<(), TargetError>> {
+        None
+    }
 }
 
 /// A target kind's apply side: how a target is made from the kind's settings. The kind's name

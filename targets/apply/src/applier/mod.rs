@@ -13,7 +13,7 @@ use std::time::Duration;
 use wal_runtime::trace_context::Carrier;
 
 use wal_durable::DurableError;
-use wal_namespaces::Namespace;
+use wal_namespaces::{DurableStorageConfig, Namespace};
 use wal_queue::entry::{Body, ClaimCheck, Entry, Target as TargetSpec};
 
 use crate::clients::Clients;
@@ -89,6 +89,70 @@ impl Applier {
                 "the {} target did not answer within {:?}",
                 spec.kind, self.timeout
             ))),
+        }
+    }
+
+    /// Whether [`apply_with_archive`](Self::apply_with_archive) may carry the entry's archive
+    /// row: its target is a cql one on the archive's cluster, and the entry carries its payload
+    /// (the archive keeps the payload itself, which a claim check is not). No I/O.
+    pub fn may_carry_archive(
+        &self,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        durable: &DurableStorageConfig,
+    ) -> bool {
+        spec.is_some_and(|spec| {
+            wal_targets::canonical_name(&spec.kind) == wal_targets::Kind::Cql.name()
+        }) && matches!(entry.body, Some(Body::Payload(_)))
+            && self.clients.durable_beside_cql(durable)
+    }
+
+    /// Applies one entry as [`apply`](Self::apply) does, with its archive row (kept for
+    /// `retention` in `durable`) carried in the target's own request, when the target writes to
+    /// the archive's cluster and can carry it: one request where the apply and the archive
+    /// writer would make two. `None` when it cannot (see [`may_carry_archive`], and the
+    /// target's own limits): nothing was written, and the caller applies and archives apart.
+    ///
+    /// [`may_carry_archive`]: Self::may_carry_archive
+    pub async fn apply_with_archive(
+        &self,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
+        trace: Option<&Carrier>,
+        (durable, retention): (&DurableStorageConfig, Duration),
+    ) -> Option<Result<(), TargetError>> {
+        if !self.may_carry_archive(entry, spec, durable) {
+            return None;
+        }
+        let (Some(spec), Some(Body::Payload(payload))) = (spec, &entry.body) else {
+            return None;
+        };
+        let attempt = async {
+            let storage = match self.clients.durable(durable).await {
+                Ok(storage) => storage,
+                Err(error) => return Some(Err(error)),
+            };
+            let target = match self.targets.resolve(spec).await {
+                Ok(target) => target,
+                Err(error) => return Some(Err(error)),
+            };
+            let mutation = Mutation {
+                entry,
+                payload,
+                trace,
+            };
+            match storage.archive_insert(entry, retention) {
+                Some(archive) => target.apply_with_archive(mutation, &archive).await,
+                // Past its retention already: nothing to archive.
+                None => Some(target.apply(mutation).await),
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(applied) => applied,
+            Err(_) => Some(Err(TargetError::retryable(format!(
+                "the {} target did not answer within {:?}",
+                spec.kind, self.timeout
+            )))),
         }
     }
 

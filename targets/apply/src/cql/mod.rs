@@ -19,6 +19,7 @@ use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::CqlValue;
 use tokio::sync::{OnceCell, RwLock};
+use wal_durable::ArchiveInsert;
 use wal_targets::cql::{CqlSettings, WriteConsistency};
 
 use self::payload::{Delete, Mutation as CqlMutation, Put};
@@ -28,6 +29,9 @@ use crate::clients::Clients;
 /// Distinct statement shapes kept prepared per target (a shape is a table and, for deletes, the
 /// key and column names). Past it statements are prepared per use, which is slower, not wrong.
 const MAX_PREPARED: usize = 256;
+/// The most bytes (the target's payload and the archived entry) of a write that carries its
+/// archive row: under the 5 KiB past which Cassandra logs a warning for every such batch.
+const CARRIED_BYTES: usize = 4 * 1024;
 
 /// The driver's consistency for a write of `level`.
 pub(crate) fn consistency(level: WriteConsistency) -> Consistency {
@@ -82,6 +86,32 @@ pub struct CqlTarget {
 #[async_trait]
 impl Target for CqlTarget {
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError> {
+        self.write(mutation, None).await
+    }
+
+    /// Carries the archive row when it is written as safely as on its own and the request
+    /// stays small: see [`CqlTarget::carries`].
+    async fn apply_with_archive(
+        &self,
+        mutation: Mutation<'_>,
+        archive: &ArchiveInsert,
+    ) -> Option<Result<(), TargetError>> {
+        if !self.carries(&mutation, archive) {
+            return None;
+        }
+        Some(self.write(mutation, Some(archive)).await)
+    }
+}
+
+impl CqlTarget {
+    /// Writes the mutation's statements, and `archive` with them when given: a single statement
+    /// alone, more as one batch (logged when the target's own statements are several, so they
+    /// are all or nothing as before; unlogged when only the archive row joins one).
+    async fn write(
+        &self,
+        mutation: Mutation<'_>,
+        archive: Option<&ArchiveInsert>,
+    ) -> Result<(), TargetError> {
         let timestamp = mutation.entry.original_write_time_micros;
         if timestamp <= 0 {
             return Err(TargetError::permanent(
@@ -101,30 +131,44 @@ impl Target for CqlTarget {
                 .default_put
                 .get_or_try_init(|| self.prepare(self.put_text(None, false)))
                 .await?;
-            self.session
-                .execute_unpaged(statement, (row.get(), timestamp))
-                .await
-                .map_err(|e| errors::classify("write", &e))?;
+            let values = (row.get(), timestamp);
+            let written = match archive {
+                None => self.session.execute_unpaged(statement, values).await,
+                Some(archive) => {
+                    let batch = self.batch(BatchType::Unlogged, [statement], archive);
+                    self.session.batch(&batch, (values, archive.values())).await
+                }
+            };
+            written.map_err(|e| errors::classify("write", &e))?;
             return Ok(());
         }
         let mut statements = Vec::with_capacity(parsed.mutations.len());
+        let mut values = Vec::with_capacity(parsed.mutations.len() + 1);
         for each in &parsed.mutations {
-            let (text, values) = self.statement(each, timestamp);
-            statements.push((self.prepare(text).await?, values));
+            let (text, row) = self.statement(each, timestamp);
+            statements.push(self.prepare(text).await?);
+            values.push(row);
         }
-        if let [(statement, values)] = statements.as_slice() {
+        if let ([statement], [row], None) = (statements.as_slice(), values.as_slice(), archive) {
             self.session
-                .execute_unpaged(statement, values)
+                .execute_unpaged(statement, row)
                 .await
                 .map_err(|e| errors::classify("write", &e))?;
             return Ok(());
         }
-        let mut batch = Batch::new(BatchType::Logged);
+        let kind = if statements.len() > 1 {
+            BatchType::Logged
+        } else {
+            BatchType::Unlogged
+        };
+        let mut batch = Batch::new(kind);
         batch.set_consistency(consistency(self.settings.consistency));
-        let mut values = Vec::with_capacity(statements.len());
-        for (statement, row) in statements {
-            batch.append_statement(statement);
-            values.push(row);
+        for statement in &statements {
+            batch.append_statement(statement.clone());
+        }
+        if let Some(archive) = archive {
+            batch.append_statement(archive.statement().clone());
+            values.push(archive.cql_values());
         }
         self.session
             .batch(&batch, values)
@@ -132,15 +176,40 @@ impl Target for CqlTarget {
             .map_err(|e| errors::classify("batch write", &e))?;
         Ok(())
     }
-}
 
-/// A checked identifier as statement text: folded to lower case, as CQL folds unquoted names,
-/// and quoted, so a column named like a keyword (`token`, `select`) still works.
-fn quoted(identifier: &str) -> String {
-    format!("\"{}\"", identifier.to_ascii_lowercase())
-}
+    /// A batch of `statements` and the archive row's, at the target's consistency.
+    fn batch<'s>(
+        &self,
+        kind: BatchType,
+        statements: impl IntoIterator<Item = &'s PreparedStatement>,
+        archive: &ArchiveInsert,
+    ) -> Batch {
+        let mut batch = Batch::new(kind);
+        batch.set_consistency(consistency(self.settings.consistency));
+        for statement in statements {
+            batch.append_statement(statement.clone());
+        }
+        batch.append_statement(archive.statement().clone());
+        batch
+    }
 
-impl CqlTarget {
+    /// Whether this write can carry the archive row. Only at a consistency at least the
+    /// archive's own (the driver's LOCAL_QUORUM): a target written at ONE would otherwise
+    /// acknowledge an archive row one replica holds. And only while the request stays under
+    /// [`CARRIED_BYTES`]: a batch over two partitions is checked against Cassandra's batch
+    /// size limits (it warns past 5 KiB and refuses past 50 KiB, by default), which a row
+    /// written by the archive writer, one partition per batch, is not.
+    fn carries(&self, mutation: &Mutation<'_>, archive: &ArchiveInsert) -> bool {
+        let strong = matches!(
+            self.settings.consistency,
+            WriteConsistency::LocalQuorum
+                | WriteConsistency::Quorum
+                | WriteConsistency::EachQuorum
+                | WriteConsistency::All
+        );
+        strong && mutation.payload.len() + archive.entry_bytes() <= CARRIED_BYTES
+    }
+
     /// The statement text for one mutation and the values to bind, in order.
     fn statement(&self, mutation: &CqlMutation, timestamp: i64) -> (String, Vec<CqlValue>) {
         let keyspace = quoted(&self.settings.keyspace);
@@ -211,4 +280,10 @@ impl CqlTarget {
         }
         Ok(statement)
     }
+}
+
+/// A checked identifier as statement text: folded to lower case, as CQL folds unquoted names,
+/// and quoted, so a column named like a keyword (`token`, `select`) still works.
+fn quoted(identifier: &str) -> String {
+    format!("\"{}\"", identifier.to_ascii_lowercase())
 }
