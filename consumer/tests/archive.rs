@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wal_durable::{DurableSettings, DurableStorage};
@@ -108,6 +109,15 @@ async fn every_entry_reaches_its_table_and_the_archive_carried_or_written_apart(
         "the archive holds each entry once with its payload: {} entries archived, {} written",
         archived.len(),
         expected.len()
+    );
+    // 20 small puts and the pair rode in their target's request, the 3 large ones went apart.
+    let stats = fleet.consumer.deliverer().stats();
+    let carried = stats.archived_carried.load(Ordering::Relaxed);
+    let apart = stats.archived_apart.load(Ordering::Relaxed);
+    assert_eq!(
+        (carried, apart),
+        (21, 3),
+        "archive rows (carried, written apart)"
     );
     fleet.stop().await;
 }

@@ -43,6 +43,11 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
     entry.encode_to_vec()
 }
 
+/// The length of [`encode`]'s output, without encoding.
+pub fn encoded_len(entry: &Entry) -> usize {
+    entry.encoded_len()
+}
+
 /// Decodes bytes from a queue that carries bytes (Kafka).
 pub fn decode(bytes: &[u8]) -> Result<Entry, CodecError> {
     if bytes.is_empty() {

@@ -211,6 +211,9 @@ impl Deliverer {
                 .instrument(span.clone());
             let (started, carried) = tokio::join!(self.archive_started(context, durable), carried);
             if let Some(applied) = carried {
+                if applied.is_ok() {
+                    self.stats.archived_carried.fetch_add(1, Ordering::Relaxed);
+                }
                 return started.and(applied);
             }
         }
@@ -220,7 +223,9 @@ impl Deliverer {
             .instrument(span.clone());
         let archived = async {
             self.archive_started(context, durable).await?;
-            self.archive(context, durable, entry, retention).await
+            self.archive(context, durable, entry, retention).await?;
+            self.stats.archived_apart.fetch_add(1, Ordering::Relaxed);
+            Ok(())
         };
         let (applied, archived) = tokio::join!(applied, archived);
         applied.and(archived)
@@ -233,16 +238,26 @@ impl Deliverer {
         context: &QueueContext,
         durable: &DurableStorageConfig,
     ) -> Applied {
+        let timeout = self.applier.timeout();
+        let record = async {
+            let storage = self.applier.clients().durable(durable).await?;
+            storage
+                .mark_archive_started(&context.namespace.name, context.started_micros)
+                .await
+                .map(|_| ())
+                .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))
+        };
+        // Within the apply timeout, as the archive write it precedes: every entry of the crew
+        // waits on it.
         context
             .archive_recorded
             .get_or_try_init(|| async {
-                let storage = self.applier.clients().durable(durable).await?;
-                storage
-                    .mark_archive_started(&context.namespace.name, context.started_micros)
+                tokio::time::timeout(timeout, record)
                     .await
-                    .map(|_| ())
-                    .map_err(|e| {
-                        TargetError::retryable(format!("recording the archive's start: {e}"))
+                    .unwrap_or_else(|_| {
+                        Err(TargetError::retryable(format!(
+                            "recording the archive's start took longer than {timeout:?}"
+                        )))
                     })
             })
             .await

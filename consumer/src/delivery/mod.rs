@@ -89,6 +89,10 @@ pub struct DeliveryStats {
     pub paused: AtomicU64,
     /// Entries an operator cancelled, acknowledged without being applied.
     pub cancelled: AtomicU64,
+    /// Archive rows written in their target's own request.
+    pub archived_carried: AtomicU64,
+    /// Archive rows written apart from the apply, by the archive writer.
+    pub archived_apart: AtomicU64,
 }
 
 /// What became of an attempt.

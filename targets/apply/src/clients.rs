@@ -320,15 +320,17 @@ impl Clients {
         Ok(Arc::clone(storage))
     }
 
-    /// Whether `durable` is on the cluster cql targets write to (the same contact points), so a
-    /// cql target's request can carry its archive rows.
+    /// Whether `durable` is on the cluster cql targets write to, reached the same way, so a cql
+    /// target's request can carry its archive rows.
     pub fn durable_beside_cql(&self, durable: &DurableStorageConfig) -> bool {
         let Some(clusters) = &self.clusters else {
             // Both on `settings.cql_nodes`.
             return true;
         };
+        // The whole shard, not only its nodes: a batch runs under the target's login, TLS and
+        // datacenter, which must be the archive's too.
         match (clusters.cql(durable.shard.as_deref()), clusters.cql(None)) {
-            (Some(durable), Some(cql)) => durable.contact_points == cql.contact_points,
+            (Some(durable), Some(cql)) => durable == cql,
             _ => false,
         }
     }

@@ -64,15 +64,23 @@ pub trait Target: Send + Sync + fmt::Debug {
     /// Applies the mutation; see the module's contract.
     async fn apply(&self, mutation: Mutation<'_>) -> Result<(), TargetError>;
 
+    /// Whether [`apply_with_archive`](Self::apply_with_archive) may carry an archive row with a
+    /// mutation of `bytes` (its payload and the archived entry). No I/O.
+    fn carries_archive(&self, _bytes: usize) -> bool {
+        false
+    }
+
     /// Applies the mutation and writes `archive` (its entry's archive row, on the cluster this
-    /// target writes to) in the same request, so `Ok` means both happened. `None` when this
-    /// target cannot carry the row: nothing was written, and the caller writes it apart.
+    /// target writes to) in the same request, so `Ok` means both happened. Only called when
+    /// [`carries_archive`](Self::carries_archive) said yes.
     async fn apply_with_archive(
         &self,
         _mutation: Mutation<'_>,
         _archive: &ArchiveInsert,
-    ) -> Option<Result<(), TargetError>> {
-        None
+    ) -> Result<(), TargetError> {
+        Err(TargetError::retryable(
+            "this target cannot carry the entry's archive row; nothing was written",
+        ))
     }
 }
 

@@ -111,7 +111,9 @@ impl Applier {
     /// `retention` in `durable`) carried in the target's own request, when the target writes to
     /// the archive's cluster and can carry it: one request where the apply and the archive
     /// writer would make two. `None` when it cannot (see [`may_carry_archive`], and the
-    /// target's own limits): nothing was written, and the caller applies and archives apart.
+    /// target's own limits: consistency, size), and when the carried write failed for good or
+    /// for the cluster's absence: the caller then applies and archives apart, each classified
+    /// on its own (a repeat costs nothing: both writes are idempotent).
     ///
     /// [`may_carry_archive`]: Self::may_carry_archive
     pub async fn apply_with_archive(
@@ -128,12 +130,15 @@ impl Applier {
             return None;
         };
         let attempt = async {
-            let storage = match self.clients.durable(durable).await {
-                Ok(storage) => storage,
-                Err(error) => return Some(Err(error)),
-            };
             let target = match self.targets.resolve(spec).await {
                 Ok(target) => target,
+                Err(error) => return Some(Err(error)),
+            };
+            if !target.carries_archive(payload.len() + wal_queue::entry::encoded_len(entry)) {
+                return None;
+            }
+            let storage = match self.clients.durable(durable).await {
+                Ok(storage) => storage,
                 Err(error) => return Some(Err(error)),
             };
             let mutation = Mutation {
@@ -141,10 +146,16 @@ impl Applier {
                 payload,
                 trace,
             };
-            match storage.archive_insert(entry, retention) {
-                Some(archive) => target.apply_with_archive(mutation, &archive).await,
+            let Some(archive) = storage.archive_insert(entry, retention) else {
                 // Past its retention already: nothing to archive.
-                None => Some(target.apply(mutation).await),
+                return Some(target.apply(mutation).await);
+            };
+            match target.apply_with_archive(mutation, &archive).await {
+                // The archive row may be the cause (its table, its keyspace's replicas): tried
+                // apart, where the apply's failure and the archive's are each classified on
+                // their own, and the breaker of the target's endpoint opens only for the target.
+                Err(TargetError::Permanent { .. } | TargetError::Unavailable { .. }) => None,
+                applied => Some(applied),
             }
         };
         match tokio::time::timeout(self.timeout, attempt).await {

@@ -89,17 +89,28 @@ impl Target for CqlTarget {
         self.write(mutation, None).await
     }
 
-    /// Carries the archive row when it is written as safely as on its own and the request
-    /// stays small: see [`CqlTarget::carries`].
+    /// Only at a consistency at least the archive's own (the driver's LOCAL_QUORUM): a target
+    /// written at ONE would otherwise acknowledge an archive row one replica holds. And only
+    /// while the request stays under [`CARRIED_BYTES`]: a batch over two partitions is held to
+    /// Cassandra's batch size limits (it warns past 5 KiB and refuses past 50 KiB, by default),
+    /// which a row written by the archive writer, one partition per batch, is not.
+    fn carries_archive(&self, bytes: usize) -> bool {
+        let strong = matches!(
+            self.settings.consistency,
+            WriteConsistency::LocalQuorum
+                | WriteConsistency::Quorum
+                | WriteConsistency::EachQuorum
+                | WriteConsistency::All
+        );
+        strong && bytes <= CARRIED_BYTES
+    }
+
     async fn apply_with_archive(
         &self,
         mutation: Mutation<'_>,
         archive: &ArchiveInsert,
-    ) -> Option<Result<(), TargetError>> {
-        if !self.carries(&mutation, archive) {
-            return None;
-        }
-        Some(self.write(mutation, Some(archive)).await)
+    ) -> Result<(), TargetError> {
+        self.write(mutation, Some(archive)).await
     }
 }
 
@@ -135,7 +146,7 @@ impl CqlTarget {
             let written = match archive {
                 None => self.session.execute_unpaged(statement, values).await,
                 Some(archive) => {
-                    let batch = self.batch(BatchType::Unlogged, [statement], archive);
+                    let batch = self.batch(BatchType::Unlogged, [statement], Some(archive));
                     self.session.batch(&batch, (values, archive.values())).await
                 }
             };
@@ -161,15 +172,8 @@ impl CqlTarget {
         } else {
             BatchType::Unlogged
         };
-        let mut batch = Batch::new(kind);
-        batch.set_consistency(consistency(self.settings.consistency));
-        for statement in &statements {
-            batch.append_statement(statement.clone());
-        }
-        if let Some(archive) = archive {
-            batch.append_statement(archive.statement().clone());
-            values.push(archive.cql_values());
-        }
+        let batch = self.batch(kind, &statements, archive);
+        values.extend(archive.map(ArchiveInsert::cql_values));
         self.session
             .batch(&batch, values)
             .await
@@ -177,37 +181,23 @@ impl CqlTarget {
         Ok(())
     }
 
-    /// A batch of `statements` and the archive row's, at the target's consistency.
+    /// A batch of `statements`, and the archive row's last when given, at the target's
+    /// consistency.
     fn batch<'s>(
         &self,
         kind: BatchType,
         statements: impl IntoIterator<Item = &'s PreparedStatement>,
-        archive: &ArchiveInsert,
+        archive: Option<&ArchiveInsert>,
     ) -> Batch {
         let mut batch = Batch::new(kind);
         batch.set_consistency(consistency(self.settings.consistency));
         for statement in statements {
             batch.append_statement(statement.clone());
         }
-        batch.append_statement(archive.statement().clone());
+        if let Some(archive) = archive {
+            batch.append_statement(archive.statement().clone());
+        }
         batch
-    }
-
-    /// Whether this write can carry the archive row. Only at a consistency at least the
-    /// archive's own (the driver's LOCAL_QUORUM): a target written at ONE would otherwise
-    /// acknowledge an archive row one replica holds. And only while the request stays under
-    /// [`CARRIED_BYTES`]: a batch over two partitions is checked against Cassandra's batch
-    /// size limits (it warns past 5 KiB and refuses past 50 KiB, by default), which a row
-    /// written by the archive writer, one partition per batch, is not.
-    fn carries(&self, mutation: &Mutation<'_>, archive: &ArchiveInsert) -> bool {
-        let strong = matches!(
-            self.settings.consistency,
-            WriteConsistency::LocalQuorum
-                | WriteConsistency::Quorum
-                | WriteConsistency::EachQuorum
-                | WriteConsistency::All
-        );
-        strong && mutation.payload.len() + archive.entry_bytes() <= CARRIED_BYTES
     }
 
     /// The statement text for one mutation and the values to bind, in order.
