@@ -280,7 +280,9 @@ impl Deliverer {
             let resolved;
             let entry = match &entry.body {
                 Some(Body::ClaimCheck(check)) => {
-                    let payload = self.applier.claim_check(namespace, entry, check).await?;
+                    // Boxed, as the applier's own read of one: a CQL read's future is large.
+                    let payload =
+                        Box::pin(self.applier.claim_check(namespace, entry, check)).await?;
                     resolved = Entry {
                         body: Some(Body::Payload(payload)),
                         ..entry.clone()

@@ -295,8 +295,14 @@ impl Clients {
             let mut cells = self.durable.lock().await;
             Arc::clone(cells.entry(place).or_default())
         };
+        if let Some(storage) = cell.get() {
+            return Ok(Arc::clone(storage));
+        }
+        // Boxed: connecting (a session, the schema) is a future of some 9 KB, which every
+        // caller's future would otherwise carry inline and copy with each move (a timeout, a
+        // join, a box) on every delivery, for a path taken once per keyspace.
         let storage = cell
-            .get_or_try_init(|| async {
+            .get_or_try_init(|| Box::pin(async {
                 let settings = self.durable_settings(durable)?;
                 if settings.nodes.is_empty() {
                     return Err(TargetError::retryable(format!(
@@ -315,7 +321,7 @@ impl Clients {
                     }
                     Err(error) => Err(TargetError::retryable("durable storage").caused_by(error)),
                 }
-            })
+            }))
             .await?;
         Ok(Arc::clone(storage))
     }
