@@ -200,6 +200,28 @@ impl Deliverer {
         context: &QueueContext,
         entry: &Entry,
         spec: Option<&TargetSpec>,
+        trace: (&trace_context::Carrier, &tracing::Span),
+        archive: (&DurableStorageConfig, Duration),
+    ) -> Applied {
+        // One apply timeout for the whole attempt, as when the apply and the archive write only
+        // went side by side: a carried write that falls back, or a crew's first entry recording
+        // the archive's start, must not hold an entry (and its SQS visibility) for longer.
+        let timeout = self.applier.timeout();
+        let attempt = self.apply_and_archive_unbounded(context, entry, spec, trace, archive);
+        tokio::time::timeout(timeout, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(TargetError::retryable(format!(
+                    "applying and archiving the entry took longer than {timeout:?}"
+                )))
+            })
+    }
+
+    async fn apply_and_archive_unbounded(
+        &self,
+        context: &QueueContext,
+        entry: &Entry,
+        spec: Option<&TargetSpec>,
         (onward, span): (&trace_context::Carrier, &tracing::Span),
         (durable, retention): (&DurableStorageConfig, Duration),
     ) -> Applied {
@@ -211,10 +233,11 @@ impl Deliverer {
                 .instrument(span.clone());
             let (started, carried) = tokio::join!(self.archive_started(context, durable), carried);
             if let Some(applied) = carried {
-                if applied.is_ok() {
+                let attempt = started.and(applied);
+                if attempt.is_ok() {
                     self.stats.archived_carried.fetch_add(1, Ordering::Relaxed);
                 }
-                return started.and(applied);
+                return attempt;
             }
         }
         let applied = self
@@ -223,41 +246,34 @@ impl Deliverer {
             .instrument(span.clone());
         let archived = async {
             self.archive_started(context, durable).await?;
-            self.archive(context, durable, entry, retention).await?;
-            self.stats.archived_apart.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+            self.archive(context, durable, entry, retention).await
         };
         let (applied, archived) = tokio::join!(applied, archived);
-        applied.and(archived)
+        let attempt = applied.and(archived);
+        if attempt.is_ok() {
+            self.stats.archived_apart.fetch_add(1, Ordering::Relaxed);
+        }
+        attempt
     }
 
     /// Before the crew's first archived entry, once: since when the archive is kept (the first
-    /// time recorded stays). Replay refuses ranges that start earlier.
+    /// time recorded stays). Replay refuses ranges that start earlier. Bounded by the attempt's
+    /// timeout, which also bounds waiting for another entry's recording.
     async fn archive_started(
         &self,
         context: &QueueContext,
         durable: &DurableStorageConfig,
     ) -> Applied {
-        let timeout = self.applier.timeout();
-        let record = async {
-            let storage = self.applier.clients().durable(durable).await?;
-            storage
-                .mark_archive_started(&context.namespace.name, context.started_micros)
-                .await
-                .map(|_| ())
-                .map_err(|e| TargetError::retryable(format!("recording the archive's start: {e}")))
-        };
-        // Within the apply timeout, as the archive write it precedes: every entry of the crew
-        // waits on it.
         context
             .archive_recorded
             .get_or_try_init(|| async {
-                tokio::time::timeout(timeout, record)
+                let storage = self.applier.clients().durable(durable).await?;
+                storage
+                    .mark_archive_started(&context.namespace.name, context.started_micros)
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(TargetError::retryable(format!(
-                            "recording the archive's start took longer than {timeout:?}"
-                        )))
+                    .map(|_| ())
+                    .map_err(|e| {
+                        TargetError::retryable(format!("recording the archive's start: {e}"))
                     })
             })
             .await

@@ -89,9 +89,11 @@ pub struct DeliveryStats {
     pub paused: AtomicU64,
     /// Entries an operator cancelled, acknowledged without being applied.
     pub cancelled: AtomicU64,
-    /// Archive rows written in their target's own request.
+    /// Attempts of archiving namespaces' entries that succeeded with the archive row written in
+    /// the target's own request.
     pub archived_carried: AtomicU64,
-    /// Archive rows written apart from the apply, by the archive writer.
+    /// Attempts of archiving namespaces' entries that succeeded with the archive row written
+    /// apart, by the archive writer (or not at all: an entry past its retention).
     pub archived_apart: AtomicU64,
 }
 

@@ -110,10 +110,10 @@ impl Applier {
     /// Applies one entry as [`apply`](Self::apply) does, with its archive row (kept for
     /// `retention` in `durable`) carried in the target's own request, when the target writes to
     /// the archive's cluster and can carry it: one request where the apply and the archive
-    /// writer would make two. `None` when it cannot (see [`may_carry_archive`], and the
-    /// target's own limits: consistency, size), and when the carried write failed for good or
-    /// for the cluster's absence: the caller then applies and archives apart, each classified
-    /// on its own (a repeat costs nothing: both writes are idempotent).
+    /// writer would make two. `None` when it cannot (see [`may_carry_archive`], the target's own
+    /// limits: consistency, size; an entry past its retention), and when the carried write
+    /// failed for good or for the cluster's absence: the caller then applies and archives apart,
+    /// each classified on its own (a repeat costs nothing: both writes are idempotent).
     ///
     /// [`may_carry_archive`]: Self::may_carry_archive
     pub async fn apply_with_archive(
@@ -130,36 +130,34 @@ impl Applier {
             return None;
         };
         let attempt = async {
-            let target = match self.targets.resolve(spec).await {
-                Ok(target) => target,
-                Err(error) => return Some(Err(error)),
-            };
+            let target = self.targets.resolve(spec).await?;
             if !target.carries_archive(payload.len() + wal_queue::entry::encoded_len(entry)) {
-                return None;
+                return Ok(None);
             }
-            let storage = match self.clients.durable(durable).await {
-                Ok(storage) => storage,
-                Err(error) => return Some(Err(error)),
+            let storage = self.clients.durable(durable).await?;
+            // Past its retention already: nothing to archive, which the apart path knows.
+            let Some(archive) = storage.archive_insert(entry, retention) else {
+                return Ok(None);
             };
             let mutation = Mutation {
                 entry,
                 payload,
                 trace,
             };
-            let Some(archive) = storage.archive_insert(entry, retention) else {
-                // Past its retention already: nothing to archive.
-                return Some(target.apply(mutation).await);
-            };
-            match target.apply_with_archive(mutation, &archive).await {
-                // The archive row may be the cause (its table, its keyspace's replicas): tried
-                // apart, where the apply's failure and the archive's are each classified on
-                // their own, and the breaker of the target's endpoint opens only for the target.
-                Err(TargetError::Permanent { .. } | TargetError::Unavailable { .. }) => None,
-                applied => Some(applied),
-            }
+            target
+                .apply_with_archive(mutation, &archive)
+                .await
+                .map(Some)
         };
         match tokio::time::timeout(self.timeout, attempt).await {
-            Ok(applied) => applied,
+            Ok(Ok(Some(()))) => Some(Ok(())),
+            Ok(Ok(None)) => None,
+            // The archive row, its storage or the target may be the cause (a table, a keyspace's
+            // replicas, a setting): tried apart, where the apply's failure and the archive's are
+            // each classified on their own, a poison entry is still archived, and the breaker of
+            // the target's endpoint opens only for the target.
+            Ok(Err(TargetError::Permanent { .. } | TargetError::Unavailable { .. })) => None,
+            Ok(Err(error)) => Some(Err(error)),
             Err(_) => Some(Err(TargetError::retryable(format!(
                 "the {} target did not answer within {:?}",
                 spec.kind, self.timeout

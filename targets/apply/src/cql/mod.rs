@@ -89,18 +89,16 @@ impl Target for CqlTarget {
         self.write(mutation, None).await
     }
 
-    /// Only at a consistency at least the archive's own (the driver's LOCAL_QUORUM): a target
-    /// written at ONE would otherwise acknowledge an archive row one replica holds. And only
+    /// Only at a consistency at least the archive's own (the driver's LOCAL_QUORUM) in the local
+    /// datacenter: a target written at ONE would otherwise acknowledge an archive row one
+    /// replica holds, and at QUORUM one that remote replicas hold. And only
     /// while the request stays under [`CARRIED_BYTES`]: a batch over two partitions is held to
     /// Cassandra's batch size limits (it warns past 5 KiB and refuses past 50 KiB, by default),
     /// which a row written by the archive writer, one partition per batch, is not.
     fn carries_archive(&self, bytes: usize) -> bool {
         let strong = matches!(
             self.settings.consistency,
-            WriteConsistency::LocalQuorum
-                | WriteConsistency::Quorum
-                | WriteConsistency::EachQuorum
-                | WriteConsistency::All
+            WriteConsistency::LocalQuorum | WriteConsistency::EachQuorum | WriteConsistency::All
         );
         strong && bytes <= CARRIED_BYTES
     }
