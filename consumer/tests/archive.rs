@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use wal_durable::{DurableSettings, DurableStorage};
 use wal_namespaces::Backend;
 use wal_queue::entry::{Body, now_micros};
 use wal_testkit::{
@@ -74,13 +73,7 @@ async fn every_entry_reaches_its_table_and_the_archive_carried_or_written_apart(
     )
     .await;
 
-    let nodes = wal_testkit::cql_nodes();
-    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-    let storage = std::sync::Arc::new(
-        DurableStorage::connect(&DurableSettings::new(&nodes, KEYSPACE))
-            .await
-            .unwrap(),
-    );
+    let storage = wal_testkit::durable_storage(KEYSPACE).await;
     // The entries were acknowledged only once archived; their rows are read when all are in.
     let archived = eventually(Duration::from_secs(30), "every entry archived", || {
         let storage = std::sync::Arc::clone(&storage);

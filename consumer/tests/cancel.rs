@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tonic::transport::Channel;
-use wal_durable::{DurableSettings, DurableStorage, Outcome};
+use wal_durable::Outcome;
 use wal_namespaces::Backend;
 use wal_namespaces::feed::{Feed, Source};
 use wal_proto::v1::operations_client::OperationsClient;
@@ -20,7 +20,7 @@ use wal_proto::v1::{
     AuditRequest, CancelEntryRequest, CancelEntryResponse, DestinationState,
     ListCancellationsRequest, PauseRequest, ResumeRequest,
 };
-use wal_testkit::{TestProducer, Upstream, control_plane_at, cql_nodes, delayed, eventually};
+use wal_testkit::{TestProducer, Upstream, control_plane_at, delayed, eventually};
 use wal_testkit::{apply_config, namespace_json, start_consumer_following, write, write_true};
 
 /// The delayed entries' delay: long enough to cancel one and for the consumer to hear of it.
@@ -175,11 +175,7 @@ impl Scene {
 async fn a_late_cancel_is_refused(scene: &mut Scene) -> String {
     let delivered = write_true(&scene.producer.client, write(&scene.name, b"delivered")).await;
     arrived(&scene.upstream, &delivered).await;
-    let nodes = cql_nodes();
-    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-    let storage = DurableStorage::connect(&DurableSettings::new(&nodes, KEYSPACE))
-        .await
-        .unwrap();
+    let storage = wal_testkit::durable_storage(KEYSPACE).await;
     eventually(
         Duration::from_secs(20),
         "the delivered entry's receipt",

@@ -12,6 +12,18 @@ pub fn local_stack() -> ConsumerOptions {
     ConsumerOptions::for_local_stack(PathBuf::new())
 }
 
+/// Durable storage in `keyspace` on the local stack, for a test reading back what a consumer
+/// kept there (the archive, receipts).
+pub async fn durable_storage(keyspace: &str) -> std::sync::Arc<wal_durable::DurableStorage> {
+    let nodes = crate::stack::cql_nodes();
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let settings = wal_durable::DurableSettings::new(&nodes, keyspace);
+    let storage = wal_durable::DurableStorage::connect(&settings)
+        .await
+        .unwrap_or_else(|e| panic!("durable storage (is the stack up? scripts/stack up): {e}"));
+    std::sync::Arc::new(storage)
+}
+
 /// Starts a consumer in-process on the real stack for `namespaces`.
 pub async fn start_consumer(namespaces: Vec<Namespace>) -> ConsumerHandle {
     start_consumer_with(namespaces, |_| {}).await

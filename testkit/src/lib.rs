@@ -65,8 +65,8 @@ pub use wal_queue::Backend;
 #[cfg(feature = "fleet")]
 pub use consumer::{
     consumer_process, consumer_process_at, consumer_process_from, consumer_process_logging_to,
-    consumer_process_logging_with_env, consumer_process_with_env, local_stack, start_consumer,
-    start_consumer_following, start_consumer_with, terminate,
+    consumer_process_logging_with_env, consumer_process_with_env, durable_storage, local_stack,
+    start_consumer, start_consumer_following, start_consumer_with, terminate,
 };
 #[cfg(feature = "control-plane")]
 pub use control_plane::{
