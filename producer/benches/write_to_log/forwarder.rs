@@ -8,7 +8,7 @@
 //! It runs as a process of its own, as the producer does, so each side's CPU is its process's:
 //! the benchmark starts its own program again with `BENCH_FORWARDER_LISTEN` set.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -57,13 +57,14 @@ pub async fn serve_if_asked() -> bool {
 /// Starts the forwarder on `topic` and connects to it as the benchmark connects to the producer.
 pub async fn start(topic: &str) -> (ProducerProcess, Vec<WriteAheadLogClient<Channel>>) {
     let address = format!("127.0.0.1:{}", free_port());
-    let child = Command::new(std::env::current_exe().expect("the benchmark's own program"))
-        .env(LISTEN, &address)
-        .env(TOPIC, topic)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the forwarder");
+    let child =
+        super::cores::server_command(std::env::current_exe().expect("the benchmark's own program"))
+            .env(LISTEN, &address)
+            .env(TOPIC, topic)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the forwarder");
     let mut process = ProducerProcess(child, 0, address.clone());
     let endpoint = Channel::from_shared(format!("http://{address}")).unwrap();
     let clients = connect_once_up(&mut process, &endpoint, "the forwarder").await;

@@ -30,12 +30,13 @@
 //! BENCH_CONCURRENCY (64), BENCH_ROUNDS (3), BENCH_BATCH (16), BENCH_PARTS (the sections to run,
 //! comma-separated: `unary,batch,client,tls,traces,sqs`, all by default; `unary` alone is the quick A/B of a
 //! write-path change), BENCH_PACE (0.5: the share of WriteToLog's maximum at which the unary
-//! latency rounds pace both sides).
+//! latency rounds pace both sides), BENCH_PIN (1: the producer and the forwarder on CPUs of their
+//! own, the load generator on the last one, the brokers on all; cores.rs).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::future::Future;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,7 @@ use wal_proto::v1::{Trilean, WriteToLogBatchRequest, WriteToLogRequest};
 use wal_testkit::measure::{MachineTicks, RunQueueWait, StallWatch, cpu_seconds_of};
 use wal_testkit::pki::{Named, Pki};
 
+mod cores;
 mod forwarder;
 mod libraries;
 
@@ -365,7 +367,7 @@ async fn start_producer(
     env: &[(&str, String)],
 ) -> (ProducerProcess, Vec<WriteAheadLogClient<Channel>>) {
     let (port, metrics_port) = (free_port(), free_port());
-    let mut command = Command::new(env!("CARGO_BIN_EXE_wal-producer"));
+    let mut command = cores::server_command(env!("CARGO_BIN_EXE_wal-producer"));
     let mut endpoint = Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap();
     if let Some(pki) = tls {
         let (cert, key) = pki.server("producer");
@@ -554,6 +556,9 @@ async fn main() {
     if forwarder::serve_if_asked().await {
         return;
     }
+    // Counted before this process is pinned to one of them.
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let pinned = cores::pin_if_asked();
     let kafka_writes = env_usize("BENCH_KAFKA_WRITES", 30_000);
     let sqs_writes = env_usize("BENCH_SQS_WRITES", 3_000);
     let concurrency = env_usize("BENCH_CONCURRENCY", 64);
@@ -610,12 +615,12 @@ async fn main() {
     println!(
         "WriteToLog benchmark: {PAYLOAD_BYTES} B payloads, {concurrency} in flight, median of {rounds} rounds"
     );
-    println!(
-        "machine: {} cores; producer, brokers and load generator share it",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    );
+    match pinned {
+        true => println!("machine: {cpus} cores"),
+        false => println!(
+            "machine: {cpus} cores; producer, brokers and load generator share them (BENCH_PIN=1 splits them)"
+        ),
+    }
 
     // Warm the three paths (connections, metadata, JIT of the brokers).
     closed_loop(2_000, concurrency, wal_call(&client, "bench_kafka")).await;
@@ -893,13 +898,17 @@ async fn unary_paced(
     let paced = (rate * 5.0) as usize; // five seconds at that rate
     let (mut wal_paced, mut raw_paced, mut forwarded_paced) = (Vec::new(), Vec::new(), Vec::new());
     let before = write_buckets(metrics_port).await;
+    // Each round's readings of the producer's histogram, around its WriteToLog writes alone.
+    let mut own_rounds = Vec::new();
     for _ in 0..rounds {
         let raw = open_loop(paced, rate, kafka_call(raw_producer, raw_topic));
         raw_paced.push(charged(raw_cpu, paced, raw).await);
         let forwarded = open_loop(paced, rate, wal_call(forwarder, ""));
         forwarded_paced.push(charged(forwarder_cpu, paced, forwarded).await);
+        let round_before = write_buckets(metrics_port).await;
         let wal = open_loop(paced, rate, wal_call(client, "bench_kafka"));
         wal_paced.push(charged(wal_cpu, paced, wal).await);
+        own_rounds.push((round_before, write_buckets(metrics_port).await));
     }
     let after = write_buckets(metrics_port).await;
     let at = match share {
@@ -914,10 +923,10 @@ async fn unary_paced(
     // Where a WriteToLog's tail is spent: the producer's own histogram times a write from the
     // moment its handler starts to its answer (the entry, the enqueue, the broker's
     // acknowledgement); decoding, the wait for a runtime thread and HTTP/2 are outside it.
-    let shares = match (before, after) {
+    let shares = match (&before, &after) {
         (Some(before), Some(after)) => [0.005, 0.01, 0.02]
             .iter()
-            .map(|bound| share_within(&before, &after, *bound))
+            .map(|bound| share_within(before, after, *bound))
             .collect::<Option<Vec<f64>>>(),
         _ => None,
     };
@@ -932,12 +941,43 @@ async fn unary_paced(
             "  the producer's own time per write: wal_producer_write_seconds for bench_kafka (buckets 5, 10 and 20 ms) was not found on its metrics endpoint"
         ),
     }
+    // Each round's p99 beside the producer's own: what the producer's handler does not hold is
+    // the HTTP/2 hop, decoding, and the wait for a runtime thread (the wait µs/write column).
+    // The rounds one by one, as a pooled histogram is the worst round's.
+    let between = |readings: &(Option<Buckets>, Option<Buckets>), quantile| {
+        let (Some(before), Some(after)) = readings else {
+            return "unknown".to_owned();
+        };
+        quantile_between(before, after, quantile).map_or("unknown".to_owned(), |(low, high)| {
+            format!("{}-{}", low * 1e3, high * 1e3)
+        })
+    };
+    let rounds: Vec<String> = wal_paced
+        .iter()
+        .zip(&own_rounds)
+        .map(|(run, own)| {
+            format!(
+                "{:.1} ({}, {})",
+                run.p(0.99),
+                between(own, 0.5),
+                between(own, 0.99)
+            )
+        })
+        .collect();
+    println!(
+        "  rounds (WriteToLog's p99 ms; in brackets the producer's own p50 and p99, the histogram's buckets that hold them, ms): {}",
+        rounds.join("  ")
+    );
 }
+
+/// A histogram as read off a metrics endpoint: each bucket's upper bound in seconds and its
+/// cumulative count.
+type Buckets = Vec<(f64, f64)>;
 
 /// The producer's write-time histogram for `bench_kafka`'s TRUE answers, read from its metrics
 /// endpoint: each bucket's upper bound in seconds and its cumulative count. `None` when the
 /// endpoint does not answer: the figure is a reading aid, and the latencies stand without it.
-async fn write_buckets(metrics_port: u16) -> Option<Vec<(f64, f64)>> {
+async fn write_buckets(metrics_port: u16) -> Option<Buckets> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", metrics_port))
@@ -969,6 +1009,14 @@ async fn write_buckets(metrics_port: u16) -> Option<Vec<(f64, f64)>> {
 /// seconds (a bucket's upper bound); `None` when the bound or the +Inf bucket is missing, or no
 /// write was counted.
 fn share_within(before: &[(f64, f64)], after: &[(f64, f64)], bound: f64) -> Option<f64> {
+    let all = counted_within(before, after, f64::INFINITY)?;
+    let within = counted_within(before, after, bound)?;
+    (all > 0.0).then(|| within / all)
+}
+
+/// The writes counted within `bound` seconds between two readings; `None` when the bound is not
+/// one of the histogram's.
+fn counted_within(before: &[(f64, f64)], after: &[(f64, f64)], bound: f64) -> Option<f64> {
     let count = |buckets: &[(f64, f64)], le: f64| {
         buckets
             .iter()
@@ -976,7 +1024,28 @@ fn share_within(before: &[(f64, f64)], after: &[(f64, f64)], bound: f64) -> Opti
             .find(|(b, _)| *b == le || (*b - le).abs() < 1e-9)
             .map(|(_, c)| *c)
     };
-    let all = count(after, f64::INFINITY)? - count(before, f64::INFINITY).unwrap_or(0.0);
-    let within = count(after, bound)? - count(before, bound).unwrap_or(0.0);
-    (all > 0.0).then(|| within / all)
+    Some(count(after, bound)? - count(before, bound).unwrap_or(0.0))
+}
+
+/// The two bucket bounds (seconds) between which the `quantile` of the writes counted between
+/// two readings lies: a histogram knows no finer. `None` when no write was counted.
+fn quantile_between(
+    before: &[(f64, f64)],
+    after: &[(f64, f64)],
+    quantile: f64,
+) -> Option<(f64, f64)> {
+    let all = counted_within(before, after, f64::INFINITY)?;
+    if all <= 0.0 {
+        return None;
+    }
+    let mut bounds: Vec<f64> = after.iter().map(|(bound, _)| *bound).collect();
+    bounds.sort_by(f64::total_cmp);
+    let mut lower = 0.0;
+    for bound in bounds {
+        if counted_within(before, after, bound)? >= quantile * all {
+            return Some((lower, bound));
+        }
+        lower = bound;
+    }
+    None
 }
