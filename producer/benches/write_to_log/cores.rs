@@ -4,7 +4,8 @@
 //! (the Kafka broker above all) stay on every CPU: with the broker moved to the load generator's
 //! CPU, raw rdkafka's writes timed out (5 s) in the first warm-up, and on the servers' CPU it
 //! would be the servers' tail again. Raw rdkafka runs in this process, so it shares the load
-//! generator's CPU.
+//! generator's CPU, as do the client libraries' programs (a JVM sizes itself to one CPU): pinned,
+//! the forwarder is the fair yardstick, not raw rdkafka.
 //!
 //! `taskset` (util-linux) does the pinning: this crate forbids unsafe code, which
 //! `sched_setaffinity` needs, and a child started under `taskset -c` keeps its own pid.
@@ -37,7 +38,7 @@ pub fn pin_if_asked() -> bool {
         let pid = std::process::id().to_string();
         taskset(Command::new("taskset").args(["-a", "-p", "-c", &cores.load, &pid]));
         println!(
-            "pinned (BENCH_PIN=1): the producer and the forwarder on CPU {}, the load generator and raw rdkafka on CPU {}; the brokers on every CPU",
+            "pinned (BENCH_PIN=1): the producer and the forwarder on CPU {}; the load generator, raw rdkafka and the client libraries' programs on CPU {}; the brokers on every CPU. Raw rdkafka now shares its CPU with the load generator: compare WriteToLog with the forwarder, not with raw rdkafka",
             cores.servers, cores.load
         );
     }
