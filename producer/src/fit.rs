@@ -47,10 +47,9 @@ pub(crate) async fn fit(
     let keep = Duration::from_micros(until_due.unsigned_abs())
         + runtime.config.retry.horizon()
         + CLAIM_CHECK_MARGIN;
-    match durable
-        .put_claim_check(&entry.namespace, &entry.id, &payload, keep)
-        .await
-    {
+    // Boxed: the driver's request future is kilobytes, and inline it would be carried and copied
+    // with every write's future, though few writes need a claim check.
+    match Box::pin(durable.put_claim_check(&entry.namespace, &entry.id, &payload, keep)).await {
         Ok(check) => {
             runtime.metrics.claim_check();
             entry.body = Some(Body::ClaimCheck(check));

@@ -324,10 +324,12 @@ impl WriteService {
                 // to answer.
                 let left = deadline.map(|d| d.saturating_sub(started.elapsed() + ANSWER_MARGIN));
                 let wait = left.map_or(wait, |left| wait.min(left));
-                response.destinations = self
+                // Boxed, as the claim check in `fit`: only writes that wait for their
+                // destinations take this path.
+                let awaited = self
                     .await_destinations(&runtime, &response.entry_id, wait)
-                    .instrument(span.clone())
-                    .await;
+                    .instrument(span.clone());
+                response.destinations = Box::pin(awaited).await;
                 Ok(response)
             }
             other => other.map(|(response, _)| response),
