@@ -4,10 +4,11 @@
 
 use std::io::IsTerminal as _;
 
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::layer::SubscriberExt as _;
+use tracing::Subscriber;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Identity, Layered, SubscriberExt as _};
 use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use super::driver_outage::CqlDriverOutage;
 use super::traces::{self, Traces};
@@ -63,12 +64,29 @@ pub fn init_tracing(binary: &str, default_filter: &str, format: LogFormat) -> Tr
             .with_span_list(true)
             .boxed(),
     };
+    subscriber(exported.map(Layer::boxed), lines, shown).init();
+    traces
+}
+
+/// The exporter's layer, boxed: on the registry itself.
+type Boxed = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// The log lines' layer, boxed: on the registry and the exporter's layer.
+type Lines = Box<dyn Layer<Layered<Boxed, Registry>> + Send + Sync>;
+
+/// The registry with its layers: the exporter's when there is one, the log lines as `shown`
+/// says, and the CQL driver's outage reader.
+fn subscriber(exported: Option<Boxed>, lines: Lines, shown: EnvFilter) -> impl Subscriber {
+    // Without an exporter, a layer that takes nothing. `None` as a layer (tracing-subscriber's
+    // `Option<Layer>`) is interested in every callsite, and the registry would then make every
+    // span up to the finest level any filter names (DEBUG, for the outage reader) for no layer
+    // at all: each write's span, and the HTTP/2 stack's, were made under RUST_LOG=warn.
+    let exported =
+        exported.unwrap_or_else(|| Identity::new().with_filter(LevelFilter::OFF).boxed());
     tracing_subscriber::registry()
         .with(exported)
         .with(lines.with_filter(shown))
         .with(CqlDriverOutage::new().with_filter(CqlDriverOutage::interest()))
-        .init();
-    traces
 }
 
 /// The default log filter of the platform's services: the CQL driver's warnings, except its
@@ -76,3 +94,39 @@ pub fn init_tracing(binary: &str, default_filter: &str, format: LogFormat) -> Tr
 /// [`CqlDriverOutage`]; the target is [`super::driver_outage::FOLDED`]).
 pub const DEFAULT_LOG_FILTER: &str =
     "info,scylla=warn,scylla::cluster::metadata::cc_establisher=off";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn without_exporter(shown: &str) -> impl Subscriber {
+        let lines = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .boxed();
+        subscriber(None, lines, EnvFilter::new(shown))
+    }
+
+    #[test]
+    fn without_an_exporter_a_span_no_layer_takes_is_not_made() {
+        tracing::subscriber::with_default(without_exporter("warn"), || {
+            assert!(tracing::info_span!("write_to_log").is_disabled());
+            assert!(tracing::debug_span!(target: "h2::proto", "poll").is_disabled());
+        });
+        tracing::subscriber::with_default(without_exporter(DEFAULT_LOG_FILTER), || {
+            assert!(tracing::debug_span!(target: "h2::proto", "poll").is_disabled());
+        });
+    }
+
+    #[test]
+    fn a_span_the_log_lines_show_is_made() {
+        tracing::subscriber::with_default(without_exporter(DEFAULT_LOG_FILTER), || {
+            assert!(!tracing::info_span!("write_to_log").is_disabled());
+        });
+        // The outage reader's own interest: the CQL driver's debug lines.
+        tracing::subscriber::with_default(without_exporter("warn"), || {
+            assert!(
+                !tracing::debug_span!(target: "scylla::cluster::node", "connect").is_disabled()
+            );
+        });
+    }
+}
