@@ -8,6 +8,10 @@
 //! write was acknowledged; the rows are counted once afterwards). Baseline: the same items as one
 //! LOGGED batch per transaction, straight to Cassandra, at the same concurrency.
 //!
+//! Each side also prints the CPU the stack's Cassandra spent per item while it ran (from its pid
+//! file): both sides share that one Cassandra on the machine's cores, so where it is the limit,
+//! the ratio of the two rates follows the ratio of Cassandra's work per item.
+//!
 //! Then, on the platform alone: commit latency (WriteTransaction answered TRUE) by transaction
 //! size, 10, 100 and 1,000 items, and the lag from a commit's TRUE to its every item applied.
 //!
@@ -29,7 +33,7 @@ use wal_namespaces::Backend;
 use wal_proto::v1::transactions_client::TransactionsClient;
 use wal_proto::v1::{Target, TransactionItem, Trilean, WriteTransactionRequest};
 use wal_testkit::cql_rows::env_usize;
-use wal_testkit::measure::{Rate, cpu_seconds, median, percentile};
+use wal_testkit::measure::{Rate, cpu_seconds, cpu_seconds_of, median, percentile};
 use wal_testkit::{Cql, Fleet, KEYSPACE, cql_target, namespace_with_target, put, unique};
 
 /// Item `i` of transaction `t`: a put of row `t-i` in one of the three tables.
@@ -62,6 +66,46 @@ async fn applied(namespace: &str, count: usize, every: Duration) {
     }
 }
 
+/// A side's rate, and the CPU the stack's Cassandra spent per item meanwhile (µs; None when
+/// its pid was not found).
+#[derive(Clone, Copy)]
+struct Measured {
+    rate: Rate,
+    cassandra_micros: Option<f64>,
+}
+
+/// Cassandra's CPU seconds so far, for [`Measured`].
+fn cassandra_seconds(cassandra: Option<u32>) -> Option<f64> {
+    cassandra.map(cpu_seconds_of)
+}
+
+impl Measured {
+    fn since(
+        items: usize,
+        started: Instant,
+        cpu: f64,
+        cassandra: Option<u32>,
+        cassandra_before: Option<f64>,
+    ) -> Self {
+        let cassandra_micros = cassandra_seconds(cassandra)
+            .zip(cassandra_before)
+            .map(|(now, before)| (now - before) * 1e6 / items as f64);
+        Self {
+            rate: Rate::since(items, started, cpu),
+            cassandra_micros,
+        }
+    }
+}
+
+impl std::fmt::Display for Measured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cassandra_micros {
+            Some(micros) => write!(f, "{}, Cassandra {micros:>5.1} µs/item", self.rate),
+            None => write!(f, "{}", self.rate),
+        }
+    }
+}
+
 /// Rows in the three tables.
 async fn rows(cql: &Cql, tables: &[String; 3]) -> i64 {
     let mut total = 0;
@@ -78,7 +122,13 @@ async fn fresh_tables(cql: &Cql) -> [String; 3] {
 /// The platform's rate: items per second from the first commit to every item applied. Its
 /// producer and consumer run in this process, so the CPU per item is theirs (with the client
 /// that sends the transactions and the poll for the rows).
-async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usize) -> Rate {
+async fn platform(
+    cql: &Cql,
+    cassandra: Option<u32>,
+    transactions: usize,
+    items: usize,
+    concurrency: usize,
+) -> Measured {
     let tables = fresh_tables(cql).await;
     let mut namespace = namespace_with_target(Backend::Kafka, 1, &cql_target(&tables[0]), "");
     namespace.durable_storage = Some(wal_namespaces::DurableStorageConfig::keyspace(
@@ -90,6 +140,7 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
     let prefix = unique("b");
     let started = Instant::now();
     let cpu = cpu_seconds();
+    let cassandra_before = cassandra_seconds(cassandra);
     futures::stream::iter(0..transactions)
         .for_each_concurrent(concurrency, |t| {
             let (mut client, name, tables) = (client.clone(), name.clone(), tables.clone());
@@ -111,7 +162,7 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
     let expected = transactions * items;
     // A look every 20 ms: within 1% of a run of seconds, and a few hundred renders.
     applied(&name, expected, Duration::from_millis(20)).await;
-    let side = Rate::since(expected, started, cpu);
+    let side = Measured::since(expected, started, cpu, cassandra, cassandra_before);
     fleet.stop().await;
     assert_eq!(
         rows(cql, &tables).await,
@@ -125,11 +176,12 @@ async fn platform(cql: &Cql, transactions: usize, items: usize, concurrency: usi
 /// CPU per item is the driver's (this process's; Cassandra's is not counted on either side).
 async fn baseline(
     cql: &Cql,
+    cassandra: Option<u32>,
     session: &Arc<Session>,
     transactions: usize,
     items: usize,
     concurrency: usize,
-) -> Rate {
+) -> Measured {
     let tables = fresh_tables(cql).await;
     let mut inserts = Vec::new();
     for table in &tables {
@@ -144,6 +196,7 @@ async fn baseline(
     }
     let started = Instant::now();
     let cpu = cpu_seconds();
+    let cassandra_before = cassandra_seconds(cassandra);
     futures::stream::iter(0..transactions)
         .for_each_concurrent(concurrency, |t| {
             let (session, inserts) = (Arc::clone(session), inserts.clone());
@@ -159,7 +212,13 @@ async fn baseline(
             }
         })
         .await;
-    let side = Rate::since(transactions * items, started, cpu);
+    let side = Measured::since(
+        transactions * items,
+        started,
+        cpu,
+        cassandra,
+        cassandra_before,
+    );
     assert_eq!(rows(cql, &tables).await, (transactions * items) as i64);
     side
 }
@@ -211,30 +270,43 @@ async fn main() {
     wal_testkit::scrape();
     let cql = Cql::connect().await;
     let session = wal_testkit::cql_rows::session().await;
+    let cassandra = wal_testkit::stack::service_pid("cassandra");
+    if cassandra.is_none() {
+        println!(
+            "Cassandra's pid file is not under {}: its CPU per item is not shown",
+            wal_testkit::stack::run_dir().display()
+        );
+    }
     println!(
         "two-phase writes: {transactions} transactions of {items} items over 3 tables, {concurrency} at once, {rounds} rounds"
     );
     let (mut platform_rates, mut baseline_rates) = (Vec::new(), Vec::new());
     let (mut platform_cpu, mut baseline_cpu) = (Vec::new(), Vec::new());
+    let (mut platform_cassandra, mut baseline_cassandra) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let (p, b) = if round % 2 == 0 {
-            let p = platform(&cql, transactions, items, concurrency).await;
+            let p = platform(&cql, cassandra, transactions, items, concurrency).await;
             (
                 p,
-                baseline(&cql, &session, transactions, items, concurrency).await,
+                baseline(&cql, cassandra, &session, transactions, items, concurrency).await,
             )
         } else {
-            let b = baseline(&cql, &session, transactions, items, concurrency).await;
-            (platform(&cql, transactions, items, concurrency).await, b)
+            let b = baseline(&cql, cassandra, &session, transactions, items, concurrency).await;
+            (
+                platform(&cql, cassandra, transactions, items, concurrency).await,
+                b,
+            )
         };
         println!(
             "  round {round}: platform {p} (items, commit to applied)   logged batches {b}   ratio {:.2}",
-            p.per_second / b.per_second
+            p.rate.per_second / b.rate.per_second
         );
-        platform_rates.push(p.per_second);
-        baseline_rates.push(b.per_second);
-        platform_cpu.push(p.cpu_micros);
-        baseline_cpu.push(b.cpu_micros);
+        platform_rates.push(p.rate.per_second);
+        baseline_rates.push(b.rate.per_second);
+        platform_cpu.push(p.rate.cpu_micros);
+        baseline_cpu.push(b.rate.cpu_micros);
+        platform_cassandra.extend(p.cassandra_micros);
+        baseline_cassandra.extend(b.cassandra_micros);
     }
     let (p, b) = (median(&mut platform_rates), median(&mut baseline_rates));
     println!(
@@ -246,6 +318,16 @@ async fn main() {
         "CPU per item (this process; the platform's producer and consumer run in it):   platform {pc:>6.1} µs   logged batches {bc:>6.1} µs   ratio {:.2}",
         pc / bc
     );
+    if cassandra.is_some() {
+        let (pk, bk) = (
+            median(&mut platform_cassandra),
+            median(&mut baseline_cassandra),
+        );
+        println!(
+            "Cassandra's CPU per item (the one both sides share):   platform {pk:>6.1} µs   logged batches {bk:>6.1} µs   ratio {:.2}",
+            pk / bk
+        );
+    }
     println!(
         "commit latency and commit-to-applied lag, {latency_txns} transactions one at a time:"
     );

@@ -14,7 +14,7 @@ pub fn kafka_ca() -> PathBuf {
     if let Ok(path) = std::env::var("WAL_KAFKA_CA") {
         return PathBuf::from(path);
     }
-    stack_run().join("kafka/tls/ca.pem")
+    crate::stack::run_dir().join("kafka/tls/ca.pem")
 }
 
 /// The user the stack made, with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN credentials.
@@ -72,16 +72,7 @@ pub fn cql_auth_ca() -> PathBuf {
     if let Ok(path) = std::env::var("WAL_CQL_AUTH_CA") {
         return PathBuf::from(path);
     }
-    stack_run().join("cassandra-auth/tls/ca.pem")
-}
-
-/// Where the stack keeps its services' files.
-fn stack_run() -> PathBuf {
-    let home = std::env::var("WAL_STACK_HOME").map_or_else(
-        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/wal/stack"),
-        PathBuf::from,
-    );
-    home.join("run")
+    crate::stack::run_dir().join("cassandra-auth/tls/ca.pem")
 }
 
 /// A session's place on it: its nodes, logged in as `password`'s user, over TLS.

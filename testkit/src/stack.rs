@@ -175,6 +175,27 @@ impl Drop for KilledWhenDropped {
     }
 }
 
+/// Where the stack named by `WAL_STACK_NAME` (main unless set) keeps its services' files, as
+/// `scripts/stack` lays them out under `WAL_STACK_HOME`.
+pub fn run_dir() -> PathBuf {
+    let home = std::env::var("WAL_STACK_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/wal/stack"),
+        PathBuf::from,
+    );
+    match std::env::var("WAL_STACK_NAME").as_deref() {
+        Err(_) | Ok("main") => home.join("run"),
+        Ok(name) => home.join(format!("run-{name}")),
+    }
+}
+
+/// The pid `scripts/stack` recorded for `service` (`cassandra`, `kafka`, ...), when it runs:
+/// benchmarks count the CPU a shared service spends on each side.
+pub fn service_pid(service: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(run_dir().join(service).join("pid")).ok()?;
+    let pid: u32 = text.trim().parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
 /// Runs `scripts/stack ACTION SERVICE`.
 pub fn stack(action: &str, service: &str) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/stack");
