@@ -183,17 +183,24 @@ pub fn run_dir() -> PathBuf {
         PathBuf::from,
     );
     match std::env::var("WAL_STACK_NAME").as_deref() {
-        Err(_) | Ok("main") => home.join("run"),
+        Err(_) | Ok("" | "main") => home.join("run"),
         Ok(name) => home.join(format!("run-{name}")),
     }
 }
 
-/// The pid `scripts/stack` recorded for `service` (`cassandra`, `kafka`, ...), when it runs:
-/// benchmarks count the CPU a shared service spends on each side.
+/// The pid `scripts/stack` recorded for `service` (`cassandra`, `kafka`, ...: a Java service,
+/// whose command line names its run directory), when it runs: benchmarks count the CPU a shared
+/// service spends on each side. As the script's own `alive` does, the process's command line
+/// must name that directory, so a pid reused since is not taken for the service.
 pub fn service_pid(service: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(run_dir().join(service).join("pid")).ok()?;
+    let dir = run_dir().join(service);
+    let text = std::fs::read_to_string(dir.join("pid")).ok()?;
     let pid: u32 = text.trim().parse().ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    cmdline
+        .contains(&format!("{}/", dir.display()))
+        .then_some(pid)
 }
 
 /// Runs `scripts/stack ACTION SERVICE`.
