@@ -313,6 +313,16 @@ const STEPS: [(&str, Part); 11] = [
     ("the same batch without its condition", Part::Comparison),
 ];
 
+/// The platform's steps' costs added up (`costs` in the order of [`STEPS`]).
+fn platform_sum(costs: &[f64]) -> f64 {
+    costs
+        .iter()
+        .zip(STEPS)
+        .filter(|(_, (_, part))| *part == Part::Platform)
+        .map(|(cost, _)| cost)
+        .sum()
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Part {
     Platform,
@@ -356,12 +366,7 @@ async fn main() {
     for r in 0..rounds {
         let started = Instant::now();
         let costs = round(cassandra, &storage, &rows, transactions, &staged).await;
-        let platform: f64 = costs
-            .iter()
-            .zip(STEPS)
-            .filter(|(_, (_, part))| *part == Part::Platform)
-            .map(|(cost, _)| cost)
-            .sum();
+        let platform = platform_sum(&costs);
         println!(
             "  round {r} ({:.1} s): platform {:.0} µs/item, logged batch {:.0} µs/item",
             started.elapsed().as_secs_f64(),
@@ -373,12 +378,7 @@ async fn main() {
         }
     }
     let medians: Vec<f64> = by_step.iter_mut().map(|costs| median(costs)).collect();
-    let platform: f64 = medians
-        .iter()
-        .zip(STEPS)
-        .filter(|(_, (_, part))| *part == Part::Platform)
-        .map(|(cost, _)| cost)
-        .sum();
+    let platform = platform_sum(&medians);
     println!(
         "{:<54} {:>12} {:>12} {:>10}",
         "step", "ms/txn", "µs/item", "of platform"
