@@ -43,11 +43,9 @@ const KEYSPACE: &str = "wal_bench_staging";
 const NAMESPACE: &str = "bench";
 const KEEP: Duration = Duration::from_secs(3600);
 
+/// A tunable from the environment, as the other benchmarks read theirs.
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    usize::try_from(wal_testkit::env_u64(name, default as u64)).unwrap_or(default)
 }
 
 /// Item `i`: a put of one row, named as the cql target names its table.
