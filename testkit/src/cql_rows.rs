@@ -3,9 +3,11 @@
 //! them in (`apply_to_cql`, `replay_to_cql`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::response::query_result::QueryRowsResult;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
@@ -126,18 +128,46 @@ pub async fn count(session: &Session, name: &str) -> i64 {
         .0
 }
 
-/// The rows `query` selects with `values`.
+/// How many times [`select`] sends a read the cluster could not serve.
+const READ_ATTEMPTS: u64 = 5;
+
+/// The rows `query` selects with `values`. A read the cluster could not serve this time (timed
+/// out, overloaded, or failed by a replica) is sent again, up to [`READ_ATTEMPTS`] times, each
+/// failure printed: tests poll tables while three stacks share two cores, and one failed read
+/// is not the answer they wait for (a poll's `COUNT(*)` failed so in CI, 2026-11-30, with a
+/// `ReadFailure` from the only replica).
 pub async fn select(
     session: &Session,
     query: String,
     values: impl SerializeRow,
 ) -> QueryRowsResult {
-    session
-        .query_unpaged(query, values)
-        .await
-        .unwrap()
-        .into_rows_result()
-        .unwrap()
+    let mut attempt = 1;
+    loop {
+        match session.query_unpaged(query.as_str(), &values).await {
+            Ok(result) => return result.into_rows_result().unwrap(),
+            Err(error) if attempt < READ_ATTEMPTS && unserved(&error) => {
+                eprintln!("`{query}` failed (attempt {attempt} of {READ_ATTEMPTS}): {error}");
+                tokio::time::sleep(Duration::from_millis(500 * attempt)).await;
+                attempt += 1;
+            }
+            Err(error) => panic!("`{query}` failed (attempt {attempt}): {error}"),
+        }
+    }
+}
+
+/// A failure that says the cluster could not serve the read now, not that the read is wrong.
+fn unserved(error: &ExecutionError) -> bool {
+    match error {
+        ExecutionError::RequestTimeout(_) => true,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => matches!(
+            db,
+            DbError::ReadTimeout { .. }
+                | DbError::ReadFailure { .. }
+                | DbError::Unavailable { .. }
+                | DbError::Overloaded
+        ),
+        _ => false,
+    }
 }
 
 /// Writes rows `0..entries` with `insert`, `concurrency` at a time, each with write time

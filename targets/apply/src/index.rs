@@ -21,10 +21,12 @@
 //! the row's key as the entry key).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::unprepared::Statement;
 use serde_json::{Map, Value};
 use wal_targets::index::IndexSettings;
 
@@ -58,6 +60,12 @@ impl TargetKind for Index {
     }
 }
 
+/// How long creating the state table may take. The target's request timeout is sized for a
+/// row's write; a schema change on a loaded cluster takes longer (the coordinator writes the new
+/// schema and spreads it before it answers): over 3 s in CI, 2026-11-30, which failed the
+/// target's build, and with it each delivery that needed the target, until a build was quicker.
+const SCHEMA_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[derive(Debug)]
 struct Statements {
     read_state: PreparedStatement,
@@ -75,9 +83,10 @@ impl Statements {
         let keyspace = quoted(&settings.keyspace);
         let table = quoted(&settings.table);
         let state = quoted(&settings.state_table());
-        let create = format!(
+        let mut create = Statement::new(format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.{state} (key text PRIMARY KEY, indexed text)"
-        );
+        ));
+        create.set_request_timeout(Some(SCHEMA_CHANGE_TIMEOUT));
         session
             .query_unpaged(create, &[])
             .await
