@@ -87,7 +87,7 @@ pub struct StepRef {
 pub struct Requests {
     pub namespace: String,
     pub outcome: String,
-    /// Bounds on the live producers' sum.
+    /// Bounds on the producers' sum (a killed producer's count: up to its kill).
     pub at_least: Option<u64>,
     pub at_most: Option<u64>,
     /// A bound on each live producer's own count: calls spread over the producers.

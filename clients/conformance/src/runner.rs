@@ -102,7 +102,7 @@ pub async fn run(
                 .iter()
                 .filter(|a| a.after_results == results.len())
             {
-                stage.kill(action.kill_producer);
+                stage.kill(action.kill_producer).await;
             }
         }
         Ok::<_, String>(())

@@ -43,6 +43,8 @@ pub struct Producer {
     pub address: String,
     pub metrics: String,
     pub alive: bool,
+    /// Its metrics as scraped just before it was killed: what it had served by then.
+    pub at_kill: Option<String>,
 }
 
 impl Stage {
@@ -78,6 +80,7 @@ impl Stage {
                 address,
                 metrics,
                 alive: true,
+                at_kill: None,
             });
         }
         let pki = Pki::new("conformance CA");
@@ -104,25 +107,28 @@ impl Stage {
             .collect()
     }
 
-    pub fn kill(&mut self, producer: usize) {
+    /// Kills a producer with SIGKILL, its metrics scraped first, so a case can still check
+    /// what it served before it went away (that a client used it at all).
+    pub async fn kill(&mut self, producer: usize) {
         if let Some(producer) = self.producers.get_mut(producer) {
+            producer.at_kill = Some(scrape(&producer.metrics).await);
             producer.process.kill();
             producer.alive = false;
         }
     }
 
-    /// What each live producer counted in `wal_producer_requests_total` for a namespace and
-    /// outcome.
+    /// What each producer counted in `wal_producer_requests_total` for a namespace and outcome;
+    /// a killed one, up to its kill (a write it answered between that scrape and its death is
+    /// not counted).
     pub async fn requests(&self, namespace: &str, outcome: &str) -> Vec<u64> {
         let series = format!(
             "wal_producer_requests_total{{namespace=\"{namespace}\",outcome=\"{outcome}\"}}"
         );
         let mut each = Vec::new();
-        for producer in self.producers.iter().filter(|p| p.alive) {
-            let url = format!("http://{}/metrics", producer.metrics);
-            let text = match reqwest::get(&url).await {
-                Ok(response) => response.text().await.unwrap_or_default(),
-                Err(error) => panic!("scraping {url}: {error}"),
+        for producer in &self.producers {
+            let text = match &producer.at_kill {
+                Some(text) => text.clone(),
+                None => scrape(&producer.metrics).await,
             };
             each.push(
                 text.lines()
@@ -133,6 +139,15 @@ impl Stage {
             );
         }
         each
+    }
+}
+
+/// The metrics a producer serves on `address`.
+async fn scrape(address: &str) -> String {
+    let url = format!("http://{address}/metrics");
+    match reqwest::get(&url).await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(error) => panic!("scraping {url}: {error}"),
     }
 }
 
@@ -182,6 +197,7 @@ async fn secured(pki: &Pki, folder: &std::path::Path) -> (Producer, serde_json::
         address,
         metrics,
         alive: true,
+        at_kill: None,
     };
     (producer, files)
 }
