@@ -90,7 +90,8 @@ pub struct Requests {
     /// Bounds on the producers' sum (a killed producer's count: up to its kill).
     pub at_least: Option<u64>,
     pub at_most: Option<u64>,
-    /// A bound on each live producer's own count: calls spread over the producers.
+    /// A bound on each producer's own count (a killed one: up to its kill): calls spread over
+    /// the producers.
     pub at_least_each: Option<u64>,
 }
 

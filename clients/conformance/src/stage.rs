@@ -110,7 +110,9 @@ impl Stage {
     /// Kills a producer with SIGKILL, its metrics scraped first, so a case can still check
     /// what it served before it went away (that a client used it at all).
     pub async fn kill(&mut self, producer: usize) {
-        if let Some(producer) = self.producers.get_mut(producer) {
+        if let Some(producer) = self.producers.get_mut(producer)
+            && producer.alive
+        {
             producer.at_kill = Some(scrape(&producer.metrics).await);
             producer.process.kill();
             producer.alive = false;
@@ -142,12 +144,15 @@ impl Stage {
     }
 }
 
-/// The metrics a producer serves on `address`.
+/// The metrics a producer serves on `address`. A scrape that fails is the stage's failure, not
+/// the library's: it panics naming the address, rather than count nothing and blame the client.
 async fn scrape(address: &str) -> String {
     let url = format!("http://{address}/metrics");
-    match reqwest::get(&url).await {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(error) => panic!("scraping {url}: {error}"),
+    let scraped = async { reqwest::get(&url).await?.error_for_status()?.text().await };
+    match tokio::time::timeout(Duration::from_secs(10), scraped).await {
+        Ok(Ok(text)) => text,
+        Ok(Err(error)) => panic!("scraping {url}: {error}"),
+        Err(_) => panic!("scraping {url}: no answer within 10 s"),
     }
 }
 
