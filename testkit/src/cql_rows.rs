@@ -132,10 +132,10 @@ pub async fn count(session: &Session, name: &str) -> i64 {
 const READ_ATTEMPTS: u64 = 5;
 
 /// The rows `query` selects with `values`. A read the cluster could not serve this time (timed
-/// out, overloaded, short of replicas, or failed by a replica) is sent again, up to [`READ_ATTEMPTS`] times, each
-/// failure printed: tests poll tables while three stacks share two cores, and one failed read
-/// is not the answer they wait for (a poll's `COUNT(*)` failed so in CI, 2026-11-30, with a
-/// `ReadFailure` from the only replica).
+/// out, overloaded, short of replicas, or failed by a replica) is sent again, up to
+/// [`READ_ATTEMPTS`] times, each failure printed: tests poll tables while three stacks share
+/// two cores, and one failed read is not the answer they wait for (a poll's `COUNT(*)` failed
+/// so in CI, 2026-11-30, with a `ReadFailure` from the only replica).
 pub async fn select(
     session: &Session,
     query: String,
